@@ -1,0 +1,10 @@
+"""`dts table ...` commands."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+def table() -> None:
+    """table commands (being built)."""
