@@ -1,0 +1,42 @@
+"""Columnar LSM FileStore: catalog, schema, snapshots, manifests, writer, merge-on-read reader."""
+
+from filestore.bucket import bucket_ids
+from filestore.catalog import Catalog
+from filestore.commit import TableCommit
+from filestore.data_file import DataFileMeta
+from filestore.errors import (
+    CommitConflict,
+    FileStoreError,
+    SchemaError,
+    SnapshotNotFound,
+    TableAlreadyExists,
+    TableNotFound,
+)
+from filestore.messages import CommitMessage
+from filestore.options import CoreOptions
+from filestore.scan import Split, TableScan
+from filestore.schema import TableSchema
+from filestore.snapshot import Snapshot
+from filestore.table import Table
+from filestore.write import TableWrite
+
+__all__ = [
+    "Catalog",
+    "CommitConflict",
+    "CommitMessage",
+    "CoreOptions",
+    "DataFileMeta",
+    "FileStoreError",
+    "SchemaError",
+    "Snapshot",
+    "SnapshotNotFound",
+    "Split",
+    "Table",
+    "TableAlreadyExists",
+    "TableCommit",
+    "TableNotFound",
+    "TableScan",
+    "TableSchema",
+    "TableWrite",
+    "bucket_ids",
+]

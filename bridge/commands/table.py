@@ -1,10 +1,257 @@
-"""`dts table ...` commands."""
+"""`dts table ...`: create, list, describe, drop, scan and list snapshots of FileStore tables."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+from collections.abc import Callable
+from typing import Any
+
 import click
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from filestore import Catalog, FileStoreError
+from filestore.types import type_from_json
+
+_TYPE_ALIASES = {
+    "int": "int32",
+    "long": "int64",
+    "bigint": "int64",
+    "double": "float64",
+    "float": "float32",
+    "bool": "boolean",
+    "str": "string",
+    "date": "date32",
+}
+
+
+def warehouse_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--warehouse",
+        default=lambda: os.environ.get("DTS_WAREHOUSE", "./warehouse"),
+        show_default="$DTS_WAREHOUSE or ./warehouse",
+        help="Warehouse path or URI (file://, s3://, hdfs://).",
+    )(fn)
+
+
+def parse_schema(text: str) -> pa.Schema:
+    """'id:int64 not null, name:string, ts:timestamp[us]' -> pa.Schema."""
+    fields = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if ":" not in part:
+            raise click.BadParameter(f"{part!r} is not name:type", param_hint="--schema")
+        name, typ = (s.strip() for s in part.split(":", 1))
+        nullable = True
+        if typ.lower().endswith(" not null"):
+            typ, nullable = typ[: -len(" not null")].strip(), False
+        typ = _TYPE_ALIASES.get(typ.lower(), typ.lower())
+        try:
+            if typ.startswith("timestamp"):
+                unit = typ[typ.index("[") + 1 : typ.index("]")] if "[" in typ else "us"
+                arrow_type = pa.timestamp(unit)
+            elif typ.startswith("decimal"):
+                p, s = typ[typ.index("(") + 1 : typ.index(")")].split(",")
+                arrow_type = pa.decimal128(int(p), int(s))
+            else:
+                arrow_type = type_from_json(typ)
+        except (FileStoreError, ValueError) as e:
+            raise click.BadParameter(
+                f"column {name!r}: unknown type {typ!r} ({e})", param_hint="--schema"
+            ) from None
+        fields.append(pa.field(name, arrow_type, nullable=nullable))
+    if not fields:
+        raise click.BadParameter("no columns given", param_hint="--schema")
+    return pa.schema(fields)
+
+
+def _split_list(text: str | None) -> list[str]:
+    return [c.strip() for c in (text or "").split(",") if c.strip()]
+
+
+def _ms(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def print_arrow(console: Console, data: pa.Table, title: str, limit: int = 50) -> None:
+    out = RichTable(title=title)
+    for name in data.column_names:
+        out.add_column(name)
+    for row in data.slice(0, limit).to_pylist():
+        out.add_row(*("∅" if v is None else str(v) for v in row.values()))
+    console.print(out)
+    if data.num_rows > limit:
+        console.print(f"... {data.num_rows - limit} more rows")
+
+
+def _fail(e: Exception) -> click.ClickException:
+    return click.ClickException(str(e))
 
 
 @click.group()
 def table() -> None:
-    """table commands (being built)."""
+    """Create, inspect and read FileStore tables."""
+
+
+@table.command("create")
+@click.argument("name")
+@click.option(
+    "--schema", "schema_text", required=True, help="Columns, e.g. 'id:int64 not null,name:string'."
+)
+@click.option("--primary-key", "-k", default="", help="Comma-separated primary key columns.")
+@click.option("--partition-by", "-p", default="", help="Comma-separated partition columns.")
+@click.option(
+    "--option", "-o", "options", multiple=True, help="Table option key=value (repeatable)."
+)
+@warehouse_option
+def create(
+    name: str,
+    schema_text: str,
+    primary_key: str,
+    partition_by: str,
+    options: tuple[str, ...],
+    warehouse: str,
+) -> None:
+    """Create table NAME ('db.table')."""
+    opts = {}
+    for o in options:
+        if "=" not in o:
+            raise click.BadParameter(f"{o!r} is not key=value", param_hint="--option")
+        k, v = o.split("=", 1)
+        opts[k.strip()] = v.strip()
+    try:
+        t = Catalog(warehouse).create_table(
+            name,
+            parse_schema(schema_text),
+            _split_list(primary_key),
+            _split_list(partition_by),
+            opts,
+        )
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(f"created {t.name} at {t.paths.root}")
+
+
+@table.command("list")
+@click.option("--db", default=None, help="Only this database.")
+@warehouse_option
+def list_(db: str | None, warehouse: str) -> None:
+    """List tables."""
+    for name in Catalog(warehouse).list_tables(db):
+        click.echo(name)
+
+
+@table.command("describe")
+@click.argument("name")
+@warehouse_option
+def describe(name: str, warehouse: str) -> None:
+    """Show a table's schema, keys, options and latest snapshot."""
+    try:
+        t = Catalog(warehouse).get_table(name)
+        schema = t.schema
+        latest = t.latest_snapshot()
+    except FileStoreError as e:
+        raise _fail(e) from None
+    console = Console()
+    cols = RichTable(title=f"{t.name} (schema {schema.id})")
+    for c in ("column", "type", "nullable", "key"):
+        cols.add_column(c)
+    for f in schema.arrow_schema:
+        key = (
+            "primary"
+            if f.name in schema.primary_key
+            else ("partition" if f.name in schema.partition_keys else "")
+        )
+        cols.add_row(f.name, str(f.type), str(f.nullable), key)
+    console.print(cols)
+    console.print(f"location: {t.paths.root}")
+    console.print(f"options: {schema.options or {}}")
+    if latest is None:
+        console.print("no snapshots yet")
+    else:
+        console.print(
+            f"latest snapshot: {latest.id} ({latest.commit_kind}, {_ms(latest.time_millis)}, "
+            f"barrier {latest.barrier}, {latest.total_record_count} records in files)"
+        )
+
+
+@table.command("drop")
+@click.argument("name")
+@click.option("--if-exists", is_flag=True, help="No error when the table is missing.")
+@warehouse_option
+def drop(name: str, if_exists: bool, warehouse: str) -> None:
+    """Drop a table and its files."""
+    try:
+        Catalog(warehouse).drop_table(name, ignore_if_missing=if_exists)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(f"dropped {name}")
+
+
+@table.command("scan")
+@click.argument("name")
+@click.option("--snapshot", "snapshot_id", type=int, default=None, help="Read this snapshot id.")
+@click.option("--barrier", type=int, default=None, help="Read the snapshot at this barrier.")
+@click.option("--timestamp", type=int, default=None, help="Read the snapshot at this epoch ms.")
+@click.option("--columns", "-c", default="", help="Comma-separated columns to show.")
+@click.option("--limit", "-n", type=int, default=50, show_default=True)
+@warehouse_option
+def scan(
+    name: str,
+    snapshot_id: int | None,
+    barrier: int | None,
+    timestamp: int | None,
+    columns: str,
+    limit: int,
+    warehouse: str,
+) -> None:
+    """Print a table's rows (merged, at the latest or a chosen snapshot)."""
+    try:
+        t = Catalog(warehouse).get_table(name)
+        data = t.read(
+            snapshot_id, columns=_split_list(columns) or None, barrier=barrier, timestamp=timestamp
+        )
+    except FileStoreError as e:
+        raise _fail(e) from None
+    print_arrow(Console(), data, f"{t.name}: {data.num_rows} rows", limit)
+
+
+@table.command("snapshots")
+@click.argument("name")
+@warehouse_option
+def snapshots(name: str, warehouse: str) -> None:
+    """List a table's snapshots."""
+    try:
+        t = Catalog(warehouse).get_table(name)
+        snaps = t.snapshots()
+    except FileStoreError as e:
+        raise _fail(e) from None
+    out = RichTable(title=f"{t.name} snapshots")
+    for c in (
+        "id",
+        "kind",
+        "time (UTC)",
+        "user",
+        "identifier",
+        "barrier",
+        "log offsets",
+        "records",
+        "delta",
+    ):
+        out.add_column(c)
+    for s in snaps:
+        out.add_row(
+            str(s.id),
+            s.commit_kind,
+            _ms(s.time_millis),
+            s.commit_user,
+            str(s.commit_identifier),
+            "" if s.barrier is None else str(s.barrier),
+            str(s.log_offsets or ""),
+            str(s.total_record_count),
+            str(s.delta_record_count),
+        )
+    Console().print(out)

@@ -1,0 +1,148 @@
+"""Catalog: databases and tables under one warehouse (a local path or any pyarrow URI)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from filestore.errors import (
+    DatabaseNotEmpty,
+    DatabaseNotFound,
+    FileStoreError,
+    TableAlreadyExists,
+    TableNotFound,
+)
+from filestore.fileio import FileIO, resolve_filesystem
+from filestore.paths import TablePaths
+from filestore.schema import SchemaManager, build_schema
+from filestore.table import Table
+
+DEFAULT_DATABASE = "default"
+_DB_SUFFIX = ".db"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """'db.table' -> ('db', 'table'); 'table' -> ('default', 'table')."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        db, table = DEFAULT_DATABASE, parts[0]
+    elif len(parts) == 2:
+        db, table = parts
+    else:
+        raise FileStoreError(f"table name {name!r} must be 'table' or 'db.table'")
+    for part in (db, table):
+        if not part or "/" in part or part.startswith((".", "_")):
+            raise FileStoreError(f"invalid table name {name!r}")
+    return db, table
+
+
+class Catalog:
+    """Databases are ``<warehouse>/<db>.db``; tables are directories inside them."""
+
+    def __init__(self, warehouse: str, filesystem: pafs.FileSystem | None = None) -> None:
+        fs, root = resolve_filesystem(str(warehouse), filesystem)
+        self.io = FileIO(fs)
+        self.root = root
+        self.warehouse = str(warehouse)
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.warehouse!r})"
+
+    def _db_path(self, db: str) -> str:
+        return f"{self.root}/{db}{_DB_SUFFIX}"
+
+    def table_path(self, name: str) -> str:
+        db, table = split_name(name)
+        return f"{self._db_path(db)}/{table}"
+
+    # -- databases ------------------------------------------------------
+    def list_databases(self) -> list[str]:
+        return sorted(
+            i.base_name[: -len(_DB_SUFFIX)]
+            for i in self.io.list_dir(self.root)
+            if i.type == pafs.FileType.Directory and i.base_name.endswith(_DB_SUFFIX)
+        )
+
+    def create_database(self, db: str, ignore_if_exists: bool = True) -> None:
+        split_name(f"{db}.x")
+        path = self._db_path(db)
+        if self.io.exists(path) and not ignore_if_exists:
+            raise FileStoreError(f"database {db} exists already")
+        self.io.mkdirs(path)
+
+    def drop_database(self, db: str, cascade: bool = False) -> None:
+        if db not in self.list_databases():
+            raise DatabaseNotFound(f"database {db} does not exist")
+        if self.list_tables(db) and not cascade:
+            raise DatabaseNotEmpty(
+                f"database {db} still has tables; drop them or pass cascade=True"
+            )
+        self.io.delete_dir(self._db_path(db))
+
+    # -- tables ---------------------------------------------------------
+    def table_exists(self, name: str) -> bool:
+        return bool(SchemaManager(self.io, TablePaths(self.table_path(name))).list_ids())
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        primary_key: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
+        *,
+        comment: str | None = None,
+        ignore_if_exists: bool = False,
+    ) -> Table:
+        db, _ = split_name(name)
+        full = self.full_name(name)
+        table_schema = build_schema(schema, primary_key, partition_by, options, comment)
+        path = self.table_path(name)
+        self.io.mkdirs(self._db_path(db))
+        if not SchemaManager(self.io, TablePaths(path)).commit(table_schema):
+            if ignore_if_exists:
+                return self.get_table(name)
+            raise TableAlreadyExists(f"table {full} exists already")
+        return Table(full, self.io, path)
+
+    def full_name(self, name: str) -> str:
+        db, table = split_name(name)
+        return f"{db}.{table}"
+
+    def get_table(self, name: str) -> Table:
+        full = self.full_name(name)
+        if not self.table_exists(name):
+            raise TableNotFound(f"table {full} does not exist in {self.warehouse}")
+        return Table(full, self.io, self.table_path(name))
+
+    def list_tables(self, db: str | None = None) -> list[str]:
+        """Full names ('db.table') of the tables in db, or in every database."""
+        dbs = [db] if db is not None else self.list_databases()
+        names = []
+        for d in dbs:
+            for info in self.io.list_dir(self._db_path(d)):
+                if info.type == pafs.FileType.Directory and self.table_exists(
+                    f"{d}.{info.base_name}"
+                ):
+                    names.append(f"{d}.{info.base_name}")
+        return sorted(names)
+
+    def drop_table(self, name: str, ignore_if_missing: bool = False) -> None:
+        if not self.table_exists(name):
+            if ignore_if_missing:
+                return
+            raise TableNotFound(f"table {self.full_name(name)} does not exist")
+        self.io.delete_dir(self.table_path(name))
+
+    def rename_table(self, old: str, new: str) -> Table:
+        """Rename (a directory move: atomic on local disks, a copy on object stores)."""
+        if not self.table_exists(old):
+            raise TableNotFound(f"table {self.full_name(old)} does not exist")
+        if self.table_exists(new):
+            raise TableAlreadyExists(f"table {self.full_name(new)} exists already")
+        db, _ = split_name(new)
+        self.io.mkdirs(self._db_path(db))
+        self.io.move(self.table_path(old), self.table_path(new))
+        return self.get_table(new)

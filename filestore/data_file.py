@@ -1,0 +1,195 @@
+"""Data file metadata (what a manifest entry records about one file) and its statistics."""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+FILE_SOURCE_APPEND = "APPEND"
+FILE_SOURCE_COMPACT = "COMPACT"
+
+
+def _stats_supported(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+    )
+
+
+def serialize_batch(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def deserialize_batch(data: bytes) -> pa.RecordBatch:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
+
+
+def compute_value_stats(table: pa.Table, columns: list[str]) -> tuple[bytes, dict[str, int]]:
+    """(IPC batch of 2 rows: per-column min then max, null counts) over the given columns.
+
+    Columns whose min/max is unknown (unsupported type, NaN present) hold nulls.
+    """
+    arrays, names, null_counts = [], [], {}
+    for name in columns:
+        col = table.column(name)
+        null_counts[name] = col.null_count
+        t = col.type
+        if not _stats_supported(t):
+            continue
+        lo = hi = None
+        if col.null_count < len(col):
+            if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
+                lo = hi = None
+            else:
+                mm = pc.min_max(col)
+                lo, hi = mm["min"], mm["max"]
+        if lo is None or hi is None or not lo.is_valid:
+            arrays.append(pa.nulls(2, t))
+        else:
+            arrays.append(pa.array([lo.as_py(), hi.as_py()], t))
+        names.append(name)
+    batch = (
+        pa.RecordBatch.from_arrays(arrays, names=names) if names else pa.RecordBatch.from_pydict({})
+    )
+    return serialize_batch(batch), null_counts
+
+
+def key_range_bytes(sorted_keys: pa.Table) -> bytes:
+    """IPC batch of 2 rows: the first and the last key of a key-sorted file."""
+    n = sorted_keys.num_rows
+    rows = sorted_keys.take([0, n - 1]) if n else sorted_keys.slice(0, 0)
+    return serialize_batch(
+        rows.combine_chunks().to_batches()[0] if rows.num_rows else pa.RecordBatch.from_pydict({})
+    )
+
+
+@dataclass(frozen=True)
+class DataFileMeta:
+    """One data file of a bucket, as the manifest records it."""
+
+    file_name: str
+    file_size: int
+    row_count: int
+    min_sequence_number: int
+    max_sequence_number: int
+    schema_id: int
+    level: int = 0
+    key_range: bytes = b""  # IPC: row 0 = min key, row 1 = max key (primary-key tables)
+    value_stats: bytes = b""  # IPC: row 0 = per-column min, row 1 = per-column max
+    null_counts: dict[str, int] = field(default_factory=dict)
+    delete_row_count: int = 0
+    creation_time_millis: int = field(default_factory=lambda: int(time.time() * 1000))
+    file_source: str = FILE_SOURCE_APPEND
+
+    def min_key(self) -> tuple[Any, ...] | None:
+        return self._key_row(0)
+
+    def max_key(self) -> tuple[Any, ...] | None:
+        return self._key_row(1)
+
+    def _key_row(self, i: int) -> tuple[Any, ...] | None:
+        if not self.key_range:
+            return None
+        batch = deserialize_batch(self.key_range)
+        if batch.num_rows < 2:
+            return None
+        return tuple(batch.column(j)[i].as_py() for j in range(batch.num_columns))
+
+    def stats(self) -> pa.RecordBatch | None:
+        return deserialize_batch(self.value_stats) if self.value_stats else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file_name": self.file_name,
+            "file_size": self.file_size,
+            "row_count": self.row_count,
+            "min_sequence_number": self.min_sequence_number,
+            "max_sequence_number": self.max_sequence_number,
+            "schema_id": self.schema_id,
+            "level": self.level,
+            "key_range": base64.b64encode(self.key_range).decode(),
+            "value_stats": base64.b64encode(self.value_stats).decode(),
+            "null_counts": dict(self.null_counts),
+            "delete_row_count": self.delete_row_count,
+            "creation_time_millis": self.creation_time_millis,
+            "file_source": self.file_source,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DataFileMeta:
+        return cls(
+            file_name=d["file_name"],
+            file_size=int(d["file_size"]),
+            row_count=int(d["row_count"]),
+            min_sequence_number=int(d["min_sequence_number"]),
+            max_sequence_number=int(d["max_sequence_number"]),
+            schema_id=int(d["schema_id"]),
+            level=int(d.get("level", 0)),
+            key_range=base64.b64decode(d.get("key_range", "")),
+            value_stats=base64.b64decode(d.get("value_stats", "")),
+            null_counts={k: int(v) for k, v in d.get("null_counts", {}).items()},
+            delete_row_count=int(d.get("delete_row_count", 0)),
+            creation_time_millis=int(d.get("creation_time_millis", 0)),
+            file_source=d.get("file_source", FILE_SOURCE_APPEND),
+        )
+
+    # Avro record form (manifest files): same fields, bytes stay bytes.
+    def to_avro(self) -> dict[str, Any]:
+        d = self.to_json()
+        d["key_range"] = self.key_range
+        d["value_stats"] = self.value_stats
+        return d
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> DataFileMeta:
+        return cls(
+            file_name=d["file_name"],
+            file_size=d["file_size"],
+            row_count=d["row_count"],
+            min_sequence_number=d["min_sequence_number"],
+            max_sequence_number=d["max_sequence_number"],
+            schema_id=d["schema_id"],
+            level=d["level"],
+            key_range=d["key_range"],
+            value_stats=d["value_stats"],
+            null_counts=dict(d["null_counts"]),
+            delete_row_count=d["delete_row_count"],
+            creation_time_millis=d["creation_time_millis"],
+            file_source=d["file_source"],
+        )
+
+
+DATA_FILE_AVRO = {
+    "type": "record",
+    "name": "DataFileMeta",
+    "fields": [
+        {"name": "file_name", "type": "string"},
+        {"name": "file_size", "type": "long"},
+        {"name": "row_count", "type": "long"},
+        {"name": "min_sequence_number", "type": "long"},
+        {"name": "max_sequence_number", "type": "long"},
+        {"name": "schema_id", "type": "long"},
+        {"name": "level", "type": "int"},
+        {"name": "key_range", "type": "bytes"},
+        {"name": "value_stats", "type": "bytes"},
+        {"name": "null_counts", "type": {"type": "map", "values": "long"}},
+        {"name": "delete_row_count", "type": "long"},
+        {"name": "creation_time_millis", "type": "long"},
+        {"name": "file_source", "type": "string"},
+    ],
+}

@@ -1,0 +1,39 @@
+"""Exceptions raised by the FileStore; each names what went wrong and what to do."""
+
+from __future__ import annotations
+
+
+class FileStoreError(Exception):
+    """Base class of every FileStore error."""
+
+
+class TableNotFound(FileStoreError):
+    """The named table (or database) does not exist."""
+
+
+class TableAlreadyExists(FileStoreError):
+    """A table of that name exists already."""
+
+
+class DatabaseNotFound(FileStoreError):
+    """The named database does not exist."""
+
+
+class DatabaseNotEmpty(FileStoreError):
+    """A database still holds tables."""
+
+
+class SchemaError(FileStoreError):
+    """Data or a schema change does not fit the table's schema."""
+
+
+class CommitConflict(FileStoreError):
+    """A concurrent commit changed what this commit depends on; redo the write."""
+
+
+class SnapshotNotFound(FileStoreError):
+    """The requested snapshot (id, barrier, time or tag) does not exist."""
+
+
+class InvalidOption(FileStoreError):
+    """A table option has a value that cannot be used."""

@@ -1,0 +1,119 @@
+"""File access over any pyarrow filesystem, with the one atomic primitive commits need.
+
+``create_if_absent`` is how a snapshot becomes visible. On a local filesystem it
+is exact: the bytes go to a temporary file which is then hard-linked to the
+target; ``link`` fails when the target exists, so of two racers exactly one wins
+and readers never see a half-written file. Other pyarrow filesystems (S3, GCS,
+HDFS) offer no create-if-absent through pyarrow; there we check, write, then read
+back and compare, which detects most lost races but is not airtight: run one
+committer per table on object stores (the worker does) or put a lock in front.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+def resolve_filesystem(
+    warehouse: str, filesystem: pafs.FileSystem | None
+) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, root path) for a warehouse path or URI."""
+    if filesystem is not None:
+        return filesystem, warehouse.rstrip("/")
+    parsed = urlparse(warehouse)
+    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
+        path = parsed.path if parsed.scheme == "file" else warehouse
+        return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
+    fs, path = pafs.FileSystem.from_uri(warehouse)
+    return fs, path.rstrip("/")
+
+
+class FileIO:
+    """Small, explicit file operations on one filesystem."""
+
+    def __init__(self, fs: pafs.FileSystem) -> None:
+        self.fs = fs
+        self.is_local = isinstance(fs, pafs.LocalFileSystem)
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+    def is_dir(self, path: str) -> bool:
+        return bool(self.fs.get_file_info(path).type == pafs.FileType.Directory)
+
+    def mkdirs(self, path: str) -> None:
+        self.fs.create_dir(path, recursive=True)
+
+    def list_dir(self, path: str) -> list[pafs.FileInfo]:
+        """Direct children of path; empty when path does not exist."""
+        selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
+        return list(self.fs.get_file_info(selector))
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.fs.open_input_file(path) as f:
+            return bytes(f.read())
+
+    def try_read_bytes(self, path: str) -> bytes | None:
+        try:
+            return self.read_bytes(path)
+        except (FileNotFoundError, OSError):
+            return None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write (overwriting); atomic via rename on local disks."""
+        parent = path.rsplit("/", 1)[0]
+        self.mkdirs(parent)
+        if self.is_local:
+            tmp = f"{parent}/.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            return
+        with self.fs.open_output_stream(path) as out:
+            out.write(data)
+
+    def create_if_absent(self, path: str, data: bytes) -> bool:
+        """Create path with data unless it exists; True when this call created it."""
+        parent = path.rsplit("/", 1)[0]
+        self.mkdirs(parent)
+        if self.is_local:
+            tmp = f"{parent}/.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        if self.exists(path):
+            return False
+        with self.fs.open_output_stream(path) as out:
+            out.write(data)
+        return self.read_bytes(path) == data
+
+    def delete_file(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(path)
+
+    def delete_dir(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_dir(path)
+
+    def move(self, src: str, dst: str) -> None:
+        self.fs.move(src, dst)
+
+    def file_size(self, path: str) -> int:
+        return int(self.fs.get_file_info(path).size or 0)
+
+    def open_output(self, path: str) -> pa.NativeFile:
+        return self.fs.open_output_stream(path)

@@ -1,0 +1,231 @@
+"""Merge engines: collapse the versions of each key into its current row, vectorized.
+
+Input is a key-value table in the data file layout (``_KEY_*`` columns,
+``_SEQUENCE_NUMBER``, ``_VALUE_KIND``, value columns) holding any number of
+rows per key, from one memtable or many sorted runs. Everything here works on
+whole columns: a sort by (key, sequence), then group boundaries found by
+comparing neighbouring keys, then per-group reductions (numpy ``reduceat`` or
+Arrow hash aggregation over a dense group id).
+
+Semantics:
+
+- deduplicate: the row with the highest sequence wins; if it is a retraction
+  (-U or -D) the key is gone.
+- first-row: the row with the lowest sequence among +I/+U wins; -U/-D are ignored.
+- partial-update: -D removes the key (later rows start from nothing), -U is
+  ignored, +I/+U overwrite the fields they carry as non-null.
+- aggregation: like partial-update, but each value field is combined with its
+  ``fields.<name>.aggregate-function`` (default last_non_null_value).
+
+With ``drop_deletes=False`` (flushing a memtable, compacting to a level that
+is not the last) the result keeps what older runs still need: the final
+retraction of a deduplicate key, and for partial-update/aggregation the -D that
+resets a key, followed by the merged row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filestore.options import CoreOptions
+from filestore.row_kind import (
+    DELETE,
+    INSERT,
+    SEQUENCE_NUMBER,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    VALUE_KIND,
+)
+
+_SYSTEM = (SEQUENCE_NUMBER, VALUE_KIND)
+
+
+def sort_order(
+    table: pa.Table, key_columns: Sequence[str], *, in_sequence_order: bool = False
+) -> np.ndarray:
+    """Permutation ordering rows by key, then sequence number (polars' parallel arg-sort).
+
+    ``in_sequence_order``: the rows are already in sequence order (a memtable, or
+    runs concatenated oldest first), so a stable sort on the key alone suffices,
+    and on concatenated sorted runs that is close to a linear merge.
+    """
+    cols = list(key_columns) if in_sequence_order else [*key_columns, SEQUENCE_NUMBER]
+    frame = pl.from_arrow(table.select(cols), rechunk=False)
+    assert isinstance(frame, pl.DataFrame)
+    expr = pl.arg_sort_by(cols, maintain_order=in_sequence_order)
+    return np.asarray(frame.select(expr).to_series().to_numpy())
+
+
+def sort_by_key(
+    table: pa.Table, key_columns: Sequence[str], *, in_sequence_order: bool = False
+) -> pa.Table:
+    """Rows ordered by key, then sequence number."""
+    if table.num_rows <= 1:
+        return table
+    return table.take(sort_order(table, key_columns, in_sequence_order=in_sequence_order))
+
+
+def group_starts(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
+    """Boolean mask: True where a row's key differs from the previous row's (table sorted)."""
+    n = table.num_rows
+    first = np.ones(n, dtype=bool)
+    if n <= 1:
+        return first
+    differs = np.zeros(n - 1, dtype=bool)
+    for name in key_columns:
+        col = table.column(name)
+        neq = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+        differs |= np.asarray(neq.to_numpy(zero_copy_only=False), dtype=bool)
+    first[1:] = differs
+    return first
+
+
+def _kinds(table: pa.Table) -> np.ndarray:
+    return np.asarray(table.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+
+
+def _is_add(kinds: np.ndarray) -> np.ndarray:
+    return (kinds == INSERT) | (kinds == UPDATE_AFTER)
+
+
+def merge_sorted(
+    table: pa.Table,
+    key_columns: Sequence[str],
+    options: CoreOptions,
+    *,
+    drop_deletes: bool,
+) -> pa.Table:
+    """Merge a (key, sequence)-sorted key-value table: one current row per key."""
+    if table.num_rows == 0:
+        return table
+    engine = options.merge_engine
+    if engine == "deduplicate":
+        return _deduplicate(table, key_columns, drop_deletes)
+    if engine == "first-row":
+        return _first_row(table, key_columns)
+    return _partial_or_aggregate(table, key_columns, options, drop_deletes)
+
+
+def merge(
+    table: pa.Table,
+    key_columns: Sequence[str],
+    options: CoreOptions,
+    *,
+    drop_deletes: bool,
+    in_sequence_order: bool = False,
+) -> pa.Table:
+    """Sort then merge (see sort_order for ``in_sequence_order``)."""
+    if table.num_rows <= 1:
+        return merge_sorted(table, key_columns, options, drop_deletes=drop_deletes)
+    order = sort_order(table, key_columns, in_sequence_order=in_sequence_order)
+    if options.merge_engine == "deduplicate":
+        # decide the winners on the key columns alone, then move only the winning rows
+        keys = table.select([*key_columns, VALUE_KIND]).take(order)
+        last = _last_of_group(keys, key_columns, drop_deletes)
+        return table.take(order[last])
+    return merge_sorted(table.take(order), key_columns, options, drop_deletes=drop_deletes)
+
+
+def _last_of_group(table: pa.Table, key_columns: Sequence[str], drop_deletes: bool) -> np.ndarray:
+    starts = group_starts(table, key_columns)
+    last = np.empty_like(starts)
+    last[:-1] = starts[1:]
+    last[-1] = True
+    if drop_deletes:
+        last &= _is_add(_kinds(table))
+    return last
+
+
+def _deduplicate(table: pa.Table, key_columns: Sequence[str], drop_deletes: bool) -> pa.Table:
+    last = _last_of_group(table, key_columns, drop_deletes)
+    if last.all():
+        return table
+    return table.filter(pa.array(last))
+
+
+def _first_row(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    adds = _is_add(_kinds(table))
+    if not adds.all():
+        table = table.filter(pa.array(adds))
+    if table.num_rows == 0:
+        return table
+    starts = group_starts(table, key_columns)
+    return table if starts.all() else table.filter(pa.array(starts))
+
+
+def _partial_or_aggregate(
+    table: pa.Table, key_columns: Sequence[str], options: CoreOptions, drop_deletes: bool
+) -> pa.Table:
+    kinds = _kinds(table)
+    if (kinds == UPDATE_BEFORE).any():  # -U is ignored by these engines
+        table = table.filter(pa.array(kinds != UPDATE_BEFORE))
+        kinds = _kinds(table)
+    if table.num_rows == 0:
+        return table
+    starts = group_starts(table, key_columns)
+    group_id = np.cumsum(starts) - 1
+    positions = np.arange(table.num_rows)
+    # Position of each group's last -D; rows before it belong to a deleted past.
+    delete_pos = np.where(kinds == DELETE, positions, -1)
+    last_delete = np.maximum.reduceat(delete_pos, np.flatnonzero(starts))[group_id]
+    keep = positions >= last_delete
+    deletes = table.filter(pa.array(keep & (kinds == DELETE))) if not drop_deletes else None
+    rows = table.filter(pa.array(keep & (kinds != DELETE)))
+    merged = _aggregate_groups(rows, key_columns, options) if rows.num_rows else rows
+    if deletes is None or deletes.num_rows == 0:
+        return merged
+    return sort_by_key(pa.concat_tables([deletes, merged]), key_columns)
+
+
+def _aggregate_groups(rows: pa.Table, key_columns: Sequence[str], options: CoreOptions) -> pa.Table:
+    """One row per key: the key, max sequence, last kind, and each value field reduced."""
+    starts = group_starts(rows, key_columns)
+    start_idx = np.flatnonzero(starts)
+    n = rows.num_rows
+    end_idx = np.append(start_idx[1:], n) - 1
+    group_id = np.cumsum(starts) - 1
+    partial = options.merge_engine == "partial-update"
+    out = {}
+    for name in rows.column_names:
+        col = rows.column(name)
+        if name in key_columns:
+            out[name] = col.take(pa.array(start_idx))
+        elif name in _SYSTEM:
+            out[name] = col.take(pa.array(end_idx))  # sorted: the last row has the max sequence
+        else:
+            func = "last_non_null_value" if partial else options.aggregate_function(name)
+            out[name] = _reduce(col, func, start_idx, end_idx, group_id)
+    return pa.Table.from_arrays([out[n] for n in rows.column_names], schema=rows.schema)
+
+
+def _reduce(
+    col: pa.ChunkedArray,
+    func: str,
+    start_idx: np.ndarray,
+    end_idx: np.ndarray,
+    group_id: np.ndarray,
+) -> pa.Array | pa.ChunkedArray:
+    n = len(col)
+    if func == "last_value":
+        return col.take(pa.array(end_idx))
+    if func == "first_value":
+        return col.take(pa.array(start_idx))
+    if func in ("last_non_null_value", "first_non_null_value"):
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        positions = np.arange(n)
+        if func == "last_non_null_value":
+            chosen = np.maximum.reduceat(np.where(valid, positions, -1), start_idx)
+        else:
+            chosen = np.minimum.reduceat(np.where(valid, positions, n), start_idx)
+        missing = (chosen < 0) | (chosen >= n)
+        idx = pa.array(np.where(missing, 0, chosen), mask=missing)
+        return col.take(idx)
+    # sum / min / max: Arrow's hash aggregation over a dense group id keeps group order
+    grouped = pa.table({"g": pa.array(group_id), "v": col}).group_by("g", use_threads=False)
+    result = grouped.aggregate([("v", func)]).column(f"v_{func}")
+    return result.cast(col.type, safe=False) if result.type != col.type else result

@@ -1,0 +1,139 @@
+"""Table options: the string map stored in the schema, and its typed, resolved view."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from filestore.errors import InvalidOption
+
+MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+AGGREGATE_FUNCTIONS = (
+    "sum",
+    "min",
+    "max",
+    "last_value",
+    "last_non_null_value",
+    "first_value",
+    "first_non_null_value",
+)
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20}
+_SIZE_UNITS |= {"gb": 1 << 30, "g": 1 << 30}
+_DURATION_UNITS = {"ms": 1, "s": 1000, "min": 60_000, "m": 60_000, "h": 3_600_000}
+_DURATION_UNITS |= {"d": 86_400_000, "": 1}
+
+
+def parse_size(text: str, key: str = "size") -> int:
+    """'64 mb' -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InvalidOption(f"option {key!r}: {text!r} is not a size like '64 mb'")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+def parse_duration_ms(text: str, key: str = "duration") -> int:
+    """'1 s' -> 1000 (milliseconds)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _DURATION_UNITS:
+        raise InvalidOption(f"option {key!r}: {text!r} is not a duration like '1 s' or '7 d'")
+    return int(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+
+
+def _int(options: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidOption(f"option {key!r}: {raw!r} is not an integer") from None
+    if value < minimum:
+        raise InvalidOption(f"option {key!r}: {value} is below the minimum {minimum}")
+    return value
+
+
+def _choice(options: Mapping[str, str], key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = options.get(key, default)
+    if value not in choices:
+        raise InvalidOption(f"option {key!r}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    if raw.lower() not in ("true", "false"):
+        raise InvalidOption(f"option {key!r}: {raw!r} is not true or false")
+    return raw.lower() == "true"
+
+
+@dataclass(frozen=True)
+class CoreOptions:
+    """Resolved table options (defaults applied, values validated)."""
+
+    raw: dict[str, str] = field(default_factory=dict)
+    bucket: int = 1
+    bucket_key: tuple[str, ...] = ()
+    merge_engine: str = "deduplicate"
+    write_buffer_size: int = 256 << 20
+    file_format: str = "parquet"
+    file_compression: str = "zstd"
+    target_file_size: int = 128 << 20
+    manifest_merge_min_count: int = 30
+    commit_max_retries: int = 20
+    num_sorted_run_compaction_trigger: int = 5
+    num_sorted_run_stop_trigger: int = 10
+    change_tracking: bool = True
+    log_consistency: str = "transactional"
+    log_changelog_mode: str = "auto"
+    barrier_interval_ms: int = 1000
+    log_retention_ms: int = 7 * 86_400_000
+
+    @classmethod
+    def from_map(cls, options: Mapping[str, str]) -> CoreOptions:
+        raw = {str(k): str(v) for k, v in options.items()}
+        bucket_key = tuple(c.strip() for c in raw.get("bucket-key", "").split(",") if c.strip())
+        resolved = cls(
+            raw=raw,
+            bucket=_int(raw, "bucket", 1, 1),
+            bucket_key=bucket_key,
+            merge_engine=_choice(raw, "merge-engine", "deduplicate", MERGE_ENGINES),
+            write_buffer_size=parse_size(
+                raw.get("write-buffer-size", "256 mb"), "write-buffer-size"
+            ),
+            file_format=_choice(raw, "file.format", "parquet", ("parquet", "orc")),
+            file_compression=raw.get("file.compression", "zstd"),
+            target_file_size=parse_size(raw.get("target-file-size", "128 mb"), "target-file-size"),
+            manifest_merge_min_count=_int(raw, "manifest.merge-min-count", 30, 2),
+            commit_max_retries=_int(raw, "commit.max-retries", 20, 0),
+            num_sorted_run_compaction_trigger=_int(raw, "num-sorted-run.compaction-trigger", 5, 1),
+            num_sorted_run_stop_trigger=_int(raw, "num-sorted-run.stop-trigger", 10, 1),
+            change_tracking=_bool(raw, "change-tracking", True),
+            log_consistency=_choice(
+                raw, "log.consistency", "transactional", ("transactional", "eventual")
+            ),
+            log_changelog_mode=_choice(
+                raw, "log.changelog-mode", "auto", ("all", "upsert", "auto")
+            ),
+            barrier_interval_ms=parse_duration_ms(
+                raw.get("barrier.interval", "1 s"), "barrier.interval"
+            ),
+            log_retention_ms=parse_duration_ms(raw.get("log.retention", "7 d"), "log.retention"),
+        )
+        for key, value in raw.items():
+            is_agg = key.startswith("fields.") and key.endswith(".aggregate-function")
+            if is_agg and value not in AGGREGATE_FUNCTIONS:
+                raise InvalidOption(
+                    f"option {key!r}: {value!r} is not one of {', '.join(AGGREGATE_FUNCTIONS)}"
+                )
+        return resolved
+
+    def aggregate_function(self, column: str) -> str:
+        """Aggregate function of a value column (aggregation merge engine)."""
+        return self.raw.get(f"fields.{column}.aggregate-function", "last_non_null_value")
+
+    def log_topic(self, full_name: str) -> str:
+        return self.raw.get("log.topic", f"dts.{full_name}")

@@ -1,0 +1,165 @@
+"""Merge-on-read: turn a split's files into the current rows of its bucket.
+
+Files of a primary-key bucket are grouped into sections of overlapping key
+ranges (Paimon's interval partition). A section of one file needs no merge:
+each flushed file already holds at most one current row per key, so dropping
+its retractions is enough. Overlapping files are concatenated and merged by
+the table's merge engine (see merge.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from filestore.data_file import DataFileMeta
+from filestore.merge import merge
+from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
+from filestore.scan import Split
+from filestore.schema import KEY_PREFIX, TableSchema
+
+if TYPE_CHECKING:
+    from filestore.table import Table
+
+
+def _evolve(data: pa.Table, target: pa.Schema) -> pa.Table:
+    """Columns in the target schema's order and types; columns a file lacks become nulls."""
+    arrays = []
+    n = data.num_rows
+    for f in target:
+        if f.name in data.column_names:
+            col = data.column(f.name)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.chunked_array([pa.nulls(n, f.type)], type=f.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _key_sections(files: Sequence[DataFileMeta]) -> list[list[DataFileMeta]]:
+    """Group files whose key ranges overlap (sweep over files ordered by min key)."""
+    ranged: list[tuple[Any, Any, DataFileMeta]] = []
+    for f in files:
+        lo, hi = f.min_key(), f.max_key()
+        if lo is None or hi is None:
+            return [list(files)]
+        ranged.append((lo, hi, f))
+    try:
+        ranged.sort(key=lambda r: r[0])
+    except TypeError:
+        return [list(files)]
+    sections: list[list[DataFileMeta]] = []
+    current: list[DataFileMeta] = []
+    current_hi: Any = None
+    for lo, hi, f in ranged:
+        if current and lo <= current_hi:
+            current.append(f)
+            current_hi = max(current_hi, hi)
+        else:
+            if current:
+                sections.append(current)
+            current, current_hi = [f], hi
+    if current:
+        sections.append(current)
+    return sections
+
+
+def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:
+    """True when files (oldest first) hold strictly increasing sequence ranges."""
+    return all(a.max_sequence_number < b.min_sequence_number for a, b in itertools.pairwise(files))
+
+
+class SplitReader:
+    """Reads splits of one table with a given projection and filter."""
+
+    def __init__(
+        self,
+        table: Table,
+        schema: TableSchema,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> None:
+        self.table = table
+        self.schema = schema
+        self.filter = filter
+        names = schema.column_names
+        if columns is not None:
+            from filestore.errors import SchemaError
+
+            for c in columns:
+                if c not in names:
+                    raise SchemaError(
+                        f"column {c!r} is not in table {table.name} (columns: {', '.join(names)})"
+                    )
+        self.output_columns = list(columns) if columns is not None else names
+        # a filter may name any column: read everything it could need
+        self.read_columns = names if filter is not None else self.output_columns
+        self.key_columns = [KEY_PREFIX + k for k in schema.primary_key]
+        self.options = schema.core_options
+
+    def _path(self, split: Split, f: DataFileMeta) -> str:
+        return self.table.paths.data_file(
+            self.schema.partition_keys, split.partition_values, split.bucket, f.file_name
+        )
+
+    def _read_file(self, split: Split, f: DataFileMeta) -> pa.Table:
+        path = self._path(split, f)
+        with self.table.io.fs.open_input_file(path) as source:
+            pf = pq.ParquetFile(source)
+            present = set(pf.schema_arrow.names)
+            wanted = [*self.key_columns, SEQUENCE_NUMBER, VALUE_KIND] if self.key_columns else []
+            wanted += [c for c in self.read_columns if c in present]
+            data = pf.read(columns=[c for c in wanted if c in present], use_threads=True)
+        return data
+
+    def _values(self, data: pa.Table) -> pa.Table:
+        target = pa.schema([self.schema.arrow_schema.field(c) for c in self.read_columns])
+        return _evolve(data, target)
+
+    def read(self, split: Split) -> Iterator[pa.RecordBatch]:
+        if not self.key_columns:
+            for f in split.files:
+                yield from self._finish(self._values(self._read_file(split, f)))
+            return
+        for section in _key_sections(split.files):
+            section.sort(key=lambda f: f.min_sequence_number)  # oldest first
+            tables = [self._read_file(split, f) for f in section]
+            if len(tables) == 1:
+                data = tables[0]
+                kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+                adds = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+                if not adds.all():
+                    data = data.filter(pa.array(adds))
+            else:
+                kv_names = [*self.key_columns, SEQUENCE_NUMBER, VALUE_KIND]
+                # files of different schema versions: align before concatenating
+                aligned = [
+                    pa.Table.from_arrays(
+                        [t.column(c) for c in kv_names] + self._values(t).columns,
+                        names=kv_names + list(self.read_columns),
+                    )
+                    for t in tables
+                ]
+                data = merge(
+                    pa.concat_tables(aligned),
+                    self.key_columns,
+                    self.options,
+                    drop_deletes=True,
+                    in_sequence_order=_sequence_disjoint(section),
+                )
+            yield from self._finish(self._values(data))
+
+    def _finish(self, data: pa.Table) -> Iterator[pa.RecordBatch]:
+        if self.filter is not None:
+            data = data.filter(self.filter)
+        if data.column_names != self.output_columns:
+            data = data.select(self.output_columns)
+        yield from data.to_batches()
+
+    def output_schema(self) -> pa.Schema:
+        return pa.schema([self.schema.arrow_schema.field(c) for c in self.output_columns])

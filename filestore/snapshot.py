@@ -1,0 +1,156 @@
+"""Snapshots: JSON files ``snapshot/snapshot-N`` and the LATEST/EARLIEST hints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from filestore.errors import SnapshotNotFound
+from filestore.fileio import FileIO
+from filestore.paths import TablePaths
+
+APPEND = "APPEND"
+COMPACT = "COMPACT"
+OVERWRITE = "OVERWRITE"
+COMMIT_KINDS = (APPEND, COMPACT, OVERWRITE)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One committed version of a table (DESIGN.md "On disk: the FileStore")."""
+
+    id: int
+    schema_id: int
+    base_manifest_list: str
+    delta_manifest_list: str
+    changelog_manifest_list: str | None
+    commit_user: str
+    commit_identifier: int
+    commit_kind: str
+    time_millis: int
+    barrier: int | None = None
+    log_offsets: dict[int, int] | None = None
+    total_record_count: int = 0
+    delta_record_count: int = 0
+    changelog_record_count: int = 0
+    # Greatest _SEQUENCE_NUMBER in the table: writers start above it.
+    max_sequence_number: int = -1
+    version: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.log_offsets is not None:
+            d["log_offsets"] = {str(k): v for k, v in self.log_offsets.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Snapshot:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        if kwargs.get("log_offsets") is not None:
+            kwargs["log_offsets"] = {int(k): int(v) for k, v in kwargs["log_offsets"].items()}
+        return cls(**kwargs)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=2).encode()
+
+
+def _hint(io: FileIO, path: str) -> int | None:
+    data = io.try_read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return int(data.decode().strip())
+    except ValueError:
+        return None
+
+
+class SnapshotManager:
+    """Finds and reads snapshots; hints are used as starting points, never trusted."""
+
+    def __init__(self, io: FileIO, paths: TablePaths) -> None:
+        self.io = io
+        self.paths = paths
+
+    def exists(self, snapshot_id: int) -> bool:
+        return self.io.exists(self.paths.snapshot(snapshot_id))
+
+    def get(self, snapshot_id: int) -> Snapshot:
+        data = self.io.try_read_bytes(self.paths.snapshot(snapshot_id))
+        if data is None:
+            raise SnapshotNotFound(
+                f"snapshot {snapshot_id} does not exist (expired or never committed)"
+            )
+        return Snapshot.from_json(json.loads(data))
+
+    def list_ids(self) -> list[int]:
+        ids = []
+        for info in self.io.list_dir(self.paths.snapshot_dir):
+            name = info.base_name
+            if name.startswith("snapshot-") and name[9:].isdigit():
+                ids.append(int(name[9:]))
+        return sorted(ids)
+
+    def latest_id(self) -> int | None:
+        hint = _hint(self.io, self.paths.latest_hint)
+        if hint is not None and self.exists(hint):
+            # the hint may lag behind: walk forward to the real end
+            n = hint
+            while self.exists(n + 1):
+                n += 1
+            return n
+        ids = self.list_ids()
+        return ids[-1] if ids else None
+
+    def earliest_id(self) -> int | None:
+        hint = _hint(self.io, self.paths.earliest_hint)
+        if hint is not None and self.exists(hint) and not self.exists(hint - 1):
+            return hint
+        ids = self.list_ids()
+        return ids[0] if ids else None
+
+    def latest(self) -> Snapshot | None:
+        n = self.latest_id()
+        return self.get(n) if n is not None else None
+
+    def iter_backwards(self) -> Iterator[Snapshot]:
+        """Snapshots from the latest to the earliest (skipping ones expired meanwhile)."""
+        latest, earliest = self.latest_id(), self.earliest_id()
+        if latest is None or earliest is None:
+            return
+        for n in range(latest, earliest - 1, -1):
+            data = self.io.try_read_bytes(self.paths.snapshot(n))
+            if data is not None:
+                yield Snapshot.from_json(json.loads(data))
+
+    def all(self) -> list[Snapshot]:
+        snaps = list(self.iter_backwards())
+        snaps.reverse()
+        return snaps
+
+    def try_commit(self, snapshot: Snapshot) -> bool:
+        """Atomically create snapshot-N; False if another committer won N."""
+        if not self.io.create_if_absent(self.paths.snapshot(snapshot.id), snapshot.to_bytes()):
+            return False
+        self.io.write_bytes(self.paths.latest_hint, str(snapshot.id).encode())
+        if snapshot.id == 1 or not self.io.exists(self.paths.earliest_hint):
+            self.io.write_bytes(
+                self.paths.earliest_hint, str(self.earliest_id() or snapshot.id).encode()
+            )
+        return True
+
+    def at_barrier(self, barrier: int) -> Snapshot | None:
+        """Greatest snapshot whose barrier is known and <= barrier."""
+        for snap in self.iter_backwards():
+            if snap.barrier is not None and snap.barrier <= barrier:
+                return snap
+        return None
+
+    def at_time(self, time_millis: int) -> Snapshot | None:
+        """Greatest snapshot committed at or before time_millis."""
+        for snap in self.iter_backwards():
+            if snap.time_millis <= time_millis:
+                return snap
+        return None

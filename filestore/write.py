@@ -1,0 +1,291 @@
+"""The write path: validate, route rows to partition/bucket memtables, flush sorted runs.
+
+Sequence numbers are assigned here, at write time, one per row, increasing in
+the order rows were written. They are hybrid-logical: ``max(last + 1,
+wall_clock_ms << 20, table max + 1)``. Within a writer they strictly increase;
+across writers (other processes) they follow wall-clock write time, so the
+last write of a key wins in the merge even when commits land in another order.
+The committer refuses (CommitConflict) a commit whose sequence range interleaves
+with a concurrent commit's files on the same keys of the same bucket, so
+concurrent writers never produce an order that no serial execution could.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from filestore.bucket import bucket_ids
+from filestore.data_file import DataFileMeta, compute_value_stats, key_range_bytes
+from filestore.errors import FileStoreError
+from filestore.merge import merge
+from filestore.messages import CommitMessage
+from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
+from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.validate import conform
+
+if TYPE_CHECKING:
+    from filestore.snapshot import Snapshot
+    from filestore.table import Table
+
+_CLOCK_SHIFT = 20
+
+PartitionBucket = tuple[tuple[str | None, ...], int]
+
+
+def key_value_schema(schema: TableSchema) -> pa.Schema:
+    """Columns of a primary-key data file: _KEY_*, _SEQUENCE_NUMBER, _VALUE_KIND, values."""
+    arrow = schema.arrow_schema
+    keys = [
+        pa.field(KEY_PREFIX + k, arrow.field(k).type, nullable=False) for k in schema.primary_key
+    ]
+    system = [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
+    # values are nullable in files: retractions may carry only the key
+    values = [f.with_nullable(True) for f in arrow]
+    return pa.schema(keys + system + values)
+
+
+class SequenceGenerator:
+    """Hybrid-logical sequence numbers (see module doc)."""
+
+    def __init__(self, table_max: int) -> None:
+        self._next = table_max + 1
+
+    def take(self, n: int) -> np.ndarray:
+        base = max(self._next, int(time.time() * 1000) << _CLOCK_SHIFT)
+        self._next = base + n
+        return np.arange(base, base + n, dtype=np.int64)
+
+
+def partition_strings(table: pa.Table, partition_keys: list[str]) -> list[pa.Array]:
+    """Partition values as strings (the text of the directory name; null stays null)."""
+    out = []
+    for k in partition_keys:
+        col = table.column(k)
+        out.append(pc.cast(col, pa.string()).combine_chunks())
+    return out
+
+
+def split_groups(
+    table: pa.Table, partition_keys: list[str], buckets: np.ndarray
+) -> list[tuple[PartitionBucket, np.ndarray | None]]:
+    """[((partition values, bucket), row indices or None for all rows)], vectorized."""
+    n = table.num_rows
+    gid = buckets.astype(np.int64)
+    factor = int(buckets.max()) + 1 if n else 1
+    dictionaries: list[pa.Array] = []
+    for arr in partition_strings(table, partition_keys):
+        enc = pc.dictionary_encode(arr, null_encoding="encode")
+        idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        gid = gid + idx * factor
+        factor *= len(enc.dictionary)
+        dictionaries.append(enc.dictionary)
+    if n == 0:
+        return []
+
+    def key_of(g: int) -> PartitionBucket:
+        bucket = g % (int(buckets.max()) + 1)
+        rest = g // (int(buckets.max()) + 1)
+        values: list[str | None] = []
+        for d in dictionaries:
+            values.append(d[rest % len(d)].as_py())
+            rest //= len(d)
+        return (tuple(values), int(bucket))
+
+    first = int(gid[0])
+    if (gid == first).all():
+        return [(key_of(first), None)]
+    order = np.argsort(gid, kind="stable")
+    sorted_gid = gid[order]
+    cuts = np.flatnonzero(np.diff(sorted_gid)) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [n]])
+    return [(key_of(int(sorted_gid[s])), order[s:e]) for s, e in zip(starts, ends, strict=True)]
+
+
+@dataclass
+class _Buffer:
+    tables: list[pa.Table] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class TableWrite:
+    """Buffers writes of one table per partition/bucket and turns them into data files."""
+
+    def __init__(self, table: Table, commit_user: str) -> None:
+        self.table = table
+        self.commit_user = commit_user
+        self.schema = table.schema
+        self.options = self.schema.core_options
+        self.primary_key = list(self.schema.primary_key)
+        self.key_columns = [KEY_PREFIX + k for k in self.primary_key]
+        self.kv_schema = key_value_schema(self.schema) if self.primary_key else None
+        latest = table.latest_snapshot()
+        self._seq = SequenceGenerator(latest.max_sequence_number if latest else -1)
+        self._buffers: dict[PartitionBucket, _Buffer] = {}
+        self._buffered_bytes = 0
+        self._pending: dict[PartitionBucket, list[DataFileMeta]] = {}
+        self._closed = False
+        self._next_identifier: int | None = None
+
+    # -- writing ---------------------------------------------------------
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Buffer rows (optional ``_row_kind``: +I, -U, +U, -D; default upsert)."""
+        if self._closed:
+            raise FileStoreError("this TableWrite is closed")
+        rows, kinds = conform(data, self.schema, self.table.name)
+        n = rows.num_rows
+        if n == 0:
+            return
+        if not self.primary_key:
+            kinds_np = np.asarray(kinds.to_numpy(zero_copy_only=False))
+            if not ((kinds_np == INSERT) | (kinds_np == UPDATE_AFTER)).all():
+                raise FileStoreError(
+                    f"table {self.table.name} has no primary key: rows can only be appended "
+                    "(_row_kind +I/+U), not retracted"
+                )
+        seqs = self._seq.take(n)
+        buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.bucket)
+        if self.primary_key:
+            key_cols = [rows.column(k) for k in self.primary_key]
+            arrays = [*key_cols, pa.array(seqs), kinds, *rows.columns]
+            assert self.kv_schema is not None
+            rows = pa.Table.from_arrays(arrays, schema=self.kv_schema)
+        else:
+            rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seqs))
+        for key, idx in split_groups(rows, self.schema.partition_keys, buckets):
+            part = rows if idx is None else rows.take(pa.array(idx))
+            buf = self._buffers.setdefault(key, _Buffer())
+            buf.tables.append(part)
+            size = part.nbytes
+            buf.nbytes += size
+            self._buffered_bytes += size
+        if self._buffered_bytes >= self.options.write_buffer_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered partition/bucket as a level-0 sorted run (not yet visible)."""
+        for key, buf in self._buffers.items():
+            meta = self._write_file(key, pa.concat_tables(buf.tables))
+            if meta is not None:
+                self._pending.setdefault(key, []).append(meta)
+        self._buffers.clear()
+        self._buffered_bytes = 0
+
+    def _write_file(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta | None:
+        partition, bucket = key
+        seq = data.column(SEQUENCE_NUMBER)
+        min_seq, max_seq = pc.min(seq).as_py(), pc.max(seq).as_py()
+        if self.primary_key:
+            # a memtable is in sequence order: rows were numbered as they arrived
+            data = merge(
+                data, self.key_columns, self.options, drop_deletes=False, in_sequence_order=True
+            )
+            if data.num_rows == 0:
+                return None
+            kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+            deletes = int(((kinds != INSERT) & (kinds != UPDATE_AFTER)).sum())
+            key_range = key_range_bytes(data.select(self.key_columns))
+        else:
+            data = data.drop_columns([SEQUENCE_NUMBER])
+            deletes, key_range = 0, b""
+        stats, nulls = compute_value_stats(data, self.schema.column_names)
+        name = f"data-{uuid.uuid4()}-0.parquet"
+        path = self.table.paths.data_file(self.schema.partition_keys, partition, bucket, name)
+        io = self.table.io
+        io.mkdirs(path.rsplit("/", 1)[0])
+        with io.open_output(path) as out:
+            pq.write_table(data, out, compression=self.options.file_compression)
+            size = out.tell()
+        return DataFileMeta(
+            file_name=name,
+            file_size=size,
+            row_count=data.num_rows,
+            min_sequence_number=min_seq,
+            max_sequence_number=max_seq,
+            schema_id=self.schema.id,
+            level=0,
+            key_range=key_range,
+            value_stats=stats,
+            null_counts=nulls,
+            delete_row_count=deletes,
+        )
+
+    # -- committing -----------------------------------------------------
+    def prepare(self) -> list[CommitMessage]:
+        """Flush and hand over the files written so far (written, not yet visible)."""
+        self.flush()
+        messages = [
+            CommitMessage(
+                partition=part,
+                bucket=bucket,
+                total_buckets=self.options.bucket,
+                new_files=tuple(files),
+            )
+            for (part, bucket), files in self._pending.items()
+        ]
+        self._pending.clear()
+        return messages
+
+    def commit(
+        self,
+        barrier: int | None = None,
+        log_offsets: dict[int, int] | None = None,
+        identifier: int | None = None,
+    ) -> Snapshot | None:
+        """prepare() + commit; returns the new snapshot (or the latest if nothing changed).
+
+        With ``identifier=None`` the writer numbers its commits itself (greatest
+        identifier of this commit user + 1); pass explicit identifiers to make
+        retries idempotent.
+        """
+        messages = self.prepare()
+        committer = self.table.new_commit(self.commit_user)
+        if identifier is None:
+            if self._next_identifier is None:
+                self._next_identifier = (committer.committed_identifier() or 0) + 1
+            identifier = self._next_identifier
+            check = False
+        else:
+            check = True
+        try:
+            snap = committer.commit(
+                messages,
+                identifier,
+                barrier=barrier,
+                log_offsets=log_offsets,
+                check_identifier=check,
+            )
+        except BaseException:
+            committer.abort(messages)
+            raise
+        self._next_identifier = identifier + 1
+        return snap
+
+    def close(self) -> None:
+        """Drop buffered rows and delete flushed files that were never prepared."""
+        if self._closed:
+            return
+        for (part, bucket), files in self._pending.items():
+            for f in files:
+                self.table.io.delete_file(
+                    self.table.paths.data_file(
+                        self.schema.partition_keys, part, bucket, f.file_name
+                    )
+                )
+        self._pending.clear()
+        self._buffers.clear()
+        self._closed = True
+
+    def __enter__(self) -> TableWrite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
