@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint fmt typecheck clean
+.PHONY: demo test test-tools bench lint fmt typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/dts demo
 
-test: $(STAMP)
+# The monitoring tests run a real Prometheus (Debian package `prometheus`): installed here
+# when missing and we are root with apt-get; otherwise those tests skip with a note.
+test-tools:
+	@command -v prometheus >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends prometheus >/dev/null; } \
+	  || echo "note: prometheus is not installed (needs root); its tests will be skipped"
+
+test: $(STAMP) test-tools
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bridge.commands import broker, demo, ingest, meta, table, worker
+from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,6 +18,7 @@ cli.add_command(broker.broker)
 cli.add_command(ingest.ingest)
 cli.add_command(worker.worker)
 cli.add_command(meta.meta)
+cli.add_command(exporter.exporter)
 cli.add_command(demo.demo)
 
 

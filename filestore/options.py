@@ -70,6 +70,18 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     return raw.lower() == "true"
 
 
+def _stop_trigger(options: Mapping[str, str]) -> int:
+    """num-sorted-run.stop-trigger: default compaction trigger + 3, never below the trigger."""
+    trigger = _int(options, "num-sorted-run.compaction-trigger", 5, 1)
+    stop = _int(options, "num-sorted-run.stop-trigger", trigger + 3, 1)
+    if stop < trigger:
+        raise InvalidOption(
+            f"option 'num-sorted-run.stop-trigger': {stop} is below "
+            f"num-sorted-run.compaction-trigger {trigger}"
+        )
+    return stop
+
+
 @dataclass(frozen=True)
 class CoreOptions:
     """Resolved table options (defaults applied, values validated)."""
@@ -85,7 +97,15 @@ class CoreOptions:
     manifest_merge_min_count: int = 30
     commit_max_retries: int = 20
     num_sorted_run_compaction_trigger: int = 5
-    num_sorted_run_stop_trigger: int = 10
+    num_sorted_run_stop_trigger: int = 8
+    # lifecycle (issue 3): compaction, expiration, changelog
+    auto_compaction: bool = True
+    compaction_max_size_amplification_percent: int = 200
+    compaction_size_ratio: int = 1
+    snapshot_num_retained_min: int = 10
+    snapshot_num_retained_max: int = 2**31 - 1
+    snapshot_time_retained_ms: int = 3_600_000
+    changelog_producer: str = "none"
     change_tracking: bool = True
     log_consistency: str = "transactional"
     log_changelog_mode: str = "auto"
@@ -110,7 +130,20 @@ class CoreOptions:
             manifest_merge_min_count=_int(raw, "manifest.merge-min-count", 30, 2),
             commit_max_retries=_int(raw, "commit.max-retries", 20, 0),
             num_sorted_run_compaction_trigger=_int(raw, "num-sorted-run.compaction-trigger", 5, 1),
-            num_sorted_run_stop_trigger=_int(raw, "num-sorted-run.stop-trigger", 10, 1),
+            num_sorted_run_stop_trigger=_stop_trigger(raw),
+            auto_compaction=_bool(raw, "auto-compaction", True),
+            compaction_max_size_amplification_percent=_int(
+                raw, "compaction.max-size-amplification-percent", 200, 0
+            ),
+            compaction_size_ratio=_int(raw, "compaction.size-ratio", 1, 0),
+            snapshot_num_retained_min=_int(raw, "snapshot.num-retained.min", 10, 1),
+            snapshot_num_retained_max=_int(raw, "snapshot.num-retained.max", 2**31 - 1, 1),
+            snapshot_time_retained_ms=parse_duration_ms(
+                raw.get("snapshot.time-retained", "1 h"), "snapshot.time-retained"
+            ),
+            changelog_producer=_choice(
+                raw, "changelog-producer", "none", ("none", "input", "lookup")
+            ),
             change_tracking=_bool(raw, "change-tracking", True),
             log_consistency=_choice(
                 raw, "log.consistency", "transactional", ("transactional", "eventual")

@@ -9,3 +9,60 @@ class LogStoreError(Exception):
 
 class BrokerStartError(LogStoreError):
     """The embedded broker could not be started or did not answer."""
+
+
+class LogSpecError(LogStoreError, ValueError):
+    """A table's log settings are invalid or contradict each other."""
+
+
+class TopicError(LogStoreError):
+    """A topic could not be created, described or deleted."""
+
+
+class TopicMismatchError(TopicError):
+    """An existing topic does not fit the table (e.g. partition count != buckets)."""
+
+
+class EncodeError(LogStoreError, ValueError):
+    """Rows cannot be encoded as debezium-json (wrong columns, NaN, unknown row kind)."""
+
+
+class DecodeError(LogStoreError):
+    """A log record is malformed; carries where it is and why."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"bad record at {topic}[{partition}]@{offset}: {reason}")
+
+
+class WriterError(LogStoreError):
+    """The log writer failed; the open barrier was aborted and is not visible."""
+
+
+class WriterFencedError(WriterError):
+    """Another writer with the same transactional id took over this table's log."""
+
+
+class BarrierError(LogStoreError, ValueError):
+    """A barrier id is not strictly greater than the last one, or is otherwise invalid."""
+
+
+class BarrierNotFoundError(LogStoreError):
+    """A reader asked to start from a barrier whose marker is not (or no longer) in the log."""
+
+
+class OffsetsExpiredError(LogStoreError):
+    """Requested offsets are older than the log's retention; restart from a FileStore snapshot."""
+
+    def __init__(self, topic: str, partition: int, requested: int, earliest: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.requested = requested
+        self.earliest = earliest
+        super().__init__(
+            f"{topic}[{partition}]: offset {requested} has expired (earliest kept is "
+            f"{earliest}); read the FileStore snapshot first, then the log from its offsets"
+        )

@@ -1,11 +1,60 @@
-"""`dts broker`."""
+"""`dts broker`: run the embedded Kafka-compatible broker (Tansu) on 127.0.0.1."""
 
 from __future__ import annotations
 
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
 import click
+
+from logstore.broker import EmbeddedBroker
+from logstore.errors import BrokerStartError
 
 
 @click.command()
-def broker() -> None:
-    """Not built yet."""
-    raise click.ClickException("dts broker is not built yet")
+@click.option(
+    "--port",
+    type=int,
+    default=9092,
+    show_default=True,
+    help="TCP port on 127.0.0.1 (0 = any free port).",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for the broker's log file. Topic data stays in memory: the bundled Tansu "
+    "build only has memory, S3 and PostgreSQL storage engines.",
+)
+def broker(port: int, data: Path | None) -> None:
+    """Start the embedded broker, print its bootstrap address, stop on Ctrl-C or SIGTERM."""
+    log_path = None
+    if data is not None:
+        data.mkdir(parents=True, exist_ok=True)
+        log_path = data / "broker.log"
+        click.echo(
+            f"note: topic data is kept in memory and lost when the broker stops; --data only "
+            f"holds the broker log ({log_path}). Use Kafka (docker compose) for durable logs.",
+            err=True,
+        )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with EmbeddedBroker(port=port, log_path=log_path) as b:
+            click.echo(f"bootstrap: {b.bootstrap}", nl=True)
+            click.echo(f"broker log: {b.log_path}; Ctrl-C to stop", err=True)
+            while not stop.wait(0.5):
+                if not b.running:
+                    raise click.ClickException(f"the broker exited; see its log at {b.log_path}")
+        click.echo("broker stopped", err=True)
+    except BrokerStartError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,11 +1,117 @@
-"""`dts ingest`."""
+"""`dts ingest`: copy an external Debezium topic into a table's log, exactly once."""
 
 from __future__ import annotations
 
+import signal
+import threading
+from types import FrameType
+
 import click
+
+from logstore.errors import LogStoreError
+from logstore.ingest import Ingestor, IngestStats
 
 
 @click.command()
-def ingest() -> None:
-    """Not built yet."""
-    raise click.ClickException("dts ingest is not built yet")
+@click.option(
+    "--from-topic", "from_topic", required=True, help="Source topic with debezium-json records."
+)
+@click.option("--table", "table_name", required=True, help="Target table, e.g. db.orders.")
+@click.option(
+    "--warehouse",
+    required=True,
+    envvar="DTS_WAREHOUSE",
+    help="FileStore warehouse holding the table.",
+)
+@click.option(
+    "--bootstrap",
+    default="127.0.0.1:9092",
+    show_default=True,
+    envvar="DTS_BOOTSTRAP",
+    help="Kafka bootstrap servers (source and log on one cluster).",
+)
+@click.option(
+    "--group",
+    default=None,
+    help="Consumer group of the source offsets [default: dts-ingest-<log topic>].",
+)
+@click.option(
+    "--barrier-interval",
+    type=float,
+    default=None,
+    help="Seconds per barrier [default: the table's barrier.interval].",
+)
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Send bad source records to <from-topic>.dlq instead of stopping.",
+)
+@click.option(
+    "--idle-exit",
+    type=float,
+    default=None,
+    help="Exit after this many seconds without source records.",
+)
+def ingest(
+    from_topic: str,
+    table_name: str,
+    warehouse: str,
+    bootstrap: str,
+    group: str | None,
+    barrier_interval: float | None,
+    lenient: bool,
+    idle_exit: float | None,
+) -> None:
+    """Copy --from-topic into the table's log with barriers (consume-transform-produce,
+    source offsets committed in the log's transactions). Stops cleanly on Ctrl-C/SIGTERM."""
+    from bridge.tables import bucketer_for, log_spec_for
+    from filestore import Catalog
+    from filestore.errors import FileStoreError
+
+    try:
+        table = Catalog(warehouse).get_table(table_name)
+        spec = log_spec_for(table)
+        interval = (
+            barrier_interval
+            if barrier_interval is not None
+            else table.schema.core_options.barrier_interval_ms / 1000
+        )
+        ingestor = Ingestor(
+            bootstrap,
+            from_topic,
+            spec,
+            bucketer_for(table),
+            group_id=group,
+            barrier_interval_s=interval,
+            lenient=lenient,
+        )
+    except (FileStoreError, LogStoreError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    def progress(stats: IngestStats) -> None:
+        click.echo(
+            f"barrier {stats.last_barrier}: {stats.records:,} records -> {stats.rows:,} rows, "
+            f"{stats.dead_letters:,} dead letters",
+            err=True,
+        )
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    click.echo(
+        f"ingesting {from_topic} -> {spec.topic} ({table.name}) on {bootstrap}; Ctrl-C to stop",
+        err=True,
+    )
+    try:
+        stats = ingestor.run(stop=stop, idle_exit_s=idle_exit, on_barrier=progress)
+    except LogStoreError as exc:
+        raise click.ClickException(f"ingest stopped, the open barrier was aborted: {exc}") from exc
+    finally:
+        ingestor.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    click.echo(
+        f"done: {stats.records:,} records, {stats.rows:,} rows, {stats.barriers} barriers, {stats.dead_letters} dead letters"
+    )

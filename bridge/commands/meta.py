@@ -1,10 +1,382 @@
-"""`dts meta ...` commands."""
+"""`dts meta ...`: run the MetaService and call every one of its operations."""
 
 from __future__ import annotations
 
+import json
+import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
+
+from bridge.meta.client import DEFAULT_URL, MetaClient
+from bridge.meta.errors import MetaError
+from bridge.meta.models import ConsistencyMode, JobKind, JobState
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_url_option = click.option(
+    "--url",
+    envvar="DTS_META_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="MetaService address (env DTS_META_URL).",
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 @click.group()
 def meta() -> None:
-    """meta commands (being built)."""
+    """MetaService: jobs, lineage, barrier progress, consistent versions (FLIP-276)."""
+
+
+def _client(url: str) -> MetaClient:
+    return MetaClient(url)
+
+
+def _run(fn: Callable[[], Any]) -> Any:
+    """Turn service refusals into one clear line and exit code 1."""
+    try:
+        return fn()
+    except MetaError as e:
+        raise click.ClickException(f"{e.code}: {e.message}") from None
+
+
+def _print(obj: Any, as_json: bool) -> None:
+    if isinstance(obj, list):
+        data = [o.model_dump(mode="json") for o in obj]
+    else:
+        data = obj.model_dump(mode="json")
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    rows = data if isinstance(data, list) else [data]
+    for row in rows:
+        click.echo("  ".join(f"{k}={_short(v)}" for k, v in row.items()))
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, list):
+        return ",".join(map(str, v)) or "-"
+    return "-" if v is None or v == "" else str(v)
+
+
+def _default_db(db: str | None, warehouse: str | None) -> str:
+    from bridge.meta.store import default_url
+
+    if db:
+        return db
+    if not warehouse:
+        raise click.UsageError("give --db URL or --warehouse W (env DTS_WAREHOUSE)")
+    if "://" in warehouse and not warehouse.startswith("file://"):
+        raise click.UsageError(
+            f"the embedded SQLite database needs a local warehouse, not {warehouse}; give --db URL"
+        )
+    return default_url(warehouse.removeprefix("file://"))
+
+
+# ---- serve --------------------------------------------------------------------------------
+
+
+@meta.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="0 = any free port.",
+)
+@click.option("--db", help="SQLAlchemy URL (postgresql://... for a shared deployment).")
+@click.option(
+    "--warehouse", envvar="DTS_WAREHOUSE", help="Default database: <warehouse>/_meta/meta.db."
+)
+@click.option(
+    "--heartbeat-timeout-ms",
+    type=click.IntRange(100),
+    default=30_000,
+    show_default=True,
+    help="A running job silent this long is marked failed.",
+)
+def serve(
+    host: str, port: int, db: str | None, warehouse: str | None, heartbeat_timeout_ms: int
+) -> None:
+    """Run the MetaService HTTP API (OpenAPI at /docs). Stop with Ctrl-C."""
+    import uvicorn
+
+    from bridge.meta.server import create_app
+    from bridge.meta.store import Store
+
+    store = Store(_default_db(db, warehouse), heartbeat_timeout_ms=heartbeat_timeout_ms)
+    app = create_app(store)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    click.echo(
+        f"MetaService listening on http://{host}:{bound} (database {store.safe_url}; "
+        f"API docs http://{host}:{bound}/docs); Ctrl-C stops it",
+        err=False,
+    )
+    try:
+        # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then re-raises
+        # the signal; that is our normal way out.
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+        store.close()
+        click.echo("MetaService stopped")
+
+
+# ---- jobs ---------------------------------------------------------------------------------
+
+
+@meta.group()
+def jobs() -> None:
+    """Register, list, heartbeat and finish jobs."""
+
+
+@jobs.command("register")
+@click.option("--kind", type=click.Choice([k.value for k in JobKind]), required=True)
+@click.option("--source", "sources", multiple=True, help="A table the job reads (repeat).")
+@click.option(
+    "--sink", "sinks", multiple=True, required=True, help="A table the job writes (repeat)."
+)
+@click.option("--job-id", help="Stable id (generated when omitted).")
+@click.option(
+    "--heartbeat-timeout-ms", type=click.IntRange(100), help="Service default when omitted."
+)
+@_url_option
+@_json_option
+def jobs_register(
+    kind: str,
+    sources: tuple[str, ...],
+    sinks: tuple[str, ...],
+    job_id: str | None,
+    heartbeat_timeout_ms: int | None,
+    url: str,
+    as_json: bool,
+) -> None:
+    """Register a job; refused when it would make a cycle or a second writer."""
+    with _client(url) as c:
+        job = _run(
+            lambda: c.register_job(
+                kind, sources, sinks, job_id=job_id, heartbeat_timeout_ms=heartbeat_timeout_ms
+            )
+        )
+    _print(job, as_json)
+
+
+@jobs.command("list")
+@click.option("--state", type=click.Choice([s.value for s in JobState]))
+@_url_option
+@_json_option
+def jobs_list(state: str | None, url: str, as_json: bool) -> None:
+    """List jobs (optionally by state)."""
+    with _client(url) as c:
+        _print(_run(lambda: c.list_jobs(state)), as_json)
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@_url_option
+@_json_option
+def jobs_show(job_id: str, url: str, as_json: bool) -> None:
+    """Show one job."""
+    with _client(url) as c:
+        _print(_run(lambda: c.get_job(job_id)), as_json)
+
+
+@jobs.command("heartbeat")
+@click.argument("job_id")
+@_url_option
+@_json_option
+def jobs_heartbeat(job_id: str, url: str, as_json: bool) -> None:
+    """Tell the service the job is alive."""
+    with _client(url) as c:
+        _print(_run(lambda: c.heartbeat(job_id)), as_json)
+
+
+@jobs.command("finish")
+@click.argument("job_id")
+@click.option(
+    "--state",
+    type=click.Choice([JobState.FINISHED.value, JobState.FAILED.value, JobState.CANCELLED.value]),
+    default=JobState.FINISHED.value,
+    show_default=True,
+)
+@click.option("--reason", default="")
+@_url_option
+@_json_option
+def jobs_finish(job_id: str, state: str, reason: str, url: str, as_json: bool) -> None:
+    """End a job: frees the tables it writes (its lineage stays)."""
+    with _client(url) as c:
+        _print(_run(lambda: c.finish_job(job_id, state, reason)), as_json)
+
+
+@jobs.command("forget")
+@click.argument("job_id")
+@_url_option
+def jobs_forget(job_id: str, url: str) -> None:
+    """Delete an ended job and its lineage edges."""
+    with _client(url) as c:
+        _run(lambda: c.forget_job(job_id))
+    click.echo(f"forgot job {job_id}")
+
+
+# ---- tables and barriers ------------------------------------------------------------------
+
+
+@meta.command()
+@_url_option
+@_json_option
+def tables(url: str, as_json: bool) -> None:
+    """Every known table: latest completed barrier, snapshot, writer, neighbours."""
+    with _client(url) as c:
+        _print(_run(c.tables), as_json)
+
+
+@meta.command()
+@click.argument("table")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@_url_option
+@_json_option
+def barriers(table: str, limit: int, url: str, as_json: bool) -> None:
+    """A table's completed barriers, newest first."""
+    with _client(url) as c:
+        _print(_run(lambda: c.barriers(table, limit=limit)), as_json)
+
+
+@meta.command()
+@click.argument("table")
+@click.argument("barrier", type=click.IntRange(0))
+@click.option("--snapshot-id", type=click.IntRange(0))
+@click.option("--job-id", help="The reporting job (must be the table's running writer).")
+@_url_option
+@_json_option
+def report(
+    table: str, barrier: int, snapshot_id: int | None, job_id: str | None, url: str, as_json: bool
+) -> None:
+    """Report that TABLE completed BARRIER (what a committer does)."""
+    with _client(url) as c:
+        _print(_run(lambda: c.report_barrier(table, barrier, snapshot_id, job_id=job_id)), as_json)
+
+
+# ---- consistency and lineage --------------------------------------------------------------
+
+
+@meta.command("consistent-version")
+@click.argument("tables", nargs=-1, required=True)
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in ConsistencyMode]),
+    default="strong",
+    show_default=True,
+)
+@_url_option
+@_json_option
+def consistent_version(tables: tuple[str, ...], mode: str, url: str, as_json: bool) -> None:
+    """The barrier and snapshots to read TABLES together, and who holds them back."""
+    with _client(url) as c:
+        v = _run(lambda: c.consistent_version(list(tables), mode))
+    if as_json:
+        _print(v, True)
+        return
+    click.echo(v.message)
+    for t in v.tables:
+        note = "" if t.listed else "  (between the listed tables)"
+        click.echo(
+            f"  {t.table}: barrier={_short(t.barrier)} snapshot={_short(t.snapshot_id)} "
+            f"latest={_short(t.latest_barrier)} behind_ms={_short(t.behind_ms)} "
+            f"lag_ms={_short(t.lag_ms)}{note}"
+        )
+
+
+@meta.command()
+@click.argument("table", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tree", "mermaid", "both"]),
+    default="both",
+    show_default=True,
+)
+@_url_option
+@_json_option
+def lineage(table: str | None, fmt: str, url: str, as_json: bool) -> None:
+    """Upstream and downstream of TABLE, transitively (whole graph without TABLE)."""
+    with _client(url) as c:
+        if table is None:
+            edges, mermaid = _run(c.graph)
+            if as_json:
+                click.echo(json.dumps([e.model_dump(mode="json") for e in edges], indent=2))
+            else:
+                click.echo(mermaid)
+            return
+        lin = _run(lambda: c.lineage(table))
+    if as_json:
+        _print(lin, True)
+        return
+    if fmt in ("tree", "both"):
+        click.echo(lin.tree)
+    if fmt == "both":
+        click.echo()
+    if fmt in ("mermaid", "both"):
+        click.echo("```mermaid\n" + lin.mermaid + "\n```")
+
+
+@meta.command()
+@click.argument("table")
+@_url_option
+@_json_option
+def trace(table: str, url: str, as_json: bool) -> None:
+    """Where the lag of TABLE starts: the upstream table and the job writing it."""
+    with _client(url) as c:
+        t = _run(lambda: c.trace(table))
+    if as_json:
+        _print(t, True)
+    else:
+        click.echo(t.explanation)
+
+
+@meta.command()
+@click.option("--warehouse", envvar="DTS_WAREHOUSE", required=True, help="The FileStore to read.")
+@click.option("--db", help="Write into this database directly (default: the warehouse's).")
+@click.option("--url", "url", help="Report through a running MetaService instead.")
+@click.option("--table", "tables", multiple=True, help="Only these tables (repeat).")
+@click.option("--replace", is_flag=True, help="Clear each table's records first (direct only).")
+def rebuild(
+    warehouse: str, db: str | None, url: str | None, tables: tuple[str, ...], replace: bool
+) -> None:
+    """Reload every table's completed barriers and snapshot ids from the FileStore."""
+    from bridge.meta.rebuild import rebuild as do_rebuild
+    from filestore import Catalog
+
+    catalog = Catalog(warehouse)
+
+    def progress(name: str, n: int) -> None:
+        click.echo(f"  {name}: {n} barriers")
+
+    if url:
+        if replace:
+            raise click.UsageError("--replace needs direct database access (drop --url)")
+        with _client(url) as c:
+            result = _run(lambda: do_rebuild(c, catalog, list(tables) or None, progress=progress))
+    else:
+        from bridge.meta.store import Store
+
+        store = Store(_default_db(db, warehouse))
+        try:
+            result = _run(
+                lambda: do_rebuild(
+                    store, catalog, list(tables) or None, replace=replace, progress=progress
+                )
+            )
+        finally:
+            store.close()
+    click.echo(f"rebuilt {result.barriers} barriers of {result.tables} tables")
+    if result.skipped_tables:
+        click.echo(f"no barrier-tagged snapshot in: {', '.join(result.skipped_tables)}")

@@ -1,11 +1,65 @@
-"""`dts worker`."""
+"""`dts worker`: keep tables' FileStores up to date from their logs (Faust app)."""
 
 from __future__ import annotations
+
+import logging
 
 import click
 
 
 @click.command()
-def worker() -> None:
-    """Not built yet."""
-    raise click.ClickException("dts worker is not built yet")
+@click.option("--warehouse", "-w", envvar="DTS_WAREHOUSE", required=True, help="Warehouse root (path or URI).")
+@click.option(
+    "--bootstrap", "-b", envvar="DTS_BOOTSTRAP", default="127.0.0.1:9092", show_default=True, help="Kafka bootstrap servers."
+)
+@click.option(
+    "--tables",
+    "-t",
+    multiple=True,
+    help="Tables to consume (db.table; repeat or comma-separate). Default: every table with a log.",
+)
+@click.option("--web-port", type=int, default=6066, show_default=True, help="Port of /metrics and /status (0: any free port).")
+@click.option("--web-host", default="127.0.0.1", show_default=True, help="Address the web server binds.")
+@click.option("--group", default="dts-worker", show_default=True, help="Consumer group: workers sharing it share the load.")
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def worker(
+    warehouse: str,
+    bootstrap: str,
+    tables: tuple[str, ...],
+    web_port: int,
+    web_host: str,
+    group: str,
+    log_level: str,
+) -> None:
+    """Consume every table's log and commit one FileStore snapshot per barrier.
+
+    Run several with the same --group to share the buckets; stop with Ctrl-C
+    (or SIGTERM): buffered rows are dropped and redone from the last snapshot
+    by whichever worker takes the buckets over.
+    """
+    import faust
+
+    from bridge.worker.app import create_app
+    from bridge.worker.config import WorkerConfig
+    from bridge.worker.tiers import NoTablesError
+    from logstore.broker import free_port
+
+    names = [n.strip() for t in tables for n in t.split(",") if n.strip()] or None
+    port = web_port or free_port()
+    config = WorkerConfig(
+        warehouse=warehouse, bootstrap=bootstrap, tables=names, group=group, web_host=web_host, web_port=port
+    )
+    try:
+        app = create_app(config)
+    except NoTablesError as exc:
+        raise click.ClickException(str(exc)) from exc
+    base = f"http://{web_host}:{port}"
+    click.echo(f"dts worker {config.worker_id} (group {group})")
+    click.echo(f"  broker     {bootstrap}")
+    click.echo(f"  warehouse  {warehouse}")
+    click.echo(f"  tables     {', '.join(sorted(app.status.tables))}")
+    click.echo(f"  status     {base}/status")
+    click.echo(f"  metrics    {base}/metrics")
+    click.echo("  stop with Ctrl-C", nl=True)
+    logging.getLogger("bridge").setLevel(log_level.upper())
+    faust.Worker(app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True).execute_from_commandline()

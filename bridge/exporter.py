@@ -1,0 +1,344 @@
+"""Prometheus exporter for FileStore state: what a warehouse holds, read on every scrape.
+
+The exporter is a custom ``prometheus_client`` collector with its own registry: each
+scrape lists the warehouse's tables and reports, per table, the latest snapshot, the live
+data files and bytes, the sorted runs per bucket (primary-key tables), the snapshots
+retained, and the latest barrier with its age. Work per scrape stays small because
+everything derived from a snapshot's manifests is cached by (table, snapshot id); only
+the snapshot directory listing and the barrier age are recomputed each time.
+
+Metric names follow ``dts_<part>_<what>_<unit>`` with labels ``table`` and ``bucket``
+(see docs/internals.md, ``bridge.metrics``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow.fs as pafs
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+# How far back to look for the latest snapshot that carries a barrier (COMPACT and batch
+# snapshots may carry none); older barriers are not "latest" in any useful sense.
+BARRIER_LOOKBACK = 32
+
+
+class DataFileLike(Protocol):
+    level: int
+    file_size: int
+
+
+class SplitLike(Protocol):
+    partition: Mapping[str, Any]
+    bucket: int
+    files: Iterable[DataFileLike]
+
+
+class SnapshotLike(Protocol):
+    id: int
+    barrier: int | None
+    total_record_count: int | None
+
+
+class TableSchemaLike(Protocol):
+    primary_key: list[str]
+
+
+class OptionsLike(Protocol):
+    """The resolved options the exporter reads (``filestore.options.CoreOptions``)."""
+
+    num_sorted_run_stop_trigger: int
+    barrier_interval_ms: int
+
+
+class TableLike(Protocol):
+    name: str
+
+    @property
+    def schema(self) -> Any: ...
+    @property
+    def options(self) -> Any: ...
+    def latest_snapshot(self) -> Any: ...
+    def snapshot(self, snapshot_id: int) -> Any: ...
+    def new_scan(self, snapshot_id: int | None = None) -> Any: ...
+
+
+class CatalogLike(Protocol):
+    def list_tables(self, db: str | None = None) -> list[str]: ...
+    def get_table(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """What the exporter derives from one snapshot's manifests (cached per snapshot id)."""
+
+    snapshot_id: int
+    data_files: int
+    data_bytes: int
+    records: int | None
+    # bucket -> greatest sorted-run count over the bucket's partitions (the writer of the
+    # worst partition is the one that stalls); empty for tables without a primary key.
+    sorted_runs: dict[int, int]
+    stop_trigger: int | None
+    latest_barrier: int | None
+    barrier_interval_ms: int
+
+
+def sorted_run_count(levels: Iterable[int]) -> int:
+    """Sorted runs of one bucket: every level-0 file is a run, every other level is one run."""
+    level0 = 0
+    upper: set[int] = set()
+    for level in levels:
+        if level == 0:
+            level0 += 1
+        else:
+            upper.add(level)
+    return level0 + len(upper)
+
+
+def file_stats(table: TableLike, snapshot: SnapshotLike) -> FileStats:
+    """Files, bytes and sorted runs of ``snapshot``, read from its manifests through a scan."""
+    # Splits of one (partition, bucket) may come in several pieces: group files first.
+    levels: dict[tuple[tuple[tuple[str, Any], ...], int], list[int]] = {}
+    files = size = 0
+    for split in table.new_scan(snapshot_id=snapshot.id).plan():
+        key = (tuple(sorted(dict(split.partition).items())), int(split.bucket))
+        bucket_levels = levels.setdefault(key, [])
+        for f in split.files:
+            files += 1
+            size += int(f.file_size)
+            bucket_levels.append(int(f.level))
+    options: OptionsLike = table.options
+    runs: dict[int, int] = {}
+    trigger: int | None = None
+    if table.schema.primary_key:  # sorted runs are an LSM notion: primary-key tables only
+        for (_, bucket), lv in levels.items():
+            runs[bucket] = max(runs.get(bucket, 0), sorted_run_count(lv))
+        trigger = options.num_sorted_run_stop_trigger
+    return FileStats(
+        snapshot_id=snapshot.id,
+        data_files=files,
+        data_bytes=size,
+        records=snapshot.total_record_count,
+        sorted_runs=runs,
+        stop_trigger=trigger,
+        latest_barrier=latest_barrier(table, snapshot),
+        barrier_interval_ms=options.barrier_interval_ms,
+    )
+
+
+def latest_barrier(table: TableLike, latest: SnapshotLike) -> int | None:
+    """The barrier of the newest snapshot that carries one, looking back a bounded way."""
+    snap: SnapshotLike | None = latest
+    for _ in range(BARRIER_LOOKBACK):
+        if snap is None:
+            return None
+        if snap.barrier is not None:
+            return int(snap.barrier)
+        if snap.id <= 1:
+            return None
+        try:
+            snap = table.snapshot(snap.id - 1)
+        except Exception:  # expired under our feet: no older barrier to report
+            return None
+    return None
+
+
+class Warehouse:
+    """Where the tables of a warehouse live on its filesystem (layout of DESIGN.md)."""
+
+    def __init__(self, warehouse: str, filesystem: pafs.FileSystem | None = None) -> None:
+        if filesystem is not None:
+            self.fs, self.root = filesystem, warehouse.rstrip("/")
+        elif "://" in warehouse:
+            self.fs, self.root = pafs.FileSystem.from_uri(warehouse)
+        else:
+            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(warehouse)
+
+    def table_dir(self, name: str) -> str:
+        db, _, table = name.partition(".")
+        return f"{self.root}/{db}.db/{table}"
+
+    def snapshots_retained(self, name: str) -> int:
+        """Count ``snapshot-<N>`` files: a listing, not a read of every snapshot."""
+        selector = pafs.FileSelector(f"{self.table_dir(name)}/snapshot", allow_not_found=True)
+        return sum(
+            1 for info in self.fs.get_file_info(selector) if info.base_name.startswith("snapshot-")
+        )
+
+
+class FileStoreCollector(Collector):
+    """Collects FileStore metrics for every table of a warehouse on each scrape."""
+
+    def __init__(
+        self,
+        catalog: CatalogLike,
+        warehouse: Warehouse,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self._catalog = catalog
+        self._warehouse = warehouse
+        self._clock_ms = clock_ms
+        self._cache: dict[str, FileStats] = {}
+        self._errors: dict[str, int] = {}
+        # Prometheus may scrape concurrently; the cache and error counts are shared.
+        self._lock = threading.Lock()
+
+    def describe(self) -> Iterator[Metric]:
+        # Registering must not scan the warehouse; an empty describe() tells the registry so.
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            yield from self._collect()
+
+    def _collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        m = _Families()
+        names = sorted(self._catalog.list_tables())
+        m.tables.add_metric([], len(names))
+        for name in names:
+            try:
+                self._collect_table(name, m)
+            except Exception as exc:  # one broken table must not hide the others
+                self._errors[name] = self._errors.get(name, 0) + 1
+                log.warning("exporter: cannot read table %s: %s", name, exc)
+        # Forget tables that were dropped so their series disappear.
+        self._cache = {k: v for k, v in self._cache.items() if k in names}
+        self._errors = {k: v for k, v in self._errors.items() if k in names}
+        # Every table gets an error series from its first scrape on (at 0), so increase()
+        # sees the first error instead of a series appearing out of nothing.
+        for name in names:
+            m.errors.add_metric([name], self._errors.get(name, 0))
+        m.duration.add_metric([], time.perf_counter() - started)
+        yield from m.all()
+
+    def _collect_table(self, name: str, m: _Families) -> None:
+        table = self._catalog.get_table(name)
+        retained = self._warehouse.snapshots_retained(name)
+        m.snapshots_retained.add_metric([name], retained)
+        snapshot = table.latest_snapshot()
+        if snapshot is None:
+            m.data_files.add_metric([name], 0)
+            m.data_bytes.add_metric([name], 0)
+            return
+        stats = self._cache.get(name)
+        if stats is None or stats.snapshot_id != snapshot.id:
+            stats = file_stats(table, snapshot)
+            self._cache[name] = stats
+        m.snapshot_id.add_metric([name], stats.snapshot_id)
+        m.data_files.add_metric([name], stats.data_files)
+        m.data_bytes.add_metric([name], stats.data_bytes)
+        if stats.records is not None:
+            m.records.add_metric([name], stats.records)
+        for bucket, runs in sorted(stats.sorted_runs.items()):
+            m.sorted_runs.add_metric([name, str(bucket)], runs)
+        if stats.stop_trigger is not None:
+            m.stop_trigger.add_metric([name], stats.stop_trigger)
+        if stats.latest_barrier is not None:
+            m.barrier.add_metric([name], stats.latest_barrier)
+            m.barrier_age.add_metric([name], max(0, self._clock_ms() - stats.latest_barrier))
+        m.barrier_interval.add_metric([name], stats.barrier_interval_ms)
+
+
+class _Families:
+    """The metric families of one scrape."""
+
+    def __init__(self) -> None:
+        t = ["table"]
+        self.tables = GaugeMetricFamily("dts_filestore_tables", "Tables in the warehouse.")
+        self.snapshot_id = GaugeMetricFamily(
+            "dts_filestore_snapshot_id", "Id of the table's latest snapshot.", labels=t
+        )
+        self.snapshots_retained = GaugeMetricFamily(
+            "dts_filestore_snapshots_retained",
+            "Snapshots not yet expired (snapshot-<N> files).",
+            labels=t,
+        )
+        self.data_files = GaugeMetricFamily(
+            "dts_filestore_data_files", "Live data files in the latest snapshot.", labels=t
+        )
+        self.data_bytes = GaugeMetricFamily(
+            "dts_filestore_data_bytes", "Bytes of live data files in the latest snapshot.", labels=t
+        )
+        self.records = GaugeMetricFamily(
+            "dts_filestore_records",
+            "Records in the latest snapshot (before merge), from the snapshot's record count.",
+            labels=t,
+        )
+        self.sorted_runs = GaugeMetricFamily(
+            "dts_filestore_sorted_runs",
+            "Sorted runs per bucket (the greatest over the bucket's partitions); primary-key tables.",
+            labels=["table", "bucket"],
+        )
+        self.stop_trigger = GaugeMetricFamily(
+            "dts_filestore_sorted_runs_stop_trigger",
+            "Sorted-run count at which the table's writers stall (num-sorted-run.stop-trigger).",
+            labels=t,
+        )
+        self.barrier = GaugeMetricFamily(
+            "dts_filestore_latest_barrier_ms",
+            "Barrier (epoch ms) of the newest snapshot carrying one.",
+            labels=t,
+        )
+        self.barrier_age = GaugeMetricFamily(
+            "dts_filestore_latest_barrier_age_ms",
+            "Now minus the latest committed barrier, in milliseconds (FileStore freshness).",
+            labels=t,
+        )
+        self.barrier_interval = GaugeMetricFamily(
+            "dts_filestore_barrier_interval_ms",
+            "The table's barrier.interval option, in milliseconds.",
+            labels=t,
+        )
+        self.errors = CounterMetricFamily(
+            "dts_exporter_table_errors",
+            "Scrapes on which a table could not be read.",
+            labels=t,
+        )
+        self.duration = GaugeMetricFamily(
+            "dts_exporter_scrape_duration_seconds",
+            "Time the last scrape took to read the warehouse.",
+        )
+
+    def all(self) -> list[Metric]:
+        return [
+            self.tables,
+            self.snapshot_id,
+            self.snapshots_retained,
+            self.data_files,
+            self.data_bytes,
+            self.records,
+            self.sorted_runs,
+            self.stop_trigger,
+            self.barrier,
+            self.barrier_age,
+            self.barrier_interval,
+            self.errors,
+            self.duration,
+        ]
+
+
+def exporter_registry(
+    warehouse: str, filesystem: pafs.FileSystem | None = None
+) -> CollectorRegistry:
+    """A fresh registry holding a FileStore collector for ``warehouse``."""
+    from filestore import Catalog
+    from filestore.fileio import resolve_filesystem
+
+    catalog = Catalog(warehouse, filesystem=filesystem)
+    # Resolve the filesystem the way the FileStore does, so both see the same root.
+    fs, root = resolve_filesystem(warehouse, filesystem)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FileStoreCollector(catalog, Warehouse(root, fs)))
+    return registry

@@ -1,0 +1,247 @@
+"""A Python client of the MetaService (httpx): one method per API call.
+
+Errors come back as the same :mod:`bridge.meta.errors` classes the service raised
+(``CycleError`` with ``.details["path"]``, ``WriterConflict`` with ``.details["job_id"]``...).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from bridge.meta.errors import ERRORS_BY_CODE, InvalidRequest, MetaError, MetaUnavailable
+from bridge.meta.models import (
+    BarrierRecord,
+    ConsistencyMode,
+    ConsistentVersion,
+    Health,
+    Job,
+    JobKind,
+    JobSpec,
+    JobState,
+    Lineage,
+    LineageEdge,
+    TableBarrierReport,
+    TableStatus,
+    Trace,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+
+
+class MetaClient:
+    """``MetaClient("http://127.0.0.1:8765")``; a context manager closing its connections."""
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+
+    def __enter__(self) -> MetaClient:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as e:
+            raise MetaUnavailable(f"MetaService at {self.url} unreachable: {e}") from e
+        if response.status_code < 400:
+            return response.json() if response.content else None
+        raise _error(response)
+
+    # ---- service ---------------------------------------------------------------------
+
+    def health(self) -> Health:
+        return Health.model_validate(self._call("GET", "/health"))
+
+    # ---- jobs ------------------------------------------------------------------------
+
+    def register_job(
+        self,
+        kind: JobKind | str,
+        sources: Sequence[str] = (),
+        sinks: Sequence[str] = (),
+        *,
+        job_id: str | None = None,
+        heartbeat_timeout_ms: int | None = None,
+        description: str = "",
+    ) -> Job:
+        spec = JobSpec(
+            job_id=job_id,
+            kind=JobKind(kind),
+            sources=list(sources),
+            sinks=list(sinks),
+            heartbeat_timeout_ms=heartbeat_timeout_ms,
+            description=description,
+        )
+        body = spec.model_dump(mode="json", exclude_none=True)
+        return Job.model_validate(self._call("POST", "/jobs", json=body))
+
+    def list_jobs(self, state: JobState | str | None = None) -> list[Job]:
+        params = {"state": JobState(state).value} if state else None
+        return [Job.model_validate(j) for j in self._call("GET", "/jobs", params=params)]
+
+    def get_job(self, job_id: str) -> Job:
+        return Job.model_validate(self._call("GET", f"/jobs/{job_id}"))
+
+    def heartbeat(self, job_id: str) -> Job:
+        return Job.model_validate(self._call("POST", f"/jobs/{job_id}/heartbeat"))
+
+    def finish_job(
+        self, job_id: str, state: JobState | str = JobState.FINISHED, reason: str = ""
+    ) -> Job:
+        body = {"state": JobState(state).value, "reason": reason}
+        return Job.model_validate(self._call("POST", f"/jobs/{job_id}/finish", json=body))
+
+    def forget_job(self, job_id: str) -> None:
+        self._call("DELETE", f"/jobs/{job_id}")
+
+    @contextmanager
+    def running_job(
+        self,
+        kind: JobKind | str,
+        sources: Sequence[str] = (),
+        sinks: Sequence[str] = (),
+        *,
+        job_id: str | None = None,
+        heartbeat_timeout_ms: int | None = None,
+        heartbeat_interval_s: float | None = None,
+    ) -> Iterator[JobHandle]:
+        """Register, heartbeat in the background, and finish (or fail, on an exception)."""
+        job = self.register_job(
+            kind, sources, sinks, job_id=job_id, heartbeat_timeout_ms=heartbeat_timeout_ms
+        )
+        handle = JobHandle(self, job, heartbeat_interval_s)
+        try:
+            yield handle
+        except BaseException as e:
+            handle.stop()
+            self.finish_job(job.job_id, JobState.FAILED, f"{type(e).__name__}: {e}"[:1000])
+            raise
+        handle.stop()
+        self.finish_job(job.job_id, JobState.FINISHED)
+
+    # ---- tables and barriers -----------------------------------------------------------
+
+    def report_barrier(
+        self,
+        table: str,
+        barrier: int,
+        snapshot_id: int | None = None,
+        *,
+        job_id: str | None = None,
+        completed_at_ms: int | None = None,
+    ) -> BarrierRecord:
+        """The committer reports that ``table`` completed ``barrier`` as ``snapshot_id``."""
+        body = {"barrier": barrier, "snapshot_id": snapshot_id, "job_id": job_id}
+        if completed_at_ms is not None:
+            body["completed_at_ms"] = completed_at_ms
+        body = {k: v for k, v in body.items() if v is not None}
+        return BarrierRecord.model_validate(
+            self._call("POST", f"/tables/{table}/barriers", json=body)
+        )
+
+    def report_barriers(self, reports: Sequence[TableBarrierReport], chunk: int = 5000) -> int:
+        count = 0
+        for i in range(0, len(reports), chunk):
+            body = [r.model_dump(mode="json", exclude_none=True) for r in reports[i : i + chunk]]
+            count += self._call("POST", "/barriers", json=body)["count"]
+        return count
+
+    def tables(self) -> list[TableStatus]:
+        return [TableStatus.model_validate(t) for t in self._call("GET", "/tables")]
+
+    def table(self, table: str) -> TableStatus:
+        return TableStatus.model_validate(self._call("GET", f"/tables/{table}"))
+
+    def barriers(
+        self, table: str, limit: int = 100, before: int | None = None
+    ) -> list[BarrierRecord]:
+        params: dict[str, int] = {"limit": limit}
+        if before is not None:
+            params["before"] = before
+        rows = self._call("GET", f"/tables/{table}/barriers", params=params)
+        return [BarrierRecord.model_validate(r) for r in rows]
+
+    # ---- consistency and lineage ---------------------------------------------------------
+
+    def consistent_version(
+        self, tables: Sequence[str], mode: ConsistencyMode | str = ConsistencyMode.STRONG
+    ) -> ConsistentVersion:
+        params = {"tables": list(tables), "mode": ConsistencyMode(mode).value}
+        return ConsistentVersion.model_validate(
+            self._call("GET", "/consistent-version", params=params)
+        )
+
+    def lineage(self, table: str) -> Lineage:
+        return Lineage.model_validate(self._call("GET", f"/lineage/{table}"))
+
+    def graph(self) -> tuple[list[LineageEdge], str]:
+        body = self._call("GET", "/lineage")
+        return [LineageEdge.model_validate(e) for e in body["edges"]], body["mermaid"]
+
+    def trace(self, table: str) -> Trace:
+        return Trace.model_validate(self._call("GET", f"/trace/{table}"))
+
+
+class JobHandle:
+    """A registered job with a background heartbeat thread."""
+
+    def __init__(self, client: MetaClient, job: Job, interval_s: float | None) -> None:
+        self.client = client
+        self.job = job
+        self.job_id = job.job_id
+        self._interval = interval_s or max(0.05, job.heartbeat_timeout_ms / 3000)
+        self._stop = threading.Event()
+        self.error: MetaError | None = None
+        self._thread = threading.Thread(
+            target=self._beat, name=f"dts-meta-heartbeat-{job.job_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.client.heartbeat(self.job_id)
+            except MetaUnavailable as e:  # transient: keep trying until the timeout decides
+                log.warning("heartbeat of %s failed: %s", self.job_id, e)
+            except MetaError as e:  # marked failed/finished elsewhere: stop beating
+                self.error = e
+                log.error("job %s lost its registration: %s", self.job_id, e)
+                return
+
+    def report_barrier(self, table: str, barrier: int, snapshot_id: int | None) -> BarrierRecord:
+        return self.client.report_barrier(table, barrier, snapshot_id, job_id=self.job_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _error(response: httpx.Response) -> MetaError:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text
+    if isinstance(detail, dict) and "error" in detail:
+        cls = ERRORS_BY_CODE.get(detail["error"], MetaError)
+        extra = {k: v for k, v in detail.items() if k not in ("error", "message")}
+        return cls(str(detail.get("message", "")), **extra)
+    if response.status_code >= 500:
+        return MetaUnavailable(f"MetaService error {response.status_code}: {detail}")
+    return InvalidRequest(f"MetaService refused the request ({response.status_code}): {detail}")

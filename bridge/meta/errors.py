@@ -1,0 +1,100 @@
+"""Errors of the MetaService, shared by the store, the HTTP API and the client.
+
+Each error carries a stable ``code`` (sent over HTTP) and the HTTP status the API
+answers with, so the client can raise the same class the store raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MetaError(Exception):
+    """Base class of MetaService errors."""
+
+    code: ClassVar[str] = "meta_error"
+    status: ClassVar[int] = 400
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.details}
+
+
+class InvalidRequest(MetaError):
+    """The request is well-formed JSON but makes no sense (e.g. a job with no tables)."""
+
+    code = "invalid_request"
+    status = 400
+
+
+class JobNotFound(MetaError):
+    code = "job_not_found"
+    status = 404
+
+
+class TableNotFound(MetaError):
+    """The table has never been registered nor reported a barrier."""
+
+    code = "table_not_found"
+    status = 404
+
+
+class JobAlreadyExists(MetaError):
+    code = "job_exists"
+    status = 409
+
+
+class CycleError(MetaError):
+    """Registering the job would close a cycle in the table graph; ``path`` names it."""
+
+    code = "cycle"
+    status = 409
+
+
+class WriterConflict(MetaError):
+    """The table already has a running writer; ``job_id`` names it."""
+
+    code = "writer_conflict"
+    status = 409
+
+
+class JobNotRunning(MetaError):
+    """Heartbeat or report from a job that was finished, failed or cancelled."""
+
+    code = "job_not_running"
+    status = 409
+
+
+class NoConsistentVersion(MetaError):
+    """The tables share no completed barrier (yet)."""
+
+    code = "no_consistent_version"
+    status = 409
+
+
+class MetaUnavailable(MetaError):
+    """The service could not be reached or answered with a server error."""
+
+    code = "unavailable"
+    status = 503
+
+
+ERRORS_BY_CODE: dict[str, type[MetaError]] = {
+    cls.code: cls
+    for cls in (
+        MetaError,
+        InvalidRequest,
+        JobNotFound,
+        TableNotFound,
+        JobAlreadyExists,
+        CycleError,
+        WriterConflict,
+        JobNotRunning,
+        NoConsistentVersion,
+        MetaUnavailable,
+    )
+}

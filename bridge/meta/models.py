@@ -1,0 +1,217 @@
+"""The MetaService's API models (pydantic): what goes over HTTP and what the store returns."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+
+DEFAULT_DATABASE = "default"
+MAX_INT64 = 2**53 - 1  # the JSON-safe integer range; barrier ids are epoch ms
+# db and table parts at most 127 characters each, so "default." + table still fits 255
+TABLE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,126}(\.[A-Za-z0-9_][A-Za-z0-9_\-]{0,126})?$"
+JOB_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$"
+_TABLE_RE = re.compile(TABLE_PATTERN)
+_JOB_ID_RE = re.compile(JOB_ID_PATTERN)
+
+
+def normalize_table_name(name: str) -> str:
+    """``t1`` -> ``default.t1``; ``db.t1`` stays. Raises ValueError naming the rule broken."""
+    if not isinstance(name, str) or not (1 <= len(name) <= 255) or not _TABLE_RE.match(name):
+        raise ValueError(
+            f"invalid table name {name!r}: expected 'db.table' or 'table' "
+            "(letters, digits, '_' and '-', each part at most 127 characters)"
+        )
+    return name if "." in name else f"{DEFAULT_DATABASE}.{name}"
+
+
+def _check_job_id(job_id: str) -> str:
+    if not (1 <= len(job_id) <= 128) or not _JOB_ID_RE.match(job_id):
+        raise ValueError(
+            f"invalid job id {job_id!r}: letters, digits, '_', '.', ':' and '-', 1-128 characters"
+        )
+    return job_id
+
+
+TableName = Annotated[
+    str,
+    Field(min_length=1, max_length=255, pattern=TABLE_PATTERN, description="'db.table' or 'table'"),
+    AfterValidator(normalize_table_name),
+]
+JobId = Annotated[
+    str, Field(min_length=1, max_length=128, pattern=JOB_ID_PATTERN), AfterValidator(_check_job_id)
+]
+# Strict: JSON true/false or 1.0 are not ids (pydantic's lax mode would accept them).
+BarrierId = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64, description="epoch milliseconds")]
+SnapshotId = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)]
+Millis = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobKind(StrEnum):
+    WORKER = "worker"
+    SPARK_STREAMING = "spark-streaming"
+    SPARK_BATCH = "spark-batch"
+    CTAS = "ctas"
+
+
+class JobState(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobSpec(_Model):
+    """A job to register: it reads ``sources`` and writes ``sinks``."""
+
+    job_id: JobId | None = Field(None, description="stable id; generated when omitted")
+    kind: JobKind
+    sources: list[TableName] = Field(default_factory=list, max_length=1000)
+    sinks: list[TableName] = Field(min_length=1, max_length=1000)
+    heartbeat_timeout_ms: Annotated[int, Strict()] | None = Field(
+        None, ge=100, le=86_400_000, description="service default when omitted"
+    )
+    description: str = Field("", max_length=1000)
+
+
+class Job(_Model):
+    job_id: str
+    kind: JobKind
+    sources: list[str]
+    sinks: list[str]
+    state: JobState
+    description: str = ""
+    registered_at_ms: int
+    heartbeat_at_ms: int
+    ended_at_ms: int | None = None
+    reason: str = ""
+    heartbeat_timeout_ms: int
+
+
+class JobEnd(_Model):
+    """How a job ended; releases its writer slots (its lineage stays)."""
+
+    state: Literal[JobState.FINISHED, JobState.FAILED, JobState.CANCELLED] = JobState.FINISHED
+    reason: str = Field("", max_length=1000)
+
+
+class BarrierReport(_Model):
+    """A table completed a barrier: reported by the table's committer."""
+
+    barrier: BarrierId
+    snapshot_id: SnapshotId | None = Field(
+        None, description="the snapshot committed for the barrier (None when unknown)"
+    )
+    job_id: JobId | None = Field(
+        None, description="the reporting job; if given it must be the table's running writer"
+    )
+    completed_at_ms: Millis | None = Field(None, description="defaults to the service's clock")
+
+
+class TableBarrierReport(BarrierReport):
+    table: TableName
+
+
+class BarrierRecord(_Model):
+    table: str
+    barrier: int
+    snapshot_id: int | None
+    completed_at_ms: int
+    job_id: str | None = None
+
+
+class TableStatus(_Model):
+    table: str
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    latest_completed_at_ms: int | None
+    barrier_count: int
+    writer_job_id: str | None
+    upstream: list[str]
+    downstream: list[str]
+
+
+class ConsistencyMode(StrEnum):
+    STRONG = "strong"
+    WEAK = "weak"
+
+
+class TableVersion(_Model):
+    """One table's part of a consistent version."""
+
+    table: str
+    listed: bool = Field(
+        description="False for a table included because it lies between listed ones"
+    )
+    barrier: int | None = Field(description="the barrier to read the table at")
+    snapshot_id: int | None = Field(description="the table's snapshot at that barrier")
+    latest_barrier: int | None
+    latest_snapshot_id: int | None
+    behind_ms: int | None = Field(description="latest_barrier - barrier: newer data not read")
+    lag_ms: int | None = Field(description="newest latest_barrier of all tables - this table's")
+
+
+class ConsistentVersion(_Model):
+    mode: ConsistencyMode
+    barrier: int | None = Field(description="strong: the common barrier; weak: None")
+    tables: list[TableVersion]
+    held_back_by: str | None = Field(description="the table whose progress limits the answer")
+    holdback_ms: int = Field(description="how far the answer is behind the newest table (ms)")
+    message: str
+
+
+class LineageEdge(_Model):
+    source: str
+    sink: str
+    job_id: str
+    job_state: JobState
+
+
+class LineageNode(_Model):
+    table: str
+    jobs: list[str]
+    children: list[LineageNode] = Field(default_factory=list)
+
+
+class Lineage(_Model):
+    table: str
+    upstream: list[LineageNode]
+    downstream: list[LineageNode]
+    edges: list[LineageEdge]
+    tree: str
+    mermaid: str
+
+
+class Trace(_Model):
+    """Where the lag of a table starts."""
+
+    table: str
+    latest_barrier: int | None
+    lag_ms: int | None = Field(
+        description="newest upstream barrier (or now, for a root) minus ours"
+    )
+    origin_table: str = Field(description="the most upstream table that lags as much")
+    origin_lag_ms: int | None
+    origin_job_id: str | None = Field(description="the job writing the origin table")
+    origin_job_state: JobState | None
+    origin_heartbeat_age_ms: int | None
+    path: list[str] = Field(description="from the table up to the origin")
+    explanation: str
+
+
+class RebuildResult(_Model):
+    tables: int
+    barriers: int
+    skipped_tables: list[str] = Field(default_factory=list)
+
+
+class Health(_Model):
+    status: Literal["ok"] = "ok"
+    database: str
+    heartbeat_timeout_ms: int

@@ -1,0 +1,256 @@
+"""The MetaService HTTP API (FastAPI): ``create_app(store)``; OpenAPI at ``/openapi.json``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from bridge.meta.errors import MetaError
+from bridge.meta.models import (
+    JOB_ID_PATTERN,
+    MAX_INT64,
+    TABLE_PATTERN,
+    BarrierRecord,
+    BarrierReport,
+    ConsistencyMode,
+    ConsistentVersion,
+    Health,
+    Job,
+    JobEnd,
+    JobSpec,
+    JobState,
+    Lineage,
+    LineageEdge,
+    TableBarrierReport,
+    TableName,
+    TableStatus,
+    Trace,
+    normalize_table_name,
+)
+from bridge.meta.store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRUNE_KEEP = 100_000
+MAX_BATCH = 10_000
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    error: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    detail: ErrorDetail | list[Any] | str
+
+
+class ReportCount(BaseModel):
+    count: int
+
+
+class Graph(BaseModel):
+    edges: list[LineageEdge]
+    mermaid: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "invalid request"},
+    404: {"model": ErrorBody, "description": "job or table not found"},
+    409: {"model": ErrorBody, "description": "refused: cycle, second writer, job state"},
+    503: {"model": ErrorBody, "description": "database unavailable"},
+}
+
+
+def _table(
+    table: Annotated[str, Path(min_length=1, max_length=255, pattern=TABLE_PATTERN)],
+) -> str:
+    return normalize_table_name(table)
+
+
+def _job_id(
+    job_id: Annotated[str, Path(min_length=1, max_length=128, pattern=JOB_ID_PATTERN)],
+) -> str:
+    return job_id
+
+
+Table = Annotated[str, Depends(_table)]
+JobIdP = Annotated[str, Depends(_job_id)]
+
+
+def create_app(
+    store: Store,
+    *,
+    sweep_interval_s: float | None = None,
+    prune_keep: int = DEFAULT_PRUNE_KEEP,
+) -> FastAPI:
+    """The API over ``store``. A background task marks jobs failed whose heartbeat timed
+    out (every ``sweep_interval_s``, default a quarter of the heartbeat timeout) and keeps
+    the newest ``prune_keep`` barriers per table."""
+    interval = sweep_interval_s or max(0.05, min(store.heartbeat_timeout_ms / 4000, 5.0))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(_housekeeping(store, interval, prune_keep))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(
+        title="dts MetaService",
+        version="1.0",
+        description="Jobs, lineage, barrier progress and consistent versions across tables "
+        "(FLIP-276).",
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.state.store = store
+
+    @app.exception_handler(MetaError)
+    async def _meta_error(_req: Request, exc: MetaError) -> JSONResponse:
+        return JSONResponse(status_code=exc.status, content={"detail": exc.to_dict()})
+
+    @app.exception_handler(sa.exc.OperationalError)
+    async def _db_error(_req: Request, exc: sa.exc.OperationalError) -> JSONResponse:
+        log.warning("database error: %s", exc)
+        body = {"error": "unavailable", "message": f"database unavailable: {exc.orig}"}
+        return JSONResponse(status_code=503, content={"detail": body})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's 405 names only the first route's methods; name every method the path has.
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            allowed: set[str] = set()
+            for route in app.router.routes:
+                match, _ = route.matches(req.scope)
+                if match is not Match.NONE and isinstance(route, APIRoute):
+                    allowed |= route.methods or set()
+            headers["Allow"] = ", ".join(sorted(allowed))
+        body = {"error": f"http_{exc.status_code}", "message": str(exc.detail)}
+        return JSONResponse(status_code=exc.status_code, content={"detail": body}, headers=headers)
+
+    _routes(app, store)
+    return app
+
+
+async def _housekeeping(store: Store, interval: float, prune_keep: int) -> None:
+    rounds = 0
+    while True:
+        try:
+            failed = await asyncio.to_thread(store.sweep)
+            if failed:
+                log.warning("heartbeat timeout, marked failed: %s", ", ".join(failed))
+            rounds += 1
+            if rounds % 1000 == 1:
+                await asyncio.to_thread(store.prune_barriers, prune_keep)
+        except Exception:  # keep sweeping through transient database errors
+            log.exception("MetaService housekeeping failed; retrying")
+        await asyncio.sleep(interval)
+
+
+def _routes(app: FastAPI, store: Store) -> None:
+    @app.get("/health", response_model=Health, tags=["service"])
+    def health() -> Health:
+        return Health(database=store.safe_url, heartbeat_timeout_ms=store.heartbeat_timeout_ms)
+
+    @app.post("/jobs", response_model=Job, status_code=201, tags=["jobs"])
+    def register_job(spec: JobSpec) -> Job:
+        """Register a job (or re-attach to a running one with the same id and tables).
+        Refused (409) when it would make a cycle or a second writer of a table."""
+        return store.register_job(spec)
+
+    @app.get("/jobs", response_model=list[Job], tags=["jobs"])
+    def list_jobs(state: JobState | None = None) -> list[Job]:
+        return store.list_jobs(state)
+
+    @app.get("/jobs/{job_id}", response_model=Job, tags=["jobs"])
+    def get_job(job_id: JobIdP) -> Job:
+        return store.get_job(job_id)
+
+    @app.post("/jobs/{job_id}/heartbeat", response_model=Job, tags=["jobs"])
+    def heartbeat(job_id: JobIdP) -> Job:
+        return store.heartbeat(job_id)
+
+    @app.post("/jobs/{job_id}/finish", response_model=Job, tags=["jobs"])
+    def finish(job_id: JobIdP, end: Annotated[JobEnd, Body()]) -> Job:
+        """End a job (finished, failed, cancelled): frees its tables; its lineage stays."""
+        return store.end_job(job_id, JobState(end.state), end.reason)
+
+    @app.delete("/jobs/{job_id}", status_code=204, tags=["jobs"])
+    def forget(job_id: JobIdP) -> Response:
+        """Delete an ended job and its lineage edges."""
+        store.forget_job(job_id)
+        return Response(status_code=204)
+
+    @app.get("/tables", response_model=list[TableStatus], tags=["tables"])
+    def tables() -> list[TableStatus]:
+        return store.tables()
+
+    @app.get("/tables/{table}", response_model=TableStatus, tags=["tables"])
+    def table(table: Table) -> TableStatus:
+        return store.table(table)
+
+    @app.get("/tables/{table}/barriers", response_model=list[BarrierRecord], tags=["tables"])
+    def barriers(
+        table: Table,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        before: Annotated[int | None, Query(ge=0, le=MAX_INT64)] = None,
+    ) -> list[BarrierRecord]:
+        """Completed barriers, newest first."""
+        return store.barriers(table, limit=limit, before=before)
+
+    @app.post("/tables/{table}/barriers", response_model=BarrierRecord, tags=["tables"])
+    def report(table: Table, report: BarrierReport) -> BarrierRecord:
+        """The table's committer reports a completed barrier and its snapshot id."""
+        return store.report_barrier(TableBarrierReport(table=table, **report.model_dump()))
+
+    @app.post("/barriers", response_model=ReportCount, tags=["tables"])
+    def report_many(
+        reports: Annotated[list[TableBarrierReport], Body(max_length=MAX_BATCH)],
+    ) -> ReportCount:
+        """Report many completed barriers at once (used by rebuild)."""
+        return ReportCount(count=store.report_barriers(reports))
+
+    @app.get("/consistent-version", response_model=ConsistentVersion, tags=["consistency"])
+    def consistent(
+        tables: Annotated[list[TableName], Query(min_length=1, max_length=1000)],
+        mode: ConsistencyMode = ConsistencyMode.STRONG,
+    ) -> ConsistentVersion:
+        """Strong: the greatest barrier completed by every listed table (and every table
+        between them in the lineage) with each one's snapshot; weak: each one's latest."""
+        return store.consistent_version(tables, mode)
+
+    @app.get("/lineage", response_model=Graph, tags=["lineage"])
+    def whole_graph() -> Graph:
+        from bridge.meta.graph import render_mermaid
+
+        edges = store.edges()
+        return Graph(edges=edges, mermaid=render_mermaid(edges))
+
+    @app.get("/lineage/{table}", response_model=Lineage, tags=["lineage"])
+    def lineage(table: Table) -> Lineage:
+        """Upstream and downstream of a table, transitively, as a tree and as Mermaid."""
+        return store.lineage(table)
+
+    @app.get("/trace/{table}", response_model=Trace, tags=["lineage"])
+    def trace(table: Table) -> Trace:
+        """Where the lag of a table starts: the upstream table and the job writing it."""
+        return store.trace(table)
+
+
+__all__ = ["create_app"]

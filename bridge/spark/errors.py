@@ -1,0 +1,19 @@
+"""Errors raised by the Spark integration (`dts` data source, sink, CTAS)."""
+
+from __future__ import annotations
+
+
+class SparkBridgeError(Exception):
+    """Base class of every error raised by `bridge.spark`."""
+
+
+class OptionError(SparkBridgeError, ValueError):
+    """An option given to the `dts` source or sink is missing, unknown or malformed."""
+
+
+class StagingError(SparkBridgeError):
+    """A staged (CTAS) table could not be begun, committed or aborted."""
+
+
+class BarrierError(SparkBridgeError):
+    """The barrier a streaming sink should commit could not be determined."""

@@ -1,0 +1,213 @@
+"""The `dts` sink: batch writes (append / overwrite / staged CTAS) and the streaming sink.
+
+Tasks (executors) write data files through `Table.new_write(...).prepare()`;
+nothing is visible until the driver-side `commit` turns every task's
+`CommitMessage` into ONE snapshot. `abort` deletes the files the tasks wrote.
+
+Streaming: one snapshot per micro-batch, idempotent by (commit user
+`spark-<query id>`, identifier = batch id), carrying the barrier of the `dts`
+source offsets the batch ended at (see `bridge.spark.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from bridge.spark.catalog import open_catalog, open_table
+from bridge.spark.checkpoint import query_id, source_barrier
+from bridge.spark.errors import OptionError, StagingError
+from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
+
+
+@dataclass
+class DtsCommitMessage(WriterCommitMessage):
+    """What one write task hands the driver: its FileStore commit messages as JSON."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    rows: int = 0
+    max_barrier: int | None = None
+
+
+def _table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Spark's batch -> the table's Arrow schema, keeping `_row_kind`, dropping `_barrier`."""
+    cols, fields = [], []
+    for f in target:
+        if f.name not in batch.schema.names:
+            raise OptionError(f"column {f.name!r} of the table is missing from the written data")
+        col = batch.column(f.name)
+        cols.append(col if col.type == f.type else col.cast(f.type))
+        fields.append(f)
+    if ROW_KIND in batch.schema.names:
+        cols.append(batch.column(ROW_KIND).cast(pa.string()))
+        fields.append(pa.field(ROW_KIND, pa.string()))
+    return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
+
+
+def write_task(table: Any, commit_user: str, batches: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
+    """Executor side: write every batch, prepare, return the messages (files not visible)."""
+    target = pa.schema([f for f in table.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
+    writer = table.new_write(commit_user)
+    rows, max_barrier = 0, None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if BARRIER in batch.schema.names:
+                b = pa.compute.max(batch.column(BARRIER)).as_py()
+                if b is not None:
+                    max_barrier = b if max_barrier is None else max(max_barrier, b)
+            writer.write(_table_batch(batch, target))
+            rows += batch.num_rows
+        messages = writer.prepare()
+    except BaseException:
+        # leave no orphan files behind a failed task
+        with contextlib.suppress(Exception):
+            table.new_commit(commit_user).abort(writer.prepare())
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+    return DtsCommitMessage([m.to_json() for m in messages], rows, max_barrier)
+
+
+def _messages(table: Any, messages: list[Any]) -> list[Any]:
+    from filestore import CommitMessage
+
+    out = []
+    for m in messages:
+        if isinstance(m, DtsCommitMessage):
+            out.extend(CommitMessage.from_json(j) for j in m.messages)
+    return out
+
+
+def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+    """The writer for `df.write.format("dts")`: staged (CTAS/RTAS) or into an existing table."""
+    if opts.create or opts.replace:
+        from bridge.spark.ctas import staged_writer
+
+        return staged_writer(opts, schema, overwrite)
+    cat = open_catalog(opts.common.warehouse)
+    try:
+        cat.get_table(opts.common.table)
+    except Exception as e:
+        raise OptionError(
+            f"cannot write to {opts.common.table}: {e}. To create it from this DataFrame use "
+            '.option("create", "true") (atomic CREATE TABLE AS SELECT)'
+        ) from e
+    return DtsBatchWriter(opts, overwrite)
+
+
+class DtsBatchWriter(DataSourceArrowWriter):
+    """Append or overwrite: one atomic snapshot per Spark write job."""
+
+    def __init__(self, opts: WriteOptions, overwrite: bool) -> None:
+        self.opts = opts
+        self.overwrite = overwrite
+        self.commit_user = opts.commit_user or f"spark-batch-{uuid.uuid4().hex}"
+
+    def _table(self) -> Any:
+        return open_table(self.opts.common.warehouse, self.opts.common.table)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
+        return write_task(self._table(), self.commit_user, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        table = self._table()
+        kind = "OVERWRITE" if self.overwrite else "APPEND"
+        table.new_commit(self.commit_user).commit(
+            _messages(table, list(messages)), identifier=1, barrier=self.opts.barrier, kind=kind
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        table = self._table()
+        table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+
+
+class DtsStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: one idempotent snapshot per micro-batch, carrying the source barrier."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool) -> None:
+        if opts.create or opts.replace:
+            raise OptionError("a streaming write cannot create a table; create it first")
+        if not opts.checkpoint and not opts.commit_user:
+            raise OptionError(
+                'the dts streaming sink needs .option("checkpointLocation", ...) (exactly-once '
+                "commits are keyed by the query id Spark keeps there)"
+            )
+        self.opts = opts
+        self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
+
+    def _table(self) -> Any:
+        return open_table(self.opts.common.warehouse, self.opts.common.table)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
+        if self.opts.target_tier == "log":
+            from bridge.spark.log_sink import stage_task
+
+            return stage_task(self.opts, self.commit_user, iterator)
+        return write_task(self._table(), self.commit_user, iterator)
+
+    def barrier_for(self, messages: list[Any], batch_id: int) -> int | None:
+        """The barrier to commit for `batch_id` (see module `bridge.spark.checkpoint`)."""
+        if self.opts.barrier is not None:
+            return self.opts.barrier
+        if self.opts.checkpoint:
+            b = source_barrier(self.opts.checkpoint, batch_id)
+            if b is not None:
+                return b
+        seen = [
+            m.max_barrier
+            for m in messages
+            if isinstance(m, DtsCommitMessage) and m.max_barrier is not None
+        ]
+        return max(seen) if seen else None
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        table = self._table()
+        barrier = self.barrier_for(list(messages), batchId)
+        if self.opts.target_tier == "log":
+            from bridge.spark.log_sink import commit_to_log
+
+            commit_to_log(self.opts, table, self.commit_user, list(messages), batchId, barrier)
+            return
+        commit = table.new_commit(self.commit_user)
+        msgs = _messages(table, list(messages))
+        done = commit.committed_identifier()
+        if done is not None and done >= batchId:
+            commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
+            return
+        if barrier is None:
+            barrier = _fresh_barrier(table)
+        commit.commit(msgs, identifier=batchId, barrier=barrier)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.target_tier == "log":
+            from bridge.spark.log_sink import abort_staged
+
+            abort_staged(self.opts, list(messages))
+            return
+        table = self._table()
+        table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+
+
+def _fresh_barrier(table: Any) -> int:
+    """A new barrier id for input that did not come from a `dts` source: epoch ms, increasing."""
+    latest = table.latest_snapshot()
+    last = (latest.barrier or 0) if latest is not None else 0
+    return max(int(time.time() * 1000), last + 1)
+
+
+__all__ = ["DtsBatchWriter", "DtsCommitMessage", "DtsStreamWriter", "StagingError", "batch_writer"]

@@ -1,0 +1,130 @@
+"""The `dts` Python data source: batch reads (with time travel and changelog reads).
+
+Where code runs (PySpark 4.3): `DataSource.schema/reader/writer/streamReader`
+and `DataSourceReader.pushFilters/partitions` run in short-lived Python
+workers on the driver during planning; `read()` runs in executor Python
+workers, one call per partition; a stream reader lives in one long-lived
+driver-side worker for the whole query (so it may keep caches between
+`latestOffset` calls); a writer's `commit`/`abort` run in a fresh driver-side
+worker with the pickled writer (batch) or a fresh `streamWriter()` (streaming).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from bridge.spark.arrow_schema import spark_arrow_schema, spark_schema, table_columns
+from bridge.spark.catalog import open_table, resolve_snapshot_id
+from bridge.spark.errors import OptionError
+from bridge.spark.filters import conjunction
+from bridge.spark.options import ReadOptions, WriteOptions
+from bridge.spark.partitions import ChangesPartition, ReadContext, SplitPartition, read_partition
+
+
+class DtsDataSource(DataSource):
+    """`spark.read.format("dts").option("warehouse", W).load("db.table")` and friends."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dts"
+
+    def schema(self) -> StructType:
+        opts = ReadOptions.parse(self.options)
+        table = open_table(opts.common.warehouse, opts.common.table)
+        struct = spark_schema(table.schema.arrow_schema, metadata_columns=opts.wants_metadata)
+        if opts.columns:
+            missing = [c for c in opts.columns if c not in struct.fieldNames()]
+            if missing:
+                raise OptionError(f"option 'columns': unknown columns {missing} in {table.name}")
+            keep = set(opts.columns) | {"_row_kind", "_barrier"}
+            struct = StructType([f for f in struct.fields if f.name in keep])
+        return struct
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return DtsBatchReader(ReadOptions.parse(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from bridge.spark.sink import batch_writer
+
+        return batch_writer(WriteOptions.parse(self.options), schema, overwrite)
+
+    def streamReader(self, schema: StructType) -> Any:
+        from bridge.spark.stream_file import stream_reader
+
+        return stream_reader(ReadOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from bridge.spark.sink import DtsStreamWriter
+
+        return DtsStreamWriter(WriteOptions.parse(self.options), schema, overwrite)
+
+
+def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadContext:
+    """The shared part of every partition of a scan of `table` with Spark schema `schema`."""
+    known = set(table.schema.arrow_schema.names)
+    columns = table_columns(schema)
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise OptionError(f"columns {unknown} are not in table {table.name}")
+    return ReadContext(
+        warehouse=opts.common.warehouse,
+        table=opts.common.table,
+        columns=columns,
+        target=spark_arrow_schema(schema),
+    )
+
+
+class DtsBatchReader(DataSourceReader):
+    """A batch scan: one Spark partition per FileStore bucket split (or per changes step)."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        table = open_table(opts.common.warehouse, opts.common.table)
+        self.ctx = read_context(opts, schema, table)
+        self._columns = set(table.schema.arrow_schema.names)
+        # pin the snapshot on the driver so every task reads the same version
+        self.snapshot_id = None if opts.changes else resolve_snapshot_id(table, opts)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        # Used for pruning and file skipping, and all returned: Spark re-checks the rows,
+        # so conservative statistics never change a result.
+        self.ctx.filter = conjunction(filters, self._columns)
+        return filters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        table = open_table(self.opts.common.warehouse, self.opts.common.table)
+        if self.opts.changes is not None:
+            return changes_partitions(table, self.ctx, *self.opts.changes)
+        if self.snapshot_id is None:
+            return []
+        snap = table.snapshot(self.snapshot_id)
+        scan = table.new_scan(
+            snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
+        )
+        return [SplitPartition(self.ctx, split, snap.barrier) for split in scan.plan()]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+
+def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
+    """One partition per snapshot step in (start, end], each tagged with its barrier.
+
+    Compaction snapshots change no rows and are skipped.
+    """
+    if end <= start:
+        return []
+    parts: list[InputPartition] = []
+    prev = start
+    for snap in table.snapshots():
+        if snap.id <= start or snap.id > end:
+            continue
+        if snap.commit_kind != "COMPACT":
+            parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
+        prev = snap.id
+    return parts

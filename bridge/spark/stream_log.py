@@ -1,0 +1,195 @@
+"""Streaming read of the Kafka log tier: read_committed, micro-batches end on barrier markers.
+
+Rows carry `_row_kind` (as stored: with `log.changelog-mode=upsert` that is +U/-D,
+no -U before-images; use the file or hybrid tier for a normalized changelog) and
+`_barrier` (the barrier whose marker closes the row's transaction).
+
+scan.mode: `latest-full` (default) = the earliest retained offset; `latest` = the end
+of the log when the query starts; `from-snapshot` = the log offsets FileStore snapshot
+`scan.snapshot-id` recorded; `from-barrier` = right after barrier `scan.barrier`
+(taken from the snapshot at that barrier); `from-timestamp` = Kafka offsets for that time.
+A micro-batch holds whole barriers: `maxRowsPerTrigger` is soft (at least one barrier).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from bridge.spark.catalog import open_table
+from bridge.spark.errors import OptionError
+from bridge.spark.logtier import (
+    LogOffsetsExpired,
+    LogPartition,
+    LogScanner,
+    admit,
+    log_spec,
+    read_log_range,
+    watermarks,
+)
+from bridge.spark.offsets import LogOffset
+from bridge.spark.options import ReadOptions
+from bridge.spark.source import read_context
+from bridge.spark.stream_file import default_read_limit, limits
+
+
+class LogTierReader:
+    """What the log and hybrid stream readers share: spec, scanner, admission, planning."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        if not opts.common.bootstrap:
+            raise OptionError('the log tier needs .option("bootstrap", "host:port") (Kafka)')
+        self.opts = opts
+        self.bootstrap: str = opts.common.bootstrap
+        table = open_table(opts.common.warehouse, opts.common.table)
+        self.spec = log_spec(table)
+        self.ctx = read_context(opts, schema, table)
+        self.scanner = LogScanner(
+            self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s
+        )
+        self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
+
+    def table(self) -> Any:
+        return open_table(self.opts.common.warehouse, self.opts.common.table)
+
+    def earliest(self) -> dict[int, int]:
+        return {
+            p: lo
+            for p, (lo, _hi) in watermarks(
+                self.bootstrap, self.spec.topic, self.spec.buckets
+            ).items()
+        }
+
+    def latest(self) -> dict[int, int]:
+        return {
+            p: hi
+            for p, (_lo, hi) in watermarks(
+                self.bootstrap, self.spec.topic, self.spec.buckets
+            ).items()
+        }
+
+    def check_retained(self, start: dict[int, int]) -> None:
+        for p, lo in self.earliest().items():
+            if start.get(p, 0) < lo:
+                raise LogOffsetsExpired(
+                    f"{self.spec.topic}[{p}]: offset {start.get(p, 0)} is past log.retention (earliest "
+                    f"is {lo}); restart the query with tier=hybrid (FileStore snapshot, then the log)"
+                )
+
+    def next_end(
+        self, start: dict[int, int], limit: ReadLimit
+    ) -> tuple[dict[int, int], int] | None:
+        """End offsets and barrier of the next micro-batch from `start`, or None when none is ready."""
+        self.scanner.scan(start)
+        barriers = self.scanner.complete_barriers(start)
+        if self.cap is not None:
+            cap = self.cap
+            barriers = [b for b in barriers if all(b.ends[p] <= cap.get(p, 0) for p in b.ends)]
+        max_rows, max_barriers = limits(self.opts, limit)
+        chosen = admit(barriers, max_rows, max_barriers)
+        return None if chosen is None else (chosen.ends, chosen.barrier)
+
+    def plan(self, start: dict[int, int], end: dict[int, int]) -> list[InputPartition]:
+        parts: list[InputPartition] = []
+        for p in sorted(end):
+            a, b = start.get(p, 0), end[p]
+            if b > a:
+                markers = self.scanner.markers_between(p, a, b)
+                parts.append(
+                    LogPartition(
+                        self.bootstrap,
+                        self.spec,
+                        p,
+                        a,
+                        b,
+                        markers,
+                        self.ctx.target,
+                        self.ctx.columns,
+                    )
+                )
+        return parts
+
+    def start_offsets(self) -> dict[int, int]:
+        """Where a new log-tier query starts, per scan.mode."""
+        o = self.opts
+        if o.scan_mode == "latest-full":
+            return self.earliest()
+        if o.scan_mode == "latest":
+            return self.latest()
+        if o.scan_mode == "from-timestamp":
+            return self._offsets_for_time(o.scan_timestamp or 0)
+        table = self.table()
+        snap = (
+            table.snapshot(o.scan_snapshot_id)
+            if o.scan_mode == "from-snapshot"
+            else table.snapshot_at_barrier(o.scan_barrier)
+        )
+        if snap is None or not snap.log_offsets:
+            raise OptionError(
+                f"{table.name}: no snapshot with log offsets for scan.mode={o.scan_mode}"
+            )
+        return {int(p): int(v) for p, v in snap.log_offsets.items()}
+
+    def _offsets_for_time(self, ms: int) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+
+        from bridge.spark.logtier import consumer
+
+        c = consumer(self.bootstrap, eof=False)
+        try:
+            tps = [TopicPartition(self.spec.topic, p, ms) for p in range(self.spec.buckets)]
+            found = c.offsets_for_times(tps, timeout=10)
+        finally:
+            c.close()
+        latest = self.latest()
+        return {
+            tp.partition: (tp.offset if tp.offset >= 0 else latest[tp.partition]) for tp in found
+        }
+
+
+class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.tier = LogTierReader(opts, schema)
+        self.name = opts.common.table
+
+    def initialOffset(self) -> dict[str, Any]:
+        return LogOffset(self.name, self.tier.start_offsets(), None).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return default_read_limit(self.tier.opts)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.tier.cap = self.tier.latest()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return LogOffset(self.name, self.tier.latest(), None).to_json()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = LogOffset.from_json(start)
+        self.tier.check_retained(begin.offsets)
+        nxt = self.tier.next_end(begin.offsets, limit)
+        if nxt is None:
+            return start
+        return LogOffset(self.name, nxt[0], nxt[1]).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        a, b = LogOffset.from_json(start), LogOffset.from_json(end)
+        if a.offsets == b.offsets:
+            return []
+        self.tier.scanner.scan(a.offsets)  # after a restart the cache may not know this range yet
+        return self.tier.plan(a.offsets, b.offsets)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, LogPartition)
+        return read_log_range(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self.tier.scanner.forget_before(LogOffset.from_json(end).offsets)
+
+    def stop(self) -> None:
+        self.tier.scanner.close()

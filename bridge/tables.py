@@ -1,0 +1,76 @@
+"""A FileStore table's log tier: its LogSpec, bucketer and writer (FileStore + LogStore composed).
+
+``logstore`` knows nothing of ``filestore``; this module maps table options
+(``log.topic``, ``bucket``, ``log.consistency``, ``log.changelog-mode``,
+``log.retention``, ``barrier.interval``) to a ``LogSpec`` and injects the
+FileStore's bucket hash as the LogStore writer's ``bucketer``, so a record's
+partition is its bucket on both tiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from filestore.bucket import bucket_ids
+from logstore.errors import LogSpecError
+from logstore.spec import META_COLUMNS, LogSpec
+from logstore.writer import LogWriter
+
+# FileStore system columns never travel on the log
+_SYSTEM_PREFIXES = ("_KEY_", "_SEQUENCE_NUMBER", "_VALUE_KIND")
+
+
+def _user_schema(arrow: pa.Schema) -> pa.Schema:
+    return pa.schema(
+        [f for f in arrow if not f.name.startswith(_SYSTEM_PREFIXES) and f.name not in META_COLUMNS]
+    )
+
+
+def log_spec_for(table: Any) -> LogSpec:
+    """The table's LogSpec from its schema and options (``Table`` from ``filestore``)."""
+    schema = table.schema
+    opts = schema.core_options
+    if not opts.change_tracking:
+        raise LogSpecError(
+            f"table {table.name} has change-tracking=false: it has no log tier (FileStore only)"
+        )
+    return LogSpec(
+        topic=opts.log_topic(table.name),
+        schema=_user_schema(schema.arrow_schema),
+        primary_key=list(schema.primary_key or []),
+        buckets=int(opts.bucket),
+        consistency=opts.log_consistency,
+        changelog_mode=opts.log_changelog_mode,
+        retention_ms=int(opts.log_retention_ms),
+    )
+
+
+def bucketer_for(table: Any) -> Callable[[pa.Table], np.ndarray]:
+    """The FileStore's bucket hash over the table's bucket keys (bucket-key, else pk, else all)."""
+    keys = list(table.schema.bucket_keys)
+    buckets = int(table.schema.bucket)
+    return lambda rows: bucket_ids(rows, keys, buckets)
+
+
+def open_log_writer(
+    table: Any,
+    bootstrap: str,
+    transactional_id: str | None = None,
+    barrier_interval_s: float | None = -1.0,
+    **kwargs: Any,
+) -> LogWriter:
+    """A LogWriter for the table's topic; ``barrier_interval_s=-1`` means the table's option."""
+    if barrier_interval_s is not None and barrier_interval_s < 0:
+        barrier_interval_s = table.schema.core_options.barrier_interval_ms / 1000.0
+    return LogWriter(
+        bootstrap,
+        log_spec_for(table),
+        bucketer_for(table),
+        transactional_id=transactional_id,
+        barrier_interval_s=barrier_interval_s,
+        **kwargs,
+    )

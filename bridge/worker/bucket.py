@@ -1,0 +1,136 @@
+"""One bucket of one table on this worker: its FileStore writer and position.
+
+Each owned bucket gets its own ``TableWrite``, so ``prepare()`` flushes only
+that bucket when it passes a marker; buckets of a table then move through
+barriers independently and the committer aligns them.
+
+Rows of the open barrier are held as Arrow batches until its marker arrives:
+the marker says where the barrier's transaction began in this partition
+(``dts.txn-first-offset``), and rows before that belong to aborted
+transactions on brokers that do not hide them (Tansu). Only then are they
+written to the FileStore writer and prepared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bridge.worker.prepared import PreparedRecord, PreparedStore
+from bridge.worker.state.status import BucketStatus
+
+
+class TableWriteLike(Protocol):
+    """The part of ``filestore``'s ``TableWrite`` a bucket writer needs."""
+
+    def write(self, data: pa.Table) -> Any: ...
+
+    def prepare(self) -> Sequence[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class BucketWriter:
+    """Buffers a bucket's rows and prepares them at each barrier."""
+
+    def __init__(
+        self,
+        bucket: int,
+        writer: TableWriteLike,
+        store: PreparedStore,
+        status: BucketStatus,
+        next_offset: int,
+        generation: int,
+        worker_id: str,
+        encode_message: Callable[[Any], dict[str, Any]],
+        transactional: bool = True,
+    ) -> None:
+        self.bucket = bucket
+        self._writer = writer
+        self._store = store
+        self.status = status
+        self.next_offset = next_offset
+        self.generation = generation
+        self._worker_id = worker_id
+        self._encode = encode_message
+        self._transactional = transactional
+        self._rows = 0
+        self._pending: list[pa.Table] = []
+        self.closed = False
+        status.owned = True
+        status.next_offset = next_offset
+        status.memtable_bytes = 0
+        status.memtable_rows = 0
+
+    def buffer(self, rows: pa.Table) -> None:
+        """Hold rows (with their ``_offset`` column) of the open barrier."""
+        if rows.num_rows == 0:
+            return
+        self._pending.append(rows)
+        self._rows += rows.num_rows
+        self.status.memtable_rows = self._rows
+        self.status.memtable_bytes += rows.nbytes
+
+    def take_pending(self, txn_first_offset: int | None) -> pa.Table | None:
+        """The open barrier's rows, without those of aborted transactions."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return None
+        rows = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
+        if txn_first_offset is not None:
+            # -1: the barrier's transaction wrote nothing here, everything before is aborted
+            keep = np.int64(txn_first_offset) if txn_first_offset >= 0 else np.iinfo(np.int64).max
+            rows = rows.filter(pc.greater_equal(rows.column("_offset"), keep))
+        return rows
+
+    def write(self, rows: pa.Table) -> None:
+        if rows.num_rows:
+            self._writer.write(rows)
+
+    def advance(self, next_offset: int, last_ts_ms: int | None) -> None:
+        """Records before ``next_offset`` are consumed (written, skipped or DLQ'd)."""
+        if next_offset > self.next_offset:
+            self.next_offset = next_offset
+            self.status.after_txn_marker = False
+        self.status.next_offset = self.next_offset
+        if last_ts_ms is not None:
+            self.status.last_record_ts_ms = last_ts_ms
+
+    def close_barrier(self, barrier: int, next_offset: int) -> PreparedRecord:
+        """Marker ``barrier`` passed: prepare the buffered rows and publish the record."""
+        messages = list(self._writer.prepare())
+        record = PreparedRecord(
+            barrier=barrier,
+            bucket=self.bucket,
+            next_offset=next_offset,
+            messages=[self._encode(m) for m in messages],
+            record_count=self._rows,
+            writer=self._worker_id,
+            written_ms=int(time.time() * 1000),
+        )
+        self._store.put(record)
+        self._rows = 0
+        self._pending = []
+        self.status.memtable_rows = 0
+        self.status.memtable_bytes = 0
+        self.status.last_barrier_seen = barrier
+        self.status.last_barrier_prepared = barrier
+        self.advance(next_offset, None)
+        self.status.after_txn_marker = self._transactional
+        return record
+
+    def close(self) -> None:
+        """Revoked or stopping: drop what is buffered (it is redone from the snapshot)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pending = []
+        self.status.owned = False
+        self.status.memtable_bytes = 0
+        self.status.memtable_rows = 0
+        self._writer.close()

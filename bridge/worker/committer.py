@@ -1,0 +1,95 @@
+"""One committer per table: turns complete barriers into FileStore snapshots.
+
+The worker that owns bucket 0 of a table runs its committer. Snapshot N is
+committed once every bucket published its prepared record for N, with
+``identifier = N``, ``barrier = N`` and ``log_offsets`` = each bucket's offset
+right after marker N. The FileStore makes commits idempotent by (commit
+user, identifier), so a committer that crashed after committing N and retries
+writes nothing twice; two committers racing during a rebalance are equally
+harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from bridge.worker import faults
+from bridge.worker.alignment import next_committable, stale_barriers
+from bridge.worker.prepared import PreparedRecord, PreparedStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_USER = "dts-worker"
+
+
+class TableCommitLike(Protocol):
+    """The part of ``filestore``'s ``TableCommit`` the committer needs."""
+
+    def commit(
+        self,
+        messages: Sequence[Any],
+        identifier: int,
+        barrier: int | None = None,
+        log_offsets: dict[int, int] | None = None,
+    ) -> Any: ...
+
+    def committed_identifier(self) -> int | None: ...
+
+
+class CommitListener(Protocol):
+    def __call__(self, barrier: int, seconds: float, records: Sequence[PreparedRecord]) -> None: ...
+
+
+class TableCommitter:
+    """Commits a table's complete barriers in order (call :meth:`commit_ready` often)."""
+
+    def __init__(
+        self,
+        table: str,
+        num_buckets: int,
+        store: PreparedStore,
+        commit: TableCommitLike,
+        decode_message: Callable[[dict[str, Any]], Any],
+        on_commit: CommitListener | None = None,
+    ) -> None:
+        self.table = table
+        self.num_buckets = num_buckets
+        self.store = store
+        self._commit = commit
+        self._decode = decode_message
+        self._on_commit = on_commit
+        self.last_committed: int | None = commit.committed_identifier()
+
+    def commit_ready(self) -> list[int]:
+        """Commit every complete barrier in order; returns the barriers committed now."""
+        prepared = self.store.barriers()
+        for barrier in stale_barriers(prepared, self.last_committed):
+            self.store.drop(barrier)
+            prepared.pop(barrier, None)
+        done: list[int] = []
+        while (barrier := next_committable(prepared, self.num_buckets, self.last_committed)) is not None:
+            self._commit_one(barrier)
+            prepared.pop(barrier, None)
+            done.append(barrier)
+        return done
+
+    def _commit_one(self, barrier: int) -> None:
+        records = [self.store.get(barrier, b) for b in range(self.num_buckets)]
+        started = time.perf_counter()
+        # another committer (previous owner of bucket 0) may have got there first
+        already = self._commit.committed_identifier()
+        if already is None or already < barrier:
+            messages = [self._decode(m) for r in records for m in r.messages]
+            offsets = {r.bucket: r.next_offset for r in records}
+            faults.reach("committing")
+            self._commit.commit(messages, identifier=barrier, barrier=barrier, log_offsets=offsets)
+            faults.reach("committed")
+        seconds = time.perf_counter() - started
+        self.store.drop(barrier)
+        self.last_committed = max(barrier, already or barrier)
+        log.debug("table %s: committed barrier %d in %.3fs", self.table, barrier, seconds)
+        if self._on_commit is not None:
+            self._on_commit(barrier, seconds, records)

@@ -1,0 +1,36 @@
+"""Settings of one `dts worker` process."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from bridge.worker.committer import DEFAULT_COMMIT_USER
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class WorkerConfig:
+    warehouse: str
+    bootstrap: str
+    tables: list[str] | None = None  # None: every table with a log tier
+    group: str = "dts-worker"  # consumer group = the worker deployment (metric label "job")
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    web_enabled: bool = True
+    commit_user: str = DEFAULT_COMMIT_USER
+    worker_id: str = field(default_factory=_default_worker_id)
+    batch_size: int = 20_000  # records per agent batch
+    batch_window_s: float = 0.05  # longest wait to fill a batch
+    commit_poll_s: float = 0.1  # committer polls for other workers' prepared records
+    status_poll_s: float = 1.0  # lag refresh
+    stream_buffer_maxsize: int = 20_000  # per partition; Faust pauses fetching beyond it
+    # group membership: short timeouts make joins and rebalances quick
+    session_timeout_s: float = 6.0
+    heartbeat_interval_s: float = 0.5
+    rebalance_timeout_s: float = 6.0
+    datadir: str | None = None  # Faust's local state dir (nothing durable is kept there)

@@ -1,0 +1,72 @@
+"""Prometheus metrics of the Faust worker (own registry, no global state).
+
+Names follow ``dts_<part>_<what>_<unit>``; labels ``table``, ``bucket``,
+``job`` (the worker deployment, i.e. its consumer group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_TB = ("table", "bucket", "job")
+_T = ("table", "job")
+
+COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass
+class WorkerMetrics:
+    job: str
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.records_in = Counter(
+            "dts_worker_records_in", "Log records consumed (data, not markers)", _TB, registry=r
+        )
+        self.records_out = Counter(
+            "dts_worker_records_out", "Rows handed to the FileStore writer", _TB, registry=r
+        )
+        self.dlq_records = Counter(
+            "dts_worker_dlq_records", "Undecodable records sent to the dead-letter queue", _TB, registry=r
+        )
+        self.barrier_last_seen = Gauge(
+            "dts_worker_barrier_last_seen_id",
+            "Last barrier marker passed by the bucket (epoch ms)",
+            _TB,
+            registry=r,
+        )
+        self.barrier_last_committed = Gauge(
+            "dts_worker_barrier_last_committed_id",
+            "Last barrier committed as a snapshot (epoch ms)",
+            _T,
+            registry=r,
+        )
+        self.commit_duration = Histogram(
+            "dts_worker_commit_duration_seconds",
+            "Time to commit one barrier's snapshot",
+            _T,
+            buckets=COMMIT_BUCKETS,
+            registry=r,
+        )
+        self.memtable_bytes = Gauge(
+            "dts_worker_memtable_bytes", "Bytes buffered since the last prepare", _TB, registry=r
+        )
+        self.stall_seconds = Counter(
+            "dts_worker_stall_seconds", "Time consumption was paused by backpressure", _TB, registry=r
+        )
+        self.lag_records = Gauge(
+            "dts_worker_consumer_lag_records", "Records between the bucket's position and the log end", _TB, registry=r
+        )
+        self.lag_ms = Gauge(
+            "dts_worker_consumer_lag_ms",
+            "Age of the last processed record while the bucket is behind (0 when caught up)",
+            _TB,
+            registry=r,
+        )
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,245 @@
+"""Everything one worker does for one table: its owned buckets and, when it owns
+bucket 0, the table's committer.
+
+Synchronous and Faust-free, so it can be driven directly in tests; the Faust
+agent in ``bridge.worker.agents.consumption`` hands it raw records and the
+app's rebalance hooks call :meth:`assign` / :meth:`revoke`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bridge.worker import faults
+from bridge.worker.alignment import split_at_markers
+from bridge.worker.bucket import BucketWriter, TableWriteLike
+from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitter, TableCommitLike
+from bridge.worker.metrics import WorkerMetrics
+from bridge.worker.prepared import PreparedRecord, PreparedStore
+from bridge.worker.state.status import TableStatus
+
+log = logging.getLogger(__name__)
+
+# (partition, offset, key, value, headers, timestamp_ms): the LogStore codec's input
+RawRecord = tuple[int, int, bytes | None, bytes | None, Any, int | None]
+
+ROW_KIND = "_row_kind"
+
+
+@dataclass
+class TableHooks:
+    """How a table worker reaches the tiers (real ones from ``bridge.worker.app``,
+    fakes in unit tests)."""
+
+    new_write: Callable[[], TableWriteLike]
+    new_commit: Callable[[], TableCommitLike]
+    resume_offsets: Callable[[], dict[int, int]]  # bucket -> next offset, from the latest snapshot
+    decode: Callable[[Sequence[RawRecord]], Any]  # -> logstore Decoded (.table, .markers, .errors)
+    encode_message: Callable[[Any], dict[str, Any]]
+    decode_message: Callable[[dict[str, Any]], Any]
+    send_to_dlq: Callable[[Sequence[Any]], None] | None = None
+    normalize: Callable[[int, pa.Table], pa.Table] | None = None  # (bucket, rows) -> full changelog
+
+
+class TableWorker:
+    def __init__(
+        self,
+        name: str,
+        topic: str,
+        num_buckets: int,
+        store: PreparedStore,
+        hooks: TableHooks,
+        metrics: WorkerMetrics,
+        status: TableStatus,
+        worker_id: str,
+        commit_user: str = DEFAULT_COMMIT_USER,
+        transactional: bool = True,
+    ) -> None:
+        self.name = name
+        self.topic = topic
+        self.num_buckets = num_buckets
+        self.store = store
+        self.hooks = hooks
+        self.metrics = metrics
+        self.status = status
+        self.worker_id = worker_id
+        self.commit_user = commit_user
+        self.transactional = transactional
+        self.buckets: dict[int, BucketWriter] = {}
+        self.committer: TableCommitter | None = None
+
+    # -- ownership -----------------------------------------------------------------
+
+    def assign(self, buckets: Sequence[int], generation: int) -> dict[int, int]:
+        """Take these buckets; returns where each resumes (latest snapshot's offsets).
+
+        State of buckets held before is dropped: whatever they buffered or
+        prepared past the snapshot is redone, which yields the same records.
+        Their uncommitted prepared records are deleted first: sequence numbers
+        are taken at write time, so a barrier redone now must not be followed by
+        a later barrier prepared before the crash (its rows would sort older).
+        """
+        self.revoke(list(self.buckets))
+        for b in buckets:
+            self.store.discard_bucket(b)
+        offsets = self.hooks.resume_offsets()
+        resume: dict[int, int] = {}
+        for b in buckets:
+            start = int(offsets.get(b, 0))
+            self.buckets[b] = BucketWriter(
+                b,
+                self.hooks.new_write(),
+                self.store,
+                self.status.bucket(b),
+                start,
+                generation,
+                self.worker_id,
+                self.hooks.encode_message,
+                self.transactional,
+            )
+            resume[b] = start
+        if 0 in buckets:
+            self.committer = TableCommitter(
+                self.name,
+                self.num_buckets,
+                self.store,
+                self.hooks.new_commit(),
+                self.hooks.decode_message,
+                on_commit=self._committed,
+            )
+            self._set_committed(self.committer.last_committed)
+        self.status.committer = self.committer is not None
+        return resume
+
+    def revoke(self, buckets: Sequence[int]) -> None:
+        for b in buckets:
+            writer = self.buckets.pop(b, None)
+            if writer is not None:
+                writer.close()
+            if b == 0:
+                self.committer = None
+        self.status.committer = self.committer is not None
+
+    def close(self) -> None:
+        self.revoke(list(self.buckets))
+
+    # -- data path -----------------------------------------------------------------
+
+    def accepts(self, partition: int, offset: int, generation: int | None) -> bool:
+        """Only records of owned buckets, of the current assignment, not yet consumed."""
+        w = self.buckets.get(partition)
+        return w is not None and offset >= w.next_offset and (
+            generation is None or generation == w.generation
+        )
+
+    def process(self, records: Sequence[RawRecord]) -> list[PreparedRecord]:
+        """Decode a batch (already filtered by :meth:`accepts`), buffer its rows and
+        prepare every barrier it closes. Returns the records prepared."""
+        if not records:
+            return []
+        decoded = self.hooks.decode(records)
+        faults.reach("batch")
+        self._count_errors(decoded)
+        prepared: list[PreparedRecord] = []
+        table: pa.Table = decoded.table
+        markers: dict[int, list[Any]] = {}
+        for m in decoded.markers:
+            markers.setdefault(int(m.partition), []).append(m)
+        last = _last_offsets(records)
+        parts = table.column("_partition").to_numpy() if table.num_rows else np.empty(0, np.int32)
+        for b, (last_offset, last_ts) in last.items():
+            writer = self.buckets.get(b)
+            if writer is None or writer.closed:
+                continue  # revoked while this batch was in flight
+            rows = table.take(np.flatnonzero(parts == b)) if table.num_rows else table
+            prepared += self._process_bucket(writer, rows, markers.get(b, []))
+            writer.advance(last_offset + 1, last_ts)
+        return prepared
+
+    def _process_bucket(
+        self, writer: BucketWriter, rows: pa.Table, markers: list[Any]
+    ) -> list[PreparedRecord]:
+        offsets = rows.column("_offset").to_numpy() if rows.num_rows else np.empty(0, np.int64)
+        if offsets.size > 1 and np.any(np.diff(offsets) < 0):
+            order = np.argsort(offsets, kind="stable")
+            rows, offsets = rows.take(order), offsets[order]
+        labels = {"table": self.name, "bucket": str(writer.bucket), "job": self.metrics.job}
+        self.metrics.records_in.labels(**labels).inc(rows.num_rows)
+        first_offsets = {int(m.offset): getattr(m, "txn_first_offset", None) for m in markers}
+        cuts = [(int(m.offset), int(m.barrier)) for m in markers]
+        prepared = []
+        for seg in split_at_markers(offsets, cuts):
+            writer.buffer(rows.slice(seg.start, seg.stop - seg.start))
+            if seg.barrier is None or seg.next_offset is None:
+                continue
+            pending = writer.take_pending(first_offsets[seg.next_offset - 1])
+            if pending is not None and pending.num_rows:
+                data = _data_columns(pending)
+                if self.hooks.normalize is not None:
+                    data = self.hooks.normalize(writer.bucket, data)
+                writer.write(data)
+                self.metrics.records_out.labels(**labels).inc(data.num_rows)
+            prepared.append(writer.close_barrier(seg.barrier, seg.next_offset))
+            faults.reach("prepared")
+            self.metrics.barrier_last_seen.labels(**labels).set(seg.barrier)
+        self.metrics.memtable_bytes.labels(**labels).set(writer.status.memtable_bytes)
+        return prepared
+
+    def _count_errors(self, decoded: Any) -> None:
+        errors = list(getattr(decoded, "errors", ()) or ())
+        if not errors:
+            return
+        if self.hooks.send_to_dlq is not None:
+            self.hooks.send_to_dlq(errors)
+        self.status.dlq_records += len(errors)
+        per_bucket: dict[int, int] = {}
+        for e in errors:
+            p = _field(e, "partition", 0)
+            per_bucket[p] = per_bucket.get(p, 0) + 1
+        for b, n in per_bucket.items():
+            self.metrics.dlq_records.labels(self.name, str(b), self.metrics.job).inc(n)
+
+    # -- committing ----------------------------------------------------------------
+
+    def commit_ready(self) -> list[int]:
+        committer = self.committer
+        return committer.commit_ready() if committer is not None else []
+
+    def _committed(self, barrier: int, seconds: float, records: Sequence[PreparedRecord]) -> None:
+        self.metrics.commit_duration.labels(self.name, self.metrics.job).observe(seconds)
+        self._set_committed(barrier)
+        self.status.last_commit_ms = max((r.written_ms for r in records), default=None)
+
+    def _set_committed(self, barrier: int | None) -> None:
+        if barrier is None:
+            return
+        self.status.last_barrier_committed = barrier
+        self.metrics.barrier_last_committed.labels(self.name, self.metrics.job).set(barrier)
+
+
+def _data_columns(rows: pa.Table) -> pa.Table:
+    """The row columns (+ ``_row_kind``) the FileStore writer takes; drops log bookkeeping."""
+    drop = [c for c in rows.column_names if c.startswith("_") and c != ROW_KIND]
+    return rows.drop_columns(drop) if drop else rows
+
+
+def _last_offsets(records: Sequence[RawRecord]) -> dict[int, tuple[int, int | None]]:
+    """partition -> (greatest offset, its timestamp) in the batch."""
+    last: dict[int, tuple[int, int | None]] = {}
+    for r in records:
+        cur = last.get(r[0])
+        if cur is None or r[1] > cur[0]:
+            last[r[0]] = (r[1], r[5])
+    return last
+
+
+def _field(obj: Any, name: str, default: Any) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)

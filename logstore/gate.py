@@ -1,0 +1,148 @@
+"""BarrierGate: per partition, hold rows until their barrier marker, then release them.
+
+It assigns ``_barrier``, keeps per-partition order, stops a partition at
+``until_barrier``, and drops rows of aborted transactions that a broker let
+through ``read_committed`` (Tansu 0.6 does): our writer's markers say where
+their transaction began in each partition (``dts.txn-first-offset``), so rows
+before that offset and after the previous marker cannot belong to a committed
+barrier. Used by LogReader and by the Faust worker on decoded batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logstore.codec import Decoded
+from logstore.markers import Marker
+
+BARRIER_COLUMN = "_barrier"
+
+
+@dataclass(frozen=True)
+class DataBatch:
+    """Rows of one partition: table columns + _row_kind, _partition, _offset, _barrier."""
+
+    table: pa.Table
+
+
+@dataclass(frozen=True)
+class BarrierPassed:
+    """Partition ``partition`` passed the marker of ``barrier`` at ``offset``."""
+
+    partition: int
+    barrier: int
+    offset: int
+
+
+Event = DataBatch | BarrierPassed
+
+
+@dataclass
+class _PartitionState:
+    pending: list[pa.Table] = field(default_factory=list)
+    last_barrier: int | None = None
+    next_offset: int | None = None  # offset just after the last marker passed
+    done: bool = False
+
+
+class BarrierGate:
+    """``hold=True``: release rows only when their marker arrives (transactional tables,
+    or whenever ``until_barrier`` is set); ``hold=False``: release at once with a null
+    ``_barrier`` (eventual tables)."""
+
+    def __init__(self, hold: bool = True, until_barrier: int | None = None) -> None:
+        self.hold = hold or until_barrier is not None
+        self.until_barrier = until_barrier
+        self.dropped_aborted = 0
+        self._parts: dict[int, _PartitionState] = {}
+
+    def state(self, partition: int) -> _PartitionState:
+        st = self._parts.get(partition)
+        if st is None:
+            st = self._parts[partition] = _PartitionState()
+        return st
+
+    def finished(self, partitions: list[int]) -> bool:
+        return all(self.state(p).done for p in partitions)
+
+    def positions(self) -> dict[int, int]:
+        """Per partition, the offset just after the last marker passed."""
+        return {p: s.next_offset for p, s in self._parts.items() if s.next_offset is not None}
+
+    def pending_rows(self) -> int:
+        return sum(t.num_rows for s in self._parts.values() for t in s.pending)
+
+    def push(self, decoded: Decoded) -> list[Event]:
+        table = decoded.table
+        by_part: dict[int, list[Marker]] = {}
+        for m in decoded.markers:
+            by_part.setdefault(m.partition, []).append(m)
+        parts = set(by_part)
+        if table.num_rows:
+            parts.update(pc.unique(table.column("_partition")).to_pylist())
+        events: list[Event] = []
+        for p in sorted(parts):
+            rows = table.filter(pc.equal(table.column("_partition"), p)) if table.num_rows else None
+            events.extend(
+                self._push_partition(p, rows, sorted(by_part.get(p, []), key=lambda m: m.offset))
+            )
+        return events
+
+    def _push_partition(self, p: int, rows: pa.Table | None, markers: list[Marker]) -> list[Event]:
+        st = self.state(p)
+        if st.done:
+            return []
+        if rows is not None and rows.num_rows:
+            st.pending.append(rows)
+        events: list[Event] = []
+        for m in markers:
+            seg = self._take_before(st, m.offset)
+            if seg is not None and m.txn_first_offset is not None and self.hold:
+                keep = pc.greater_equal(seg.column("_offset"), m.txn_first_offset)
+                if m.txn_first_offset < 0:
+                    keep = pc.equal(seg.column("_offset"), -1)  # nothing of this txn here
+                kept = seg.filter(keep)
+                self.dropped_aborted += seg.num_rows - kept.num_rows
+                seg = kept
+            past_end = self.until_barrier is not None and m.barrier > self.until_barrier
+            if seg is not None and seg.num_rows and not past_end:
+                events.append(DataBatch(_with_barrier(seg, m.barrier)))
+            if past_end:
+                st.done = True
+                st.pending.clear()
+                return events
+            st.last_barrier = m.barrier
+            st.next_offset = m.offset + 1
+            events.append(BarrierPassed(p, m.barrier, m.offset))
+            if self.until_barrier is not None and m.barrier == self.until_barrier:
+                st.done = True
+                st.pending.clear()
+                return events
+        if not self.hold and st.pending:
+            seg = pa.concat_tables(st.pending)
+            st.pending.clear()
+            events.append(DataBatch(_with_barrier(seg, None)))
+        return events
+
+    @staticmethod
+    def _take_before(st: _PartitionState, offset: int) -> pa.Table | None:
+        if not st.pending:
+            return None
+        allrows = pa.concat_tables(st.pending)
+        before = pc.less(allrows.column("_offset"), offset)
+        seg = allrows.filter(before)
+        rest = allrows.filter(pc.invert(before))
+        st.pending = [rest] if rest.num_rows else []
+        return seg
+
+
+def _with_barrier(table: pa.Table, barrier: int | None) -> pa.Table:
+    if barrier is None:
+        col = pa.nulls(table.num_rows, pa.int64())
+    else:
+        col = pa.array(np.full(table.num_rows, barrier, dtype=np.int64))
+    return table.append_column(pa.field(BARRIER_COLUMN, pa.int64()), col)

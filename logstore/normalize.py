@@ -1,0 +1,207 @@
+"""Normalizer: an upsert changelog -> a full changelog (Flink's ChangelogNormalize).
+
+Upsert-mode logs store only +I/+U (as inserts) and -D, possibly key-only. The
+normalizer keeps the last row per primary key and emits, per input row:
+``+I`` for a new key, ``-U`` (old row) + ``+U`` (new row) for a changed key,
+nothing for an identical re-insert, the full ``-D`` row for a delete of a
+known key, nothing for a delete of an unknown key. ``-U`` inputs are ignored
+(rebuilt from state).
+
+State is sharded by key hash; shards live in memory until the total passes
+``max_rows_in_memory``, then the largest are spilled to Arrow IPC files and
+loaded back only when a batch touches them. All work is per batch in polars.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from logstore.codec import ROW_KIND
+from logstore.errors import LogSpecError
+from logstore.spec import LogSpec
+
+_SHARD = "__dts_shard"
+_IDX = "__dts_i"
+
+
+class Normalizer:
+    """Stateful, per table. ``process(rows)`` returns the normalized rows of one batch."""
+
+    def __init__(
+        self,
+        spec: LogSpec,
+        max_rows_in_memory: int = 1_000_000,
+        spill_dir: str | Path | None = None,
+        shards: int = 32,
+    ) -> None:
+        if not spec.primary_key:
+            raise LogSpecError(f"{spec.topic}: normalizing an upsert log needs a primary key")
+        self.spec = spec
+        self.key = list(spec.primary_key)
+        self.values = list(spec.schema.names)
+        self.max_rows_in_memory = max_rows_in_memory
+        self.shards = shards
+        self._own_dir = spill_dir is None
+        self._dir = Path(spill_dir) if spill_dir is not None else None
+        self._mem: dict[int, pl.DataFrame] = {}
+        self._spilled: dict[int, Path] = {}
+        self._spilled_rows: dict[int, int] = {}
+        self.spills = 0
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state_rows(self) -> int:
+        return sum(len(df) for df in self._mem.values()) + sum(self._spilled_rows.values())
+
+    @property
+    def rows_in_memory(self) -> int:
+        return sum(len(df) for df in self._mem.values())
+
+    def _empty_state(self) -> pl.DataFrame:
+        df = pl.from_arrow(self.spec.schema.empty_table())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
+    def _shard(self, s: int) -> pl.DataFrame:
+        if s in self._mem:
+            return self._mem[s]
+        path = self._spilled.pop(s, None)
+        self._spilled_rows.pop(s, None)
+        df = pl.read_ipc(path) if path is not None else self._empty_state()
+        if path is not None:
+            path.unlink(missing_ok=True)
+        self._mem[s] = df
+        return df
+
+    def _spill_if_needed(self, keep: set[int]) -> None:
+        while self.rows_in_memory > self.max_rows_in_memory:
+            candidates = sorted(
+                ((len(df), s) for s, df in self._mem.items() if len(df)),
+                reverse=True,
+            )
+            if not candidates:
+                return
+            # prefer shards the current batch did not touch
+            rows, s = next(((r, s) for r, s in candidates if s not in keep), candidates[0])
+            if self._dir is None:
+                self._dir = Path(tempfile.mkdtemp(prefix="dts-normalize-"))
+            path = self._dir / f"shard-{s}.arrow"
+            self._mem.pop(s).write_ipc(path)
+            self._spilled[s] = path
+            self._spilled_rows[s] = rows
+            self.spills += 1
+
+    def close(self) -> None:
+        self._mem.clear()
+        self._spilled.clear()
+        self._spilled_rows.clear()
+        if self._own_dir and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ process
+
+    def process(self, table: pa.Table) -> pa.Table:
+        """Normalize one batch (value columns, ``_row_kind`` and any meta columns)."""
+        extra = [c for c in table.column_names if c not in self.values and c != ROW_KIND]
+        if table.num_rows == 0:
+            return table
+        for f in self.spec.schema:  # state shards and batches must agree on types
+            i = table.schema.get_field_index(f.name)
+            if table.schema.field(i).type != f.type:
+                table = table.set_column(i, f.name, table.column(i).cast(f.type))
+        df = pl.from_arrow(table)
+        assert isinstance(df, pl.DataFrame)
+        if ROW_KIND not in df.columns:
+            df = df.with_columns(pl.lit("+I").alias(ROW_KIND))
+        df = df.filter(pl.col(ROW_KIND) != "-U").with_row_index(_IDX)
+        df = df.with_columns(
+            (pl.struct(self.key).hash(seed=7) % self.shards).cast(pl.Int64).alias(_SHARD)
+        )
+        n = len(df)
+        is_del = (df[ROW_KIND] == "-D").to_numpy()
+
+        # previous row of the same key inside the batch
+        prev = df.select(
+            pl.col(_IDX).shift(1).over(self.key).alias("p"),
+            pl.col(ROW_KIND).shift(1).over(self.key).alias("pk"),
+        )
+        prev_idx = prev["p"].to_numpy(allow_copy=True)
+        first = prev["p"].is_null().to_numpy()
+        prev_alive = (prev["pk"] != "-D").fill_null(False).to_numpy()
+
+        # state lookup for each key's first row in this batch
+        firsts = df.filter(pl.Series(first)).select([_IDX, _SHARD, *self.key])
+        touched = set(firsts[_SHARD].unique().to_list())
+        looked = []
+        for s in sorted(touched):
+            keys = firsts.filter(pl.col(_SHARD) == s)
+            state = self._shard(s).with_columns(pl.lit(True).alias("__found"))
+            looked.append(keys.join(state, on=self.key, how="left", nulls_equal=False))
+        lookup = pl.concat(looked).sort(_IDX) if looked else None
+        m = 0 if lookup is None else len(lookup)
+
+        # prev image per row: in-batch previous row, or the state row
+        base = df.select(self.values)
+        images = (
+            base
+            if lookup is None
+            else pl.concat([base, lookup.select(self.values)], how="vertical_relaxed")
+        )
+        pidx = np.where(first, 0, np.nan_to_num(prev_idx, nan=0)).astype(np.int64)
+        if lookup is not None:
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[lookup[_IDX].to_numpy()] = n + np.arange(m)
+            pidx = np.where(first, pos, pidx)
+            found = np.zeros(n, dtype=bool)
+            found[lookup[_IDX].to_numpy()] = lookup["__found"].fill_null(False).to_numpy()
+            prev_alive = np.where(first, found, prev_alive)
+        else:
+            prev_alive = np.where(first, False, prev_alive)
+        prev_img = images[pidx]
+        same = base.select(
+            pl.all_horizontal([pl.col(c).eq_missing(prev_img[c]) for c in self.values])
+        ).to_series()
+        same_np = same.to_numpy()
+
+        # counts: upsert -> 2 (changed), 0 (identical), 1 (new); delete -> 1 (known) or 0
+        counts = np.where(
+            is_del,
+            prev_alive.astype(np.int64),
+            np.where(prev_alive, np.where(same_np, 0, 2), 1),
+        )
+        rec = np.repeat(np.arange(n), counts)
+        pos_in = np.arange(len(rec)) - np.repeat(np.cumsum(counts) - counts, counts)
+        use_prev = is_del[rec] | ((counts[rec] == 2) & (pos_in == 0))
+        kind = np.where(
+            is_del[rec], "-D", np.where(counts[rec] == 2, np.where(pos_in == 0, "-U", "+U"), "+I")
+        )
+        out_vals = pl.concat([base, prev_img], how="vertical_relaxed")[
+            np.where(use_prev, rec + n, rec)
+        ]
+        out = out_vals.with_columns(pl.Series(ROW_KIND, kind, dtype=pl.String))
+        if extra:
+            out = pl.concat([out, df.select(extra)[rec]], how="horizontal")
+
+        self._update_state(df, touched)
+        result = out.to_arrow()
+        target = pa.schema(
+            [*self.spec.schema, pa.field(ROW_KIND, pa.string())]
+            + [table.schema.field(c) for c in extra]
+        )
+        return result.select(target.names).cast(target)
+
+    def _update_state(self, df: pl.DataFrame, touched: set[int]) -> None:
+        last = df.filter(pl.col(_IDX) == pl.col(_IDX).max().over(self.key))
+        for s in sorted(touched):
+            rows = last.filter(pl.col(_SHARD) == s)
+            shard = self._shard(s).join(rows.select(self.key), on=self.key, how="anti")
+            ups = rows.filter(pl.col(ROW_KIND) != "-D").select(self.values)
+            self._mem[s] = pl.concat([shard, ups], how="vertical_relaxed") if len(ups) else shard
+        self._spill_if_needed(touched)

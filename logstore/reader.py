@@ -1,0 +1,268 @@
+"""LogReader: reads a table's log as Arrow batches and barrier events.
+
+Start modes: ``"earliest"``, ``"latest"``, ``{"timestamp": ms}``,
+``{"offsets": {partition: offset}}``, ``{"barrier": N}`` (just after marker N).
+``read_committed`` by default. Partitions are assigned, not subscribed: the
+reader knows them (= buckets) and group rebalances are slow on some brokers.
+
+Broker gaps handled here (see docs/internals.md): some brokers answer
+``offsets_for_times`` with offset 0 (Tansu 0.6), so the reader also drops,
+per partition, the records before the first one whose timestamp reaches the
+start time; the answer is a lower bound on any broker, so this is exact.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
+
+from logstore.codec import decode_columns
+from logstore.dlq import DeadLetterQueue
+from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
+from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event
+from logstore.markers import parse_marker
+from logstore.spec import LogSpec
+
+Start = str | dict[str, Any]
+
+__all__ = ["BarrierPassed", "DataBatch", "Event", "LogReader"]
+
+
+class LogReader:
+    """Iterate ``DataBatch`` / ``BarrierPassed`` events of a table's log.
+
+    ``until_barrier=N`` stops every partition exactly at marker N (rows of barriers
+    <= N only). ``stop_at_end`` stops once every partition reached its end.
+    ``idle_timeout_s`` stops (or, with ``until_barrier``, raises) after that long
+    without any record. ``lenient`` routes bad records to ``<topic>.dlq``.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        spec: LogSpec,
+        start: Start = "earliest",
+        until_barrier: int | None = None,
+        isolation: str = "read_committed",
+        lenient: bool = False,
+        partitions: list[int] | None = None,
+        stop_at_end: bool = False,
+        idle_timeout_s: float | None = None,
+        max_records: int = 20_000,
+        consumer_config: dict[str, Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.bootstrap = bootstrap
+        self.partitions = list(range(spec.buckets)) if partitions is None else sorted(partitions)
+        self.until_barrier = until_barrier
+        self.lenient = lenient
+        self.stop_at_end = stop_at_end
+        self.idle_timeout_s = idle_timeout_s
+        self.max_records = max_records
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"dts-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "log_level": 3,
+        }
+        config.update(consumer_config or {})
+        self._consumer = Consumer(config)
+        self.gate = BarrierGate(hold=spec.transactional, until_barrier=until_barrier)
+        self.dlq = DeadLetterQueue(bootstrap, spec) if lenient else None
+        self._seek_ts: dict[int, int] = {}
+        self._closed = False
+        self._assign(start)
+
+    # ------------------------------------------------------------------ start
+
+    def _watermarks(self, p: int) -> tuple[int, int]:
+        low, high = self._consumer.get_watermark_offsets(
+            TopicPartition(self.spec.topic, p), timeout=10
+        )
+        return int(low), int(high)
+
+    def _assign(self, start: Start) -> None:
+        topic = self.spec.topic
+        offsets: dict[int, int]
+        if start == "earliest":
+            offsets = {p: self._watermarks(p)[0] for p in self.partitions}
+        elif start == "latest":
+            # OFFSET_END resolves to the last stable offset under read_committed, so an
+            # open barrier is read whole once it commits, never from its middle
+            offsets = {p: OFFSET_END for p in self.partitions}
+        elif isinstance(start, dict) and "timestamp" in start:
+            ts = int(start["timestamp"])
+            found = self._consumer.offsets_for_times(
+                [TopicPartition(topic, p, ts) for p in self.partitions], timeout=10
+            )
+            offsets = {}
+            for tp in found:
+                low, _ = self._watermarks(tp.partition)
+                offsets[tp.partition] = OFFSET_END if tp.offset < 0 else max(tp.offset, low)
+                self._seek_ts[tp.partition] = ts
+        elif isinstance(start, dict) and "offsets" in start:
+            given = {int(p): int(o) for p, o in start["offsets"].items()}
+            offsets = {}
+            for p in self.partitions:
+                low, _ = self._watermarks(p)
+                o = given.get(p, low)
+                if o < low:
+                    raise OffsetsExpiredError(topic, p, o, low)
+                offsets[p] = o
+        elif isinstance(start, dict) and "barrier" in start:
+            offsets = self._offsets_after_barrier(int(start["barrier"]))
+        else:
+            raise LogStoreError(
+                f"unknown start {start!r}: use 'earliest', 'latest', {{'timestamp': ms}}, "
+                "{'offsets': {partition: offset}} or {'barrier': N}"
+            )
+        for p, o in offsets.items():
+            # the gate learns where each partition starts, so positions() is complete
+            if o >= 0:
+                self.gate.state(p).next_offset = o
+        self._consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+
+    def _offsets_after_barrier(self, barrier: int) -> dict[int, int]:
+        """Scan each partition for marker ``barrier``; the offsets just after it."""
+        topic = self.spec.topic
+        out: dict[int, int] = {}
+        for p in self.partitions:
+            low, high = self._watermarks(p)
+            self._consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + 60
+            pos = low
+            while p not in out and pos < high and time.monotonic() < deadline:
+                for m in self._consumer.consume(num_messages=10_000, timeout=0.5):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            pos = high
+                        continue
+                    offset = int(m.offset() or 0)
+                    pos = offset + 1
+                    if m.value() is None:
+                        mk = parse_marker(p, offset, m.headers())
+                        if mk is not None and mk.barrier == barrier:
+                            out[p] = offset + 1
+                            break
+            if p not in out:
+                raise BarrierNotFoundError(
+                    f"{topic}[{p}]: no marker for barrier {barrier} in offsets {low}..{high}; it may "
+                    "have expired (log.retention): start from the FileStore snapshot of that barrier"
+                )
+        self._consumer.unassign()
+        return out
+
+    # ------------------------------------------------------------------ iterate
+
+    def __iter__(self) -> Iterator[Event]:
+        at_end: set[int] = set()
+        last_data = time.monotonic()
+        while not self._closed:
+            if self.until_barrier is not None and self.gate.finished(self.partitions):
+                return
+            if self.stop_at_end and at_end.issuperset(
+                p for p in self.partitions if not self.gate.state(p).done
+            ):
+                return
+            msgs = self._consumer.consume(num_messages=self.max_records, timeout=0.5)
+            if not msgs:
+                if (
+                    self.idle_timeout_s is not None
+                    and time.monotonic() - last_data > self.idle_timeout_s
+                ):
+                    if self.until_barrier is not None:
+                        raise LogStoreError(
+                            f"{self.spec.topic}: barrier {self.until_barrier} not reached on every "
+                            f"partition within {self.idle_timeout_s:.0f}s of inactivity"
+                        )
+                    return
+                continue
+            last_data = time.monotonic()
+            records = []
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    at_end.discard(m.partition())
+                    records.append(m)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(int(m.partition() or 0))
+                else:
+                    raise LogStoreError(f"{self.spec.topic}: consumer error: {err}")
+            if self._seek_ts:
+                records = self._skip_before_start_time(records)
+            if records:
+                yield from self._decode(records)
+
+    def _skip_before_start_time(self, msgs: list[Any]) -> list[Any]:
+        out = []
+        for m in msgs:
+            ts = self._seek_ts.get(m.partition())
+            if ts is not None:
+                if m.timestamp()[1] < ts:
+                    continue
+                del self._seek_ts[m.partition()]
+            out.append(m)
+        return out
+
+    def _decode(self, msgs: list[Any]) -> list[Event]:
+        decoded = decode_columns(
+            self.spec,
+            [m.partition() for m in msgs],
+            [m.offset() for m in msgs],
+            [m.key() for m in msgs],
+            [m.value() for m in msgs],
+            [m.headers() for m in msgs],
+            lenient=self.lenient,
+        )
+        if decoded.errors and self.dlq is not None:
+            self.dlq.send(decoded.errors)
+            self.dlq.flush()
+        return self.gate.push(decoded)
+
+    # ------------------------------------------------------------------ misc
+
+    @property
+    def dlq_count(self) -> int:
+        return self.dlq.count if self.dlq is not None else 0
+
+    def positions(self) -> dict[int, int]:
+        """Per partition, the offset just after the last barrier marker passed."""
+        return self.gate.positions()
+
+    def read_all(self) -> tuple[list[DataBatch], list[BarrierPassed]]:
+        """Drain the reader (needs until_barrier, stop_at_end or idle_timeout_s)."""
+        data: list[DataBatch] = []
+        barriers: list[BarrierPassed] = []
+        for ev in self:
+            (data if isinstance(ev, DataBatch) else barriers).append(ev)  # type: ignore[arg-type]
+        return data, barriers
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.dlq is not None:
+                self.dlq.close()
+        finally:
+            self._consumer.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

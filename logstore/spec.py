@@ -1,0 +1,79 @@
+"""LogSpec: everything the LogStore needs to know about one table's log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from logstore.errors import LogSpecError
+
+CONSISTENCIES = ("transactional", "eventual")
+CHANGELOG_MODES = ("all", "upsert", "auto")
+
+#: Columns the LogStore adds to the rows it reads; a table may not use these names.
+META_COLUMNS = ("_row_kind", "_partition", "_offset", "_barrier")
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One table's log: topic, row schema, key, partitions and delivery settings.
+
+    ``primary_key`` empty means the table has none; its Kafka key is then the whole row.
+    ``changelog_mode="auto"`` resolves to ``upsert`` with a primary key, ``all`` without.
+    """
+
+    topic: str
+    schema: pa.Schema
+    primary_key: list[str] = field(default_factory=list)
+    buckets: int = 1
+    consistency: str = "transactional"
+    changelog_mode: str = "auto"
+    retention_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.topic:
+            raise LogSpecError("a log needs a topic name")
+        if self.buckets < 1:
+            raise LogSpecError(f"{self.topic}: buckets must be >= 1, got {self.buckets}")
+        if self.consistency not in CONSISTENCIES:
+            raise LogSpecError(
+                f"{self.topic}: log.consistency must be one of {CONSISTENCIES}, got {self.consistency!r}"
+            )
+        if self.changelog_mode not in CHANGELOG_MODES:
+            raise LogSpecError(
+                f"{self.topic}: log.changelog-mode must be one of {CHANGELOG_MODES}, "
+                f"got {self.changelog_mode!r}"
+            )
+        missing = [k for k in self.primary_key if k not in self.schema.names]
+        if missing:
+            raise LogSpecError(f"{self.topic}: primary key columns {missing} are not in the schema")
+        clash = [c for c in META_COLUMNS if c in self.schema.names]
+        if clash:
+            raise LogSpecError(f"{self.topic}: column names {clash} are reserved by the LogStore")
+        if self.consistency == "eventual" and not self.primary_key:
+            raise LogSpecError(
+                f"{self.topic}: log.consistency=eventual needs a primary key (readers could "
+                "see duplicates of keyless rows); use transactional"
+            )
+        if self.changelog_mode == "upsert" and not self.primary_key:
+            raise LogSpecError(f"{self.topic}: log.changelog-mode=upsert needs a primary key")
+
+    @property
+    def key_columns(self) -> list[str]:
+        """Columns of the Kafka key (and of the bucket hash): the primary key or the whole row."""
+        return list(self.primary_key) if self.primary_key else list(self.schema.names)
+
+    @property
+    def effective_changelog_mode(self) -> str:
+        if self.changelog_mode == "auto":
+            return "upsert" if self.primary_key else "all"
+        return self.changelog_mode
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.topic}.dlq"
+
+    @property
+    def transactional(self) -> bool:
+        return self.consistency == "transactional"

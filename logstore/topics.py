@@ -1,0 +1,116 @@
+"""Create, describe and delete a table's topic (partitions = buckets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from logstore.errors import TopicError, TopicMismatchError
+from logstore.spec import LogSpec
+
+TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+
+
+def topic_config(spec: LogSpec) -> dict[str, str]:
+    config = {"cleanup.policy": "delete"}
+    if spec.retention_ms is not None:
+        config["retention.ms"] = str(spec.retention_ms)
+    return config
+
+
+def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> TopicInfo | None:
+    """Partition count (and configs) of ``topic``, or None when it does not exist."""
+    admin = admin_client(bootstrap)
+    try:
+        # all topics, not list_topics(topic=...): asking for one topic by name makes
+        # brokers with auto-creation (Tansu, Kafka defaults) create it
+        md = admin.list_topics(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise TopicError(f"cannot describe topic {topic!r} on {bootstrap}: {exc}") from exc
+    tmd = md.topics.get(topic)
+    if tmd is None or tmd.error is not None or not tmd.partitions:
+        return None
+    config: dict[str, str] = {}
+    if with_config:
+        try:
+            fut = admin.describe_configs([ConfigResource("topic", topic)])
+            for res in fut.values():
+                config = {k: v.value for k, v in res.result(timeout=TIMEOUT_S).items()}
+        except KafkaException:  # not every broker answers DescribeConfigs; configs are advisory
+            config = {}
+    return TopicInfo(topic, len(tmd.partitions), config)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str]) -> bool:
+    """Create ``topic``; returns False when it already existed."""
+    admin = admin_client(bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)],
+        operation_timeout=TIMEOUT_S,
+    )
+    try:
+        futures[topic].result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise TopicError(f"cannot create topic {topic!r} on {bootstrap}: {exc}") from exc
+    return True
+
+
+def ensure_topic(bootstrap: str, spec: LogSpec) -> TopicInfo:
+    """Create the table's topic if absent; refuse an existing one with another partition count."""
+    info = describe_topic(bootstrap, spec.topic, with_config=False)
+    if info is None:
+        create_topic(bootstrap, spec.topic, spec.buckets, topic_config(spec))
+        info = _wait_for_topic(bootstrap, spec.topic)
+    if info.partitions != spec.buckets:
+        raise TopicMismatchError(
+            f"topic {spec.topic!r} has {info.partitions} partitions but the table has "
+            f"{spec.buckets} buckets; partition = bucket, so they must match. Use another "
+            "log.topic, or delete the topic if its data is not needed"
+        )
+    return info
+
+
+def ensure_dlq_topic(bootstrap: str, spec: LogSpec) -> None:
+    if describe_topic(bootstrap, spec.dlq_topic, with_config=False) is None:
+        create_topic(bootstrap, spec.dlq_topic, 1, {"cleanup.policy": "delete"})
+        _wait_for_topic(bootstrap, spec.dlq_topic)
+
+
+def delete_topic(bootstrap: str, topic: str) -> bool:
+    """Delete ``topic``; returns False when it did not exist."""
+    admin = admin_client(bootstrap)
+    futures = admin.delete_topics([topic], operation_timeout=TIMEOUT_S)
+    try:
+        futures[topic].result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        raise TopicError(f"cannot delete topic {topic!r} on {bootstrap}: {exc}") from exc
+    return True
+
+
+def _wait_for_topic(bootstrap: str, topic: str) -> TopicInfo:
+    import time
+
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = describe_topic(bootstrap, topic, with_config=False)
+        if info is not None:
+            return info
+        time.sleep(0.05)
+    raise TopicError(f"topic {topic!r} was created but is not visible after {TIMEOUT_S:.0f}s")

@@ -1,0 +1,380 @@
+"""LogWriter: writes a table's changelog to its topic, closing barriers.
+
+``transactional``: one Kafka transaction per barrier holding that barrier's
+records and its markers on every partition; readers with ``read_committed``
+see a barrier all at once or not at all. A new writer with the same
+``transactional.id`` fences the old one. ``eventual``: idempotent producer,
+records visible at once, markers still delimit barriers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from logstore.codec import Bucketer, encode_batch
+from logstore.errors import BarrierError, WriterError, WriterFencedError
+from logstore.markers import marker_headers, parse_marker
+from logstore.spec import LogSpec
+from logstore.topics import ensure_topic
+
+TAIL_SCAN_RECORDS = 2_000
+
+
+def default_transactional_id(spec: LogSpec) -> str:
+    """One writer per table: restarting it fences its predecessor."""
+    return f"dts-writer-{spec.topic}"
+
+
+def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | None:
+    """Greatest barrier id among the markers at the tail of each partition.
+
+    Reads uncommitted too: an id used by an aborted barrier must not be reused either.
+    Scans a window at the end of each partition, widening it until a marker is found.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "dts-barrier-scan",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 20,
+            "log_level": 3,
+        }
+    )
+    try:
+        best: int | None = None
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            window = TAIL_SCAN_RECORDS
+            end = high
+            while end > low:
+                start = max(low, end - window)
+                found = _scan_markers(consumer, topic, p, start, end)
+                if found is not None:
+                    best = found if best is None else max(best, found)
+                    break
+                end, window = start, window * 4
+        return best
+    finally:
+        consumer.close()
+
+
+def _scan_markers(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int
+) -> int | None:
+    consumer.assign([TopicPartition(topic, partition, start)])
+    best: int | None = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+        done = False
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    done = True
+                    continue
+                raise WriterError(f"cannot scan {topic}[{partition}] for barriers: {err}")
+            offset = int(m.offset() or 0)
+            if offset >= end:
+                done = True
+                continue
+            if m.value() is None:
+                mk = parse_marker(partition, offset, m.headers())
+                if mk is not None:
+                    best = mk.barrier if best is None else max(best, mk.barrier)
+        if done:
+            return best
+    raise WriterError(f"timed out scanning {topic}[{partition}] for barrier markers")
+
+
+class LogWriter:
+    """Writes rows (with optional ``_row_kind``) and barrier markers to a table's topic.
+
+    ``bucketer(rows) -> bucket ids`` must be the FileStore's bucket hash so that
+    partition = bucket on both tiers (``bridge`` injects it). ``barrier_interval_s``
+    closes barriers automatically from a background thread; ``None`` or 0 turns that off.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        spec: LogSpec,
+        bucketer: Bucketer,
+        transactional_id: str | None = None,
+        barrier_interval_s: float | None = 1.0,
+        producer_config: dict[str, Any] | None = None,
+        create_topic: bool = True,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self.spec = spec
+        self.bootstrap = bootstrap
+        self._bucketer = bucketer
+        self._clock_ms = clock_ms
+        self._lock = threading.RLock()
+        self._closed = False
+        self._background_error: BaseException | None = None
+        self._delivery_error: KafkaError | None = None
+        self._in_txn = False
+        self._txn_first: dict[int, int] = {}  # partition -> first offset written in this txn
+        self._pending_rows = 0
+        if create_topic:
+            ensure_topic(bootstrap, spec)
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "lz4",
+            "log_level": 3,
+        }
+        self.transactional_id = None
+        if spec.transactional:
+            self.transactional_id = transactional_id or default_transactional_id(spec)
+            config["transactional.id"] = self.transactional_id
+            config["transaction.timeout.ms"] = 60_000
+        config.update(producer_config or {})
+        self._producer = Producer(config)
+        if spec.transactional:
+            try:
+                # fences any previous writer with this id and aborts its open transaction
+                self._producer.init_transactions(30)
+            except KafkaException as exc:
+                raise WriterError(f"{spec.topic}: cannot initialise transactions: {exc}") from exc
+        self.last_barrier = last_barrier_on_topic(bootstrap, spec.topic, spec.buckets) or 0
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        if barrier_interval_s:
+            self._timer = threading.Thread(
+                target=self._barrier_loop,
+                args=(barrier_interval_s,),
+                name=f"barrier-{spec.topic}",
+                daemon=True,
+            )
+            self._timer.start()
+
+    # ------------------------------------------------------------------ public
+
+    def write(self, table: pa.Table | pa.RecordBatch) -> int:
+        """Encode and send rows; returns the number of Kafka records produced."""
+        self._check_usable()
+        enc = encode_batch(table, self.spec, self._bucketer, ts_ms=self._clock_ms())
+        if not len(enc):
+            return 0
+        keys = enc.keys.to_pylist()
+        values = enc.values.to_pylist()
+        parts = enc.partitions.tolist()
+        with self._lock:
+            self._check_usable()
+            self._ensure_txn()
+            first_rows = self._first_rows_per_new_partition(enc.partitions)
+            produce = self._producer.produce
+            topic = self.spec.topic
+            for i, (k, v, p) in enumerate(zip(keys, values, parts, strict=True)):
+                cb = first_rows.get(i)
+                while True:
+                    try:
+                        if cb is None:
+                            produce(topic, v, k, p)
+                        else:
+                            produce(topic, v, k, p, on_delivery=cb)
+                        break
+                    except BufferError:  # local queue full: let deliveries drain
+                        self._producer.poll(0.05)
+            self._producer.poll(0)
+            self._pending_rows += len(values)
+        return len(values)
+
+    def barrier(
+        self,
+        barrier_id: int | None = None,
+        source_offsets: list[TopicPartition] | None = None,
+        group_metadata: Any = None,
+    ) -> int:
+        """Close the current barrier now (markers on every partition); returns its id.
+
+        Without an id the writer takes the ms clock, bumped past the last id it has
+        seen; a given id (e.g. a source barrier reused by a streaming sink) must be
+        greater than the last one. ``source_offsets`` + ``group_metadata`` (from the
+        source consumer) are committed inside the barrier's transaction: exactly-once
+        consume-transform-produce.
+        """
+        self._check_usable()
+        with self._lock:
+            if barrier_id is None:
+                barrier_id = max(self._clock_ms(), self.last_barrier + 1)
+            elif barrier_id <= self.last_barrier:
+                raise BarrierError(
+                    f"{self.spec.topic}: barrier {barrier_id} is not greater than the last "
+                    f"barrier {self.last_barrier}; ids must strictly increase"
+                )
+            try:
+                self._close_barrier(barrier_id, source_offsets, group_metadata)
+            except KafkaException as exc:
+                raise self._fail(exc) from exc
+            self.last_barrier = barrier_id
+            self._pending_rows = 0
+            return barrier_id
+
+    def abort(self) -> None:
+        """Abort the open barrier: none of its records become visible."""
+        with self._lock:
+            if self._in_txn:
+                try:
+                    self._producer.abort_transaction(30)
+                finally:
+                    self._in_txn = False
+                    self._txn_first.clear()
+                    self._pending_rows = 0
+
+    def close(self, final_barrier: bool = True) -> None:
+        """Stop the barrier timer; close a last barrier when rows are pending (or abort them)."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join(timeout=30)
+        try:
+            if self._background_error is None:
+                if final_barrier and (self._pending_rows or self._in_txn):
+                    self.barrier()
+                elif self._in_txn:
+                    self.abort()
+                self._producer.flush(30)
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self._stop.set()
+            with contextlib.suppress(KafkaException):
+                self.abort()
+            self.close(final_barrier=False)
+        else:
+            self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise WriterError(f"{self.spec.topic}: the writer is closed")
+        if self._background_error is not None:
+            raise WriterError(
+                f"{self.spec.topic}: the barrier timer failed: {self._background_error}"
+            ) from self._background_error
+
+    def _ensure_txn(self) -> None:
+        if self.spec.transactional and not self._in_txn:
+            try:
+                self._producer.begin_transaction()
+            except KafkaException as exc:
+                raise self._fail(exc) from exc
+            self._in_txn = True
+            self._txn_first.clear()
+            self._delivery_error = None
+
+    def _first_rows_per_new_partition(
+        self, partitions: np.ndarray
+    ) -> dict[int, Callable[..., None]]:
+        """Delivery callbacks only on the first record per partition of this transaction."""
+        if not self.spec.transactional:
+            return {}
+        uniq, first_idx = np.unique(partitions, return_index=True)
+        out: dict[int, Callable[..., None]] = {}
+        for p, i in zip(uniq.tolist(), first_idx.tolist(), strict=True):
+            if p not in self._txn_first:
+                self._txn_first[p] = -2  # pending delivery
+                out[i] = self._on_first_delivery
+        return out
+
+    def _on_first_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._delivery_error = err
+            return
+        p, off = msg.partition(), msg.offset()
+        cur = self._txn_first.get(p, -2)
+        self._txn_first[p] = off if cur < 0 else min(cur, off)
+
+    def _close_barrier(
+        self, barrier_id: int, source_offsets: list[TopicPartition] | None, group_metadata: Any
+    ) -> None:
+        topic = self.spec.topic
+        if source_offsets and not self.spec.transactional:
+            raise WriterError(
+                f"{topic}: committing source offsets with the log needs log.consistency=transactional"
+            )
+        if self.spec.transactional:
+            self._ensure_txn()
+            self._producer.flush(60)  # delivery reports tell each partition's first offset
+            if self._delivery_error is not None:
+                raise KafkaException(self._delivery_error)
+            for p in range(self.spec.buckets):
+                first = self._txn_first.get(p, -1)
+                self._producer.produce(
+                    topic, None, None, p, headers=marker_headers(barrier_id, first)
+                )
+            if source_offsets:
+                self._producer.send_offsets_to_transaction(source_offsets, group_metadata, 60)
+            self._producer.commit_transaction(60)
+            self._in_txn = False
+            self._txn_first.clear()
+        else:
+            for p in range(self.spec.buckets):
+                self._producer.produce(
+                    topic, None, None, p, headers=marker_headers(barrier_id, None)
+                )
+            remaining = self._producer.flush(60)
+            if remaining:
+                raise WriterError(f"{topic}: {remaining} records not delivered within 60s")
+
+    def _fail(self, exc: KafkaException) -> WriterError:
+        """Abort the open transaction and turn the client error into ours."""
+        err = exc.args[0] if exc.args else None
+        fenced = isinstance(err, KafkaError) and (
+            err.code()
+            in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+            or "fenc" in str(err).lower()
+        )
+        if self._in_txn:
+            # a fenced producer cannot abort (the call only times out); the broker
+            # aborts its transaction when the new writer initialises
+            if not fenced:
+                with contextlib.suppress(KafkaException):
+                    self._producer.abort_transaction(15)
+            self._in_txn = False
+            self._txn_first.clear()
+            self._pending_rows = 0
+        if fenced:
+            self._closed = True
+            return WriterFencedError(
+                f"{self.spec.topic}: another writer with transactional id "
+                f"{self.transactional_id!r} took over; this writer's open barrier was aborted"
+            )
+        return WriterError(f"{self.spec.topic}: barrier aborted, nothing of it is visible: {exc}")
+
+    def _barrier_loop(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            try:
+                self.barrier()
+            except BaseException as exc:  # surfaced on the next write/barrier/close
+                self._background_error = exc
+                return

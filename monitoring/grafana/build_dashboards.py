@@ -1,0 +1,365 @@
+"""Writes the Grafana dashboards (monitoring/grafana/dashboards/*.json) from one description.
+
+Dashboards as code keep the three dashboards consistent (datasource, variables, units,
+layout); the JSON files are what Grafana provisions. Edit the PANELS below, then run
+``python monitoring/grafana/build_dashboards.py``; ``--check`` fails if the JSON files
+are stale (tests/monitoring runs it). Every expression must use only metrics some
+component exports: tests/monitoring evaluates each one against a live Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATASOURCE = {"type": "prometheus", "uid": "dts-prometheus"}
+OUT = Path(__file__).parent / "dashboards"
+TABLE = 'table=~"$table"'
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    targets: list[tuple[str, str]]  # (PromQL, legend)
+    unit: str = "short"
+    description: str = ""
+    kind: str = "timeseries"
+    width: int = 12
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    rows: list[tuple[str, list[Panel]]] = field(default_factory=list)
+    table_source: str = "dts_filestore_data_files"  # metric whose `table` label lists tables
+
+
+CONSISTENCY = Dashboard(
+    uid="dts-consistency",
+    title="DTS / Consistency",
+    description="Barrier progress per table and how far tables of a group diverge (FLIP-276).",
+    rows=[
+        (
+            "Barriers",
+            [
+                Panel(
+                    "Latest committed barrier per table",
+                    [(f"dts_filestore_latest_barrier_ms{{{TABLE}}}", "{{table}}")],
+                    unit="dateTimeAsIso",
+                    description="Barrier id (epoch ms) of each table's newest snapshot carrying one.",
+                ),
+                Panel(
+                    "Barrier committed by the worker / seen per bucket",
+                    [
+                        (f"dts_worker_barrier_last_committed_id{{{TABLE}}}", "{{table}} committed"),
+                        (
+                            f"min by (table) (dts_worker_barrier_last_seen_id{{{TABLE}}})",
+                            "{{table}} seen by every bucket",
+                        ),
+                    ],
+                    unit="dateTimeAsIso",
+                    description="A barrier is complete once every bucket has passed its marker.",
+                ),
+                Panel(
+                    "Barrier lag per table",
+                    [(f"dts_filestore_latest_barrier_age_ms{{{TABLE}}}", "{{table}}")],
+                    unit="ms",
+                    description="Now minus the latest committed barrier: how stale a read of the table is.",
+                ),
+                Panel(
+                    "Barrier spread across the selected tables",
+                    [
+                        (
+                            f"max(dts_filestore_latest_barrier_ms{{{TABLE}}})"
+                            f" - min(dts_filestore_latest_barrier_ms{{{TABLE}}})",
+                            "newest - oldest",
+                        )
+                    ],
+                    unit="ms",
+                    description="How far the newest table of the group is ahead of the oldest.",
+                ),
+                Panel(
+                    "Barrier lag in barrier intervals",
+                    [
+                        (
+                            f"dts_filestore_latest_barrier_age_ms{{{TABLE}}}"
+                            f" / dts_filestore_barrier_interval_ms{{{TABLE}}}",
+                            "{{table}}",
+                        )
+                    ],
+                    description="Intervals since the last committed barrier (alert above 10).",
+                ),
+            ],
+        )
+    ],
+)
+
+PIPELINE = Dashboard(
+    uid="dts-pipeline",
+    title="DTS / Pipeline",
+    description="What flows from the log into the FileStore: throughput, freshness, lag, DLQ.",
+    table_source="dts_worker_records_in_total",
+    rows=[
+        (
+            "Throughput",
+            [
+                Panel(
+                    "Records in / out per second",
+                    [
+                        (
+                            f"sum by (table) (rate(dts_worker_records_in_total{{{TABLE}}}[$__rate_interval]))",
+                            "{{table}} in",
+                        ),
+                        (
+                            f"sum by (table) (rate(dts_worker_records_out_total{{{TABLE}}}[$__rate_interval]))",
+                            "{{table}} out",
+                        ),
+                    ],
+                    unit="rps",
+                    description="Log records consumed and rows handed to the FileStore writer.",
+                ),
+                Panel(
+                    "Dead-lettered records (5m)",
+                    [
+                        (
+                            f"sum by (table) (increase(dts_worker_dlq_records_total{{{TABLE}}}[5m]))",
+                            "{{table}}",
+                        )
+                    ],
+                    description="Undecodable records sent to the DLQ; any is worth a look (alert).",
+                ),
+            ],
+        ),
+        (
+            "Freshness and lag",
+            [
+                Panel(
+                    "Freshness p50 / p99 (consumer lag, 5m)",
+                    [
+                        (
+                            f"max by (table) (quantile_over_time(0.5, dts_worker_consumer_lag_ms{{{TABLE}}}[5m]))",
+                            "{{table}} p50",
+                        ),
+                        (
+                            f"max by (table) (quantile_over_time(0.99, dts_worker_consumer_lag_ms{{{TABLE}}}[5m]))",
+                            "{{table}} p99",
+                        ),
+                    ],
+                    unit="ms",
+                    description="Age of the data the worker is processing, worst bucket per table.",
+                ),
+                Panel(
+                    "Consumer lag (records)",
+                    [
+                        (
+                            f"sum by (table) (dts_worker_consumer_lag_records{{{TABLE}}})",
+                            "{{table}}",
+                        )
+                    ],
+                    description="Records between the worker's position and the log end.",
+                ),
+                Panel(
+                    "Commit duration p50 / p99",
+                    [
+                        (
+                            "histogram_quantile(0.5, sum by (le, table) "
+                            f"(rate(dts_worker_commit_duration_seconds_bucket{{{TABLE}}}[$__rate_interval])))",
+                            "{{table}} p50",
+                        ),
+                        (
+                            "histogram_quantile(0.99, sum by (le, table) "
+                            f"(rate(dts_worker_commit_duration_seconds_bucket{{{TABLE}}}[$__rate_interval])))",
+                            "{{table}} p99",
+                        ),
+                    ],
+                    unit="s",
+                    description="Time to commit one barrier's snapshot.",
+                ),
+                Panel(
+                    "Memtable bytes",
+                    [(f"sum by (table) (dts_worker_memtable_bytes{{{TABLE}}})", "{{table}}")],
+                    unit="bytes",
+                    description="Rows buffered since the last prepare, per table.",
+                ),
+                Panel(
+                    "FileStore freshness (latest committed barrier age)",
+                    [(f"dts_filestore_latest_barrier_age_ms{{{TABLE}}}", "{{table}}")],
+                    unit="ms",
+                ),
+            ],
+        ),
+    ],
+)
+
+STORAGE = Dashboard(
+    uid="dts-storage",
+    title="DTS / Storage",
+    description="The FileStore's LSM shape per table: sorted runs, files, bytes, snapshots.",
+    rows=[
+        (
+            "LSM",
+            [
+                Panel(
+                    "Sorted runs per bucket",
+                    [(f"dts_filestore_sorted_runs{{{TABLE}}}", "{{table}} / {{bucket}}")],
+                    description="Writers stall at the stop trigger; compaction keeps this low.",
+                ),
+                Panel(
+                    "Sorted runs / stop trigger",
+                    [
+                        (
+                            f"max by (table) (dts_filestore_sorted_runs{{{TABLE}}})"
+                            f" / on (table) dts_filestore_sorted_runs_stop_trigger{{{TABLE}}}",
+                            "{{table}}",
+                        )
+                    ],
+                    unit="percentunit",
+                    description="1.0 = the worst bucket's writer stalls (alert at 0.8).",
+                ),
+            ],
+        ),
+        (
+            "Files",
+            [
+                Panel(
+                    "Live data files",
+                    [(f"dts_filestore_data_files{{{TABLE}}}", "{{table}}")],
+                ),
+                Panel(
+                    "Live data bytes",
+                    [(f"dts_filestore_data_bytes{{{TABLE}}}", "{{table}}")],
+                    unit="bytes",
+                ),
+                Panel(
+                    "Snapshots retained",
+                    [(f"dts_filestore_snapshots_retained{{{TABLE}}}", "{{table}}")],
+                    description="Falls when expiration removes snapshots.",
+                ),
+                Panel(
+                    "Exporter scrape time and table errors",
+                    [
+                        ("dts_exporter_scrape_duration_seconds", "scrape seconds"),
+                        ("sum(dts_exporter_table_errors_total) or vector(0)", "table errors"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+DASHBOARDS = {"consistency": CONSISTENCY, "pipeline": PIPELINE, "storage": STORAGE}
+
+
+def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
+    return {
+        "id": panel_id,
+        "type": panel.kind,
+        "title": panel.title,
+        "description": panel.description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 8, "w": panel.width, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}},
+        "targets": [
+            {
+                "refId": chr(ord("A") + i),
+                "datasource": DATASOURCE,
+                "expr": expr,
+                "legendFormat": legend,
+            }
+            for i, (expr, legend) in enumerate(panel.targets)
+        ],
+    }
+
+
+def dashboard_json(d: Dashboard) -> dict[str, object]:
+    panels: list[dict[str, object]] = []
+    y = 0
+    next_id = 1
+    for row_title, row_panels in d.rows:
+        panels.append(
+            {
+                "id": next_id,
+                "type": "row",
+                "title": row_title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+                "panels": [],
+            }
+        )
+        next_id += 1
+        y += 1
+        x = 0
+        for panel in row_panels:
+            if x + panel.width > 24:
+                x, y = 0, y + 8
+            panels.append(panel_json(panel, next_id, x, y))
+            next_id += 1
+            x += panel.width
+        y += 8
+    table_query = f"label_values({d.table_source}, table)"
+    return {
+        "uid": d.uid,
+        "title": d.title,
+        "description": d.description,
+        "tags": ["dts"],
+        "timezone": "browser",
+        "editable": True,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "10s",
+        "time": {"from": "now-1h", "to": "now"},
+        "links": [{"type": "dashboards", "tags": ["dts"], "asDropdown": True, "title": "DTS"}],
+        "templating": {
+            "list": [
+                {
+                    "name": "table",
+                    "label": "Table",
+                    "type": "query",
+                    "datasource": DATASOURCE,
+                    "definition": table_query,
+                    "query": {"query": table_query, "refId": "table"},
+                    "includeAll": True,
+                    "multi": True,
+                    "allValue": ".*",
+                    "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+                    "refresh": 2,
+                    "sort": 1,
+                }
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def render(d: Dashboard) -> str:
+    return json.dumps(dashboard_json(d), indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a JSON file is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, d in DASHBOARDS.items():
+        path = OUT / f"{name}.json"
+        text = render(d)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    if stale:
+        print("stale dashboards (run python monitoring/grafana/build_dashboards.py):", *stale)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

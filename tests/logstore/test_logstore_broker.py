@@ -1,0 +1,402 @@
+"""The LogStore against the real embedded broker (Tansu): writer, reader, barriers, DLQ."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from logstore_testdata import (
+    ALL_TYPES,
+    assert_tables_equal,
+    bucketer_for,
+    random_changelog,
+    strip_meta,
+    unique_topic,
+)
+from test_logstore_codec import BAD_CASES, PK_SCHEMA
+
+from logstore.broker import EmbeddedBroker
+from logstore.dlq import REASON_HEADER
+from logstore.errors import (
+    BarrierError,
+    BarrierNotFoundError,
+    DecodeError,
+    TopicMismatchError,
+    WriterFencedError,
+)
+from logstore.gate import BarrierPassed, DataBatch
+from logstore.markers import marker_headers
+from logstore.normalize import Normalizer
+from logstore.reader import LogReader
+from logstore.spec import LogSpec
+from logstore.topics import create_topic, delete_topic, describe_topic, ensure_topic
+from logstore.writer import LogWriter
+
+pytestmark = pytest.mark.kafka
+REPO = Path(__file__).resolve().parents[2]
+
+
+def writer(broker: EmbeddedBroker, spec: LogSpec, **kw) -> LogWriter:  # type: ignore[no-untyped-def]
+    kw.setdefault("barrier_interval_s", None)
+    return LogWriter(broker.bootstrap, spec, bucketer_for(spec), **kw)
+
+
+def read_until(
+    broker: EmbeddedBroker, spec: LogSpec, barrier: int, **kw
+) -> tuple[pa.Table, list[BarrierPassed]]:  # type: ignore[no-untyped-def]
+    kw.setdefault("idle_timeout_s", 20)
+    with LogReader(broker.bootstrap, spec, until_barrier=barrier, **kw) as r:
+        data, barriers = r.read_all()
+    return concat(spec, data), barriers
+
+
+def concat(spec: LogSpec, batches: list[DataBatch]) -> pa.Table:
+    if not batches:
+        return pa.table({n: pa.array([], spec.schema.field(n).type) for n in spec.schema.names})
+    return pa.concat_tables([b.table for b in batches])
+
+
+def per_partition(table: pa.Table, partitions: np.ndarray, p: int) -> pa.Table:
+    return table.filter(pa.array(partitions == p))
+
+
+def table_rows(ids: list[int], tag: str = "x") -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": [f"{tag}{i}" for i in ids],
+            "d": pa.array([None] * len(ids), pa.date32()),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+def test_round_trip_every_type_with_updates_and_deletes(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("rt"), ALL_TYPES, ["id"], 3, changelog_mode="all")
+    rng = random.Random(11)
+    chunks = [random_changelog(rng, ALL_TYPES, n_keys=30, steps=120) for _ in range(3)]
+    ids = []
+    with writer(broker, spec) as w:
+        for chunk in chunks:
+            w.write(chunk)
+            ids.append(w.barrier())
+    got, barriers = read_until(broker, spec, ids[-1])
+    assert sorted({(b.partition, b.barrier) for b in barriers}) == sorted(
+        (p, b) for p in range(3) for b in ids
+    )
+    bucket = bucketer_for(spec)
+    for i, chunk in enumerate(chunks):
+        mine = got.filter(pc.equal(got["_barrier"], ids[i]))
+        parts = np.asarray(bucket(chunk.drop_columns(["_row_kind"])))
+        for p in range(3):
+            want = per_partition(chunk, parts, p)
+            have = mine.filter(pc.equal(mine["_partition"], p)).sort_by([("_offset", "ascending")])
+            assert_tables_equal(strip_meta(have), want)
+
+
+def test_upsert_log_normalized_back_to_full_changelog(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("ups"), PK_SCHEMA, ["id"], 2)  # auto -> upsert
+    log = pa.concat_tables(
+        [
+            table_rows([1, 2, 3], "a").append_column("_row_kind", pa.array(["+I"] * 3)),
+            table_rows([1, 1], "b").append_column("_row_kind", pa.array(["-U", "+U"])),
+            table_rows([2], "a").append_column("_row_kind", pa.array(["-D"])),
+        ]
+    )
+    with writer(broker, spec) as w:
+        w.write(log)
+        b = w.barrier()
+    got, _ = read_until(broker, spec, b)
+    # order matters per key only, and a key lives in one partition
+    norm = Normalizer(spec)
+    try:
+        out = norm.process(got.sort_by([("_partition", "ascending"), ("_offset", "ascending")]))
+    finally:
+        norm.close()
+    rows = {(r["id"], r["name"], r["_row_kind"]) for r in out.to_pylist()}
+    assert rows == {
+        (1, "a1", "+I"),
+        (2, "a2", "+I"),
+        (3, "a3", "+I"),
+        (1, "a1", "-U"),
+        (1, "b1", "+U"),
+        (2, "a2", "-D"),
+    }
+    assert out.num_rows == 6
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np, pyarrow as pa
+    sys.path.insert(0, {tests!r})
+    from logstore.spec import LogSpec
+    from logstore.writer import LogWriter
+    from logstore_testdata import bucketer_for
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("d", pa.date32())])
+    spec = LogSpec({topic!r}, schema, ["id"], 2, changelog_mode="all")
+    w = LogWriter({bootstrap!r}, spec, bucketer_for(spec), barrier_interval_s=None)
+    def rows(ids, tag):
+        return pa.table({{"id": pa.array(ids, pa.int64()), "name": [tag + str(i) for i in ids],
+                          "d": pa.array([None] * len(ids), pa.date32())}})
+    w.write(rows(list(range(10)), "committed"))
+    print("BARRIER", w.barrier(), flush=True)
+    w.write(rows(list(range(10, 30)), "doomed"))
+    w._producer.flush(30)  # the doomed rows are on the broker, inside the open transaction
+    print("READY", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_writer_killed_mid_barrier_leaves_nothing_visible(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("kill"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    script = KILLED_WRITER.format(
+        tests=str(Path(__file__).parent), topic=spec.topic, bootstrap=broker.bootstrap
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first_barrier = int(proc.stdout.readline().split()[1])
+        assert proc.stdout.readline().strip() == "READY"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # no abort, no goodbye: a crash
+        proc.wait(timeout=10)
+    with writer(broker, spec) as w:  # same transactional id: fences the dead writer
+        assert w.last_barrier >= first_barrier
+        w.write(table_rows([100, 101], "after"))
+        second = w.barrier()
+    assert second > first_barrier
+    got, barriers = read_until(broker, spec, second)
+    names = sorted(got["name"].to_pylist())
+    assert names == sorted([f"committed{i}" for i in range(10)] + ["after100", "after101"])
+    assert not any(n.startswith("doomed") for n in names)
+    assert {b.barrier for b in barriers} == {first_barrier, second}
+
+
+def test_new_writer_fences_the_old_one(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("fence"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    old = writer(broker, spec)
+    old.write(table_rows([1, 2, 3], "old"))
+    old._producer.flush(10)
+    new = writer(broker, spec)
+    with pytest.raises(WriterFencedError, match="took over"):
+        old.barrier()
+    new.write(table_rows([4], "new"))
+    b = new.barrier()
+    new.close()
+    got, _ = read_until(broker, spec, b)
+    assert got["name"].to_pylist() == ["new4"]
+
+
+def test_aborted_barrier_is_not_visible(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("abort"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    with writer(broker, spec) as w:
+        w.write(table_rows([1, 2], "gone"))
+        w._producer.flush(10)
+        w.abort()
+        w.write(table_rows([3], "kept"))
+        b = w.barrier()
+    got, _ = read_until(broker, spec, b)
+    assert got["name"].to_pylist() == ["kept3"]
+
+
+# --------------------------------------------------------------------------- barriers
+
+
+def test_until_barrier_aligns_four_partitions(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("align"), PK_SCHEMA, ["id"], 4, changelog_mode="all")
+    ids: list[int] = []
+    rounds: list[pa.Table] = []
+    with writer(broker, spec) as w:
+        for r in range(5):
+            rows = table_rows(list(range(r * 20, r * 20 + 20)), f"r{r}-")
+            for half in (rows.slice(0, 7), rows.slice(7)):  # interleaved writes per barrier
+                w.write(half)
+            rounds.append(rows)
+            ids.append(w.barrier())
+    assert ids == sorted(set(ids))
+    got, barriers = read_until(broker, spec, ids[2])
+    assert got.num_rows == 60
+    assert set(got["_barrier"].to_pylist()) == set(ids[:3])
+    for i in range(3):
+        names = got.filter(pc.equal(got["_barrier"], ids[i]))["name"].to_pylist()
+        assert sorted(names) == sorted(rounds[i]["name"].to_pylist())
+    assert sorted((b.partition, b.barrier) for b in barriers) == sorted(
+        (p, b) for p in range(4) for b in ids[:3]
+    )
+    assert len(set(got["_partition"].to_pylist())) == 4
+
+    # from-barrier start: exactly the barriers after N
+    got2, _ = read_until(broker, spec, ids[4], start={"barrier": ids[2]})
+    assert sorted(got2["name"].to_pylist()) == sorted(
+        rounds[3]["name"].to_pylist() + rounds[4]["name"].to_pylist()
+    )
+
+    # a barrier id between markers: stops at the marker after it, excluding that barrier
+    got3, _ = read_until(broker, spec, ids[1] + 0, start={"barrier": ids[0]})
+    assert set(got3["_barrier"].to_pylist()) == {ids[1]}
+    with pytest.raises(BarrierNotFoundError, match="no marker"):
+        LogReader(broker.bootstrap, spec, start={"barrier": ids[0] - 1})
+
+
+def test_barrier_ids_strictly_increase_across_restarts(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("ids"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    future = int(time.time() * 1000) + 3_600_000
+    with writer(broker, spec, clock_ms=lambda: future) as w:
+        assert w.barrier() == future
+        assert w.barrier() == future + 1  # clock did not move: bumped
+    with writer(broker, spec) as w2:  # wall clock is behind the last id on the topic
+        assert w2.last_barrier == future + 1
+        assert w2.barrier() == future + 2
+        with pytest.raises(BarrierError, match="not greater"):
+            w2.barrier(future)
+        assert w2.barrier(future + 100) == future + 100
+
+
+def test_barrier_interval_closes_barriers_automatically(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("tick"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    with writer(broker, spec, barrier_interval_s=0.2) as w:
+        w.write(table_rows([1, 2, 3]))
+        deadline = time.monotonic() + 10
+        while w.last_barrier == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = w.last_barrier
+        assert first > 0
+    with LogReader(broker.bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        data, barriers = r.read_all()
+    got = concat(spec, data)
+    assert sorted(got["id"].to_pylist()) == [1, 2, 3]
+    assert got["_barrier"].to_pylist() == [first] * 3 or min(got["_barrier"].to_pylist()) >= first
+    assert len({b.barrier for b in barriers}) >= 1
+
+
+def test_eventual_records_visible_before_any_barrier(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("ev"), PK_SCHEMA, ["id"], 2, consistency="eventual")
+    w = writer(broker, spec)
+    w.write(table_rows([1, 2, 3]))
+    w._producer.flush(10)
+    with LogReader(broker.bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        data, barriers = r.read_all()
+    got = concat(spec, data)
+    assert sorted(got["id"].to_pylist()) == [1, 2, 3]
+    assert got["_barrier"].null_count == 3 and barriers == []
+    b = w.barrier()
+    w.close()
+    with LogReader(broker.bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        _, barriers = r.read_all()
+    assert {x.barrier for x in barriers} == {b}
+
+
+# --------------------------------------------------------------------------- start modes
+
+
+def test_start_from_timestamp_offsets_and_latest(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("start"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    with writer(broker, spec) as w:
+        w.write(table_rows([1, 2], "early"))
+        b1 = w.barrier()
+        time.sleep(0.05)
+        cut = int(time.time() * 1000)
+        time.sleep(0.05)
+        w.write(table_rows([3], "late"))
+        b2 = w.barrier()
+    got, _ = read_until(broker, spec, b2, start={"timestamp": cut})
+    assert got["name"].to_pylist() == ["late3"]
+    got, _ = read_until(
+        broker, spec, b2, start={"offsets": {0: 3}}
+    )  # 2 rows + marker + control record
+    assert got["name"].to_pylist() == ["late3"]
+    with LogReader(
+        broker.bootstrap, spec, start="latest", stop_at_end=True, idle_timeout_s=10
+    ) as r:
+        data, barriers = r.read_all()
+    assert data == [] and barriers == []
+    assert b1 < b2
+
+
+def test_topic_partition_mismatch_is_refused(broker: EmbeddedBroker) -> None:
+    topic = unique_topic("mismatch")
+    create_topic(broker.bootstrap, topic, 2, {})
+    spec = LogSpec(topic, PK_SCHEMA, ["id"], 3)
+    with pytest.raises(TopicMismatchError, match="2 partitions but the table has 3 buckets"):
+        ensure_topic(broker.bootstrap, spec)
+    ok = LogSpec(unique_topic("ret"), PK_SCHEMA, ["id"], 3, retention_ms=86_400_000)
+    info = ensure_topic(broker.bootstrap, ok)
+    assert info.partitions == 3
+    described = describe_topic(broker.bootstrap, ok.topic)
+    assert described is not None and described.config.get("retention.ms") == "86400000"
+    assert described.config.get("cleanup.policy") == "delete"
+    assert delete_topic(broker.bootstrap, ok.topic)
+    assert describe_topic(broker.bootstrap, ok.topic) is None
+
+
+# --------------------------------------------------------------------------- DLQ
+
+
+def test_bad_records_land_in_dlq_with_reason(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("dlq"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    ensure_topic(broker.bootstrap, spec)
+    good = orjson.dumps(
+        {"before": None, "after": {"id": 1, "name": "ok", "d": "2021-01-01"}, "op": "c"}
+    )
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for bad in BAD_CASES.values():
+        p.produce(spec.topic, bad, b'{"id":1}', 0)
+        p.produce(spec.topic, good, b'{"id":1}', 0)
+    p.produce(spec.topic, None, None, 0, headers=marker_headers(1, None))
+    p.flush(10)
+
+    with (
+        LogReader(broker.bootstrap, spec, until_barrier=1, idle_timeout_s=20) as strict,
+        pytest.raises(DecodeError) as info,
+    ):
+        strict.read_all()
+    assert info.value.offset == 0 and "invalid JSON" in info.value.reason
+
+    with LogReader(broker.bootstrap, spec, until_barrier=1, lenient=True, idle_timeout_s=20) as r:
+        data, _ = r.read_all()
+        assert r.dlq_count == len(BAD_CASES)
+    assert concat(spec, data).num_rows == len(BAD_CASES)  # every good record still read
+
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "dlq-check",
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(spec.dlq_topic, 0, 0)])
+    reasons = []
+    deadline = time.monotonic() + 20
+    while len(reasons) < len(BAD_CASES) and time.monotonic() < deadline:
+        for m in c.consume(100, timeout=0.5):
+            if m.error() is None:
+                reasons.append(dict(m.headers())[REASON_HEADER].decode())
+    c.close()
+    assert len(reasons) == len(BAD_CASES)
+    for expected, reason in zip(BAD_CASES, reasons, strict=True):
+        assert expected in reason

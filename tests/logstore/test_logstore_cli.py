@@ -1,0 +1,162 @@
+"""`dts broker` and `dts ingest` (exactly-once copy of a Debezium topic) on real parts."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from logstore_testdata import unique_topic
+
+from bridge.cli import cli
+from bridge.tables import log_spec_for, open_log_writer
+from filestore import Catalog
+from logstore.broker import EmbeddedBroker
+from logstore.errors import DecodeError
+from logstore.ingest import Ingestor
+from logstore.reader import LogReader
+from logstore.topics import create_topic
+
+pytestmark = pytest.mark.kafka
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32())])
+
+
+def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bridge.cli", "broker", "--port", "0", "--data", str(tmp_path / "b")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("bootstrap: 127.0.0.1:"), line
+        bootstrap = line.split()[1]
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        assert md.brokers
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "in memory" in err and "broker stopped" in err
+    assert (tmp_path / "b" / "broker.log").exists()
+
+
+def _debezium(op: str, before: dict | None, after: dict | None, include_schema: bool = False) -> bytes:
+    env = {"before": before, "after": after, "op": op, "ts_ms": 1, "source": {"connector": "postgresql"}}
+    return orjson.dumps({"schema": {"type": "struct"}, "payload": env} if include_schema else env)
+
+
+def _produce_source(bootstrap: str, topic: str, values: list[tuple[int, bytes]]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for key, value in values:
+        p.produce(topic, value, orjson.dumps({"id": key}), key % 3)
+    p.flush(10)
+
+
+def _read_log(bootstrap: str, table) -> pa.Table:  # type: ignore[no-untyped-def]
+    spec = log_spec_for(table)
+    with LogReader(bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        data, _ = r.read_all()
+    return pa.concat_tables([d.table for d in data]) if data else pa.table({"id": pa.array([], pa.int64())})
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)]
+    finally:
+        c.close()
+
+
+def test_dts_ingest_copies_exactly_once_with_barriers(broker: EmbeddedBroker, warehouse: Path) -> None:
+    name = f"db.{unique_topic('ing').split('.')[-1]}"
+    table = Catalog(str(warehouse)).create_table(
+        name, SCHEMA, primary_key=["id"], options={"bucket": "2", "log.changelog-mode": "all"}
+    )
+    source = unique_topic("src")
+    create_topic(broker.bootstrap, source, 3, {})
+    row = lambda i, n: {"id": i, "name": n, "day": "2024-01-0" + str(1 + i % 9)}  # noqa: E731
+    _produce_source(
+        broker.bootstrap,
+        source,
+        [(i, _debezium("c", None, row(i, "v1"), include_schema=i % 2 == 0)) for i in range(6)]
+        + [(1, _debezium("u", row(1, "v1"), row(1, "v2"))), (2, _debezium("d", row(2, "v1"), None))]
+        + [(4, b"{not json")],
+    )
+    args = ["ingest", "--from-topic", source, "--table", name, "--warehouse", str(warehouse)]
+    args += ["--bootstrap", broker.bootstrap, "--lenient", "--idle-exit", "2", "--barrier-interval", "0.2"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "9 records" in result.output and "1 dead letters" in result.output
+
+    log = _read_log(broker.bootstrap, table)
+    got = sorted(zip(log["id"].to_pylist(), log["name"].to_pylist(), log["_row_kind"].to_pylist(), strict=True))
+    want = sorted(
+        [(i, "v1", "+I") for i in range(6)] + [(1, "v1", "-U"), (1, "v2", "+U"), (2, "v1", "-D")]
+    )
+    assert got == want
+    assert log["_barrier"].null_count == 0
+
+    # a second run finds its offsets committed with the log: nothing is copied twice
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert "done: 0 records" in again.output
+    _produce_source(broker.bootstrap, source, [(7, _debezium("r", None, row(7, "snap")))])
+    third = CliRunner().invoke(cli, args)
+    assert "done: 1 records" in third.output
+    assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == sorted([i for i, *_ in want] + [7])
+
+
+def test_failed_ingest_aborts_and_resumes_without_loss_or_duplicates(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    name = f"db.{unique_topic('ingx').split('.')[-1]}"
+    table = Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    spec = log_spec_for(table)
+    source = unique_topic("srcx")
+    create_topic(broker.bootstrap, source, 3, {})
+    good = [(i, _debezium("c", None, {"id": i, "name": "x", "day": None})) for i in range(9)]
+    _produce_source(broker.bootstrap, source, [*good, (0, b'{"op": "c", "after": {"id": "zero"}}')])
+    from bridge.tables import bucketer_for
+
+    strict = Ingestor(broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=60)
+    with pytest.raises(DecodeError, match="wrong type"):
+        strict.run(idle_exit_s=3)
+    strict.close()
+    assert _read_log(broker.bootstrap, table).num_rows == 0  # the aborted barrier is invisible
+    assert all(o < 0 for o in _committed(broker.bootstrap, strict.group_id, source))
+
+    lenient = Ingestor(broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=0.2, lenient=True)
+    stats = lenient.run(idle_exit_s=2)
+    lenient.close()
+    assert stats.dead_letters == 1 and stats.rows == 9
+    assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == list(range(9))
+    assert sum(_committed(broker.bootstrap, lenient.group_id, source)) == 10
+
+
+def test_open_log_writer_uses_the_filestore_bucket(broker: EmbeddedBroker, warehouse: Path) -> None:
+    from filestore.bucket import bucket_ids
+
+    name = f"db.{unique_topic('tw').split('.')[-1]}"
+    table = Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "4"})
+    rows = pa.table({"id": pa.array(range(40), pa.int64()), "name": ["n"] * 40, "day": pa.nulls(40, pa.date32())})
+    with open_log_writer(table, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows)
+        b = w.barrier()
+    with LogReader(broker.bootstrap, log_spec_for(table), until_barrier=b, idle_timeout_s=10) as r:
+        data, _ = r.read_all()
+    log = pa.concat_tables([d.table for d in data]).sort_by("id")
+    assert log["_partition"].to_pylist() == bucket_ids(rows, ["id"], 4).tolist()
+    assert time.time() > 0

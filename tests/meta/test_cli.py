@@ -1,0 +1,185 @@
+"""`dts meta serve` as a real subprocess, driven by the `dts meta ...` commands; Ctrl-C stops it."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bridge.cli import cli
+
+
+def _serve(warehouse: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "meta",
+            "serve",
+            "--port",
+            "0",
+            "--warehouse",
+            str(warehouse),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+    if m is None:
+        proc.kill()
+        raise AssertionError(f"no address printed: {line!r} {proc.stdout.read()}")
+    return proc, m.group(1)
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    return out
+
+
+def _dts(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_serve_and_every_command(warehouse: Path) -> None:
+    proc, url = _serve(warehouse, "--heartbeat-timeout-ms", "60000")
+    try:
+        u = ["--url", url]
+        code, out = _dts(
+            "meta", "jobs", "register", "--kind", "worker", "--sink", "db.t0", "--job-id", "w0", *u
+        )
+        assert code == 0 and "job_id=w0" in out and "state=running" in out
+        assert (
+            _dts(
+                "meta",
+                "jobs",
+                "register",
+                "--kind",
+                "spark-streaming",
+                "--source",
+                "db.t0",
+                "--sink",
+                "db.t1",
+                "--job-id",
+                "s1",
+                *u,
+            )[0]
+            == 0
+        )
+        code, out = _dts(
+            "meta",
+            "jobs",
+            "register",
+            "--kind",
+            "spark-batch",
+            "--source",
+            "db.t1",
+            "--sink",
+            "db.t0",
+            "--job-id",
+            "bad",
+            *u,
+        )
+        assert code == 1 and "writer_conflict" in out and "job w0" in out
+        _dts("meta", "jobs", "finish", "w0", *u)
+        code, out = _dts(
+            "meta",
+            "jobs",
+            "register",
+            "--kind",
+            "spark-batch",
+            "--source",
+            "db.t1",
+            "--sink",
+            "db.t0",
+            "--job-id",
+            "bad",
+            *u,
+        )
+        assert code == 1 and "cycle" in out and "db.t1 -> db.t0 -> db.t1" in out
+        for b in (1000, 2000):
+            assert (
+                _dts("meta", "report", "db.t0", str(b), "--snapshot-id", str(b // 1000), *u)[0] == 0
+            )
+        assert (
+            _dts("meta", "report", "db.t1", "1000", "--snapshot-id", "7", "--job-id", "s1", *u)[0]
+            == 0
+        )
+        code, out = _dts("meta", "consistent-version", "db.t0", "db.t1", *u)
+        assert code == 0 and "read at barrier 1000" in out and "db.t1" in out
+        code, out = _dts(
+            "meta", "consistent-version", "db.t0", "db.t1", "--mode", "weak", "--json", *u
+        )
+        assert json.loads(out)["tables"][0]["barrier"] == 2000
+        code, out = _dts("meta", "lineage", "db.t1", *u)
+        assert code == 0 and "upstream (reads from)" in out and "```mermaid" in out
+        assert _dts("meta", "lineage", *u)[1].startswith("flowchart LR")
+        code, out = _dts("meta", "trace", "db.t1", *u)
+        assert code == 0 and "job s1" in out
+        assert "latest_barrier=2000" in _dts("meta", "tables", *u)[1]
+        assert "barrier=2000" in _dts("meta", "barriers", "db.t0", *u)[1]
+        assert "state=running" in _dts("meta", "jobs", "heartbeat", "s1", *u)[1]
+        assert "job_id=s1" in _dts("meta", "jobs", "show", "s1", *u)[1]
+        listed = json.loads(_dts("meta", "jobs", "list", "--json", *u)[1])
+        assert {j["job_id"] for j in listed} == {"w0", "s1"}
+        assert _dts("meta", "jobs", "forget", "w0", *u)[0] == 0
+    finally:
+        out = _stop(proc)
+    assert "MetaService stopped" in out
+    assert (warehouse / "_meta" / "meta.db").exists()
+
+
+def test_two_serve_processes_share_one_database(warehouse: Path) -> None:
+    one, url1 = _serve(warehouse)
+    two, url2 = _serve(warehouse)
+    try:
+        assert (
+            _dts(
+                "meta",
+                "jobs",
+                "register",
+                "--kind",
+                "worker",
+                "--sink",
+                "db.t",
+                "--job-id",
+                "w1",
+                "--url",
+                url1,
+            )[0]
+            == 0
+        )
+        code, out = _dts(
+            "meta",
+            "jobs",
+            "register",
+            "--kind",
+            "worker",
+            "--sink",
+            "db.t",
+            "--job-id",
+            "w2",
+            "--url",
+            url2,
+        )
+        assert code == 1 and "job w1" in out
+    finally:
+        _stop(one)
+        _stop(two)
+
+
+def test_unreachable_service_is_a_clear_error() -> None:
+    code, out = _dts("meta", "tables", "--url", "http://127.0.0.1:9")
+    assert code == 1 and "unreachable" in out

@@ -1,0 +1,158 @@
+"""Starts the components whose /metrics the monitoring tests scrape.
+
+Each ``start_*`` is a context manager yielding ``host:port`` and stopping what it started.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+
+START_TIMEOUT_S = 30
+# A consumer group's first assignment takes ~20 s on the embedded broker.
+WORKER_READY_TIMEOUT_S = 90
+WORKER_READY_SERIES = (
+    "dts_worker_barrier_last_committed_id",
+    "dts_worker_dlq_records_total",
+    "dts_worker_consumer_lag_records",
+    "dts_worker_consumer_lag_ms",
+)
+_ADDRESS = re.compile(r"http://(127\.0\.0\.1:\d+)/metrics")
+
+
+def populate_warehouse(warehouse: Path) -> None:
+    """Real tables such that every FileStore series the dashboards use has data and every
+    FileStore alert fires: a 2-bucket primary-key table at its stop trigger, a table with a
+    stale barrier, a table with an unreadable schema, and an append table."""
+    from filestore import Catalog
+
+    catalog = Catalog(str(warehouse))
+    catalog.create_database("shop")
+    orders = catalog.create_table(
+        "shop.orders",
+        pa.schema([("id", pa.int64()), ("amount", pa.float64())]),
+        primary_key=["id"],
+        options={"bucket": "2", "num-sorted-run.stop-trigger": "3", "barrier.interval": "1 s"},
+    )
+    now_ms = time.time_ns() // 1_000_000
+    for i in range(3):  # three level-0 runs per bucket: at the stop trigger
+        w = orders.new_write("monitoring-test")
+        w.write(pa.table({"id": pa.array(range(i, i + 20), pa.int64()), "amount": [1.5] * 20}))
+        w.commit(barrier=now_ms - (3 - i) * 1000, log_offsets={0: 10 * i, 1: 10 * i})
+        w.close()
+    # A table whose last barrier is two minutes old: the barrier alert fires for it.
+    stale = catalog.create_table("shop.stale", pa.schema([("id", pa.int64())]), primary_key=["id"])
+    w = stale.new_write("monitoring-test")
+    w.write(pa.table({"id": pa.array([1], pa.int64())}))
+    w.commit(barrier=now_ms - 120_000)
+    w.close()
+    # A table whose latest snapshot file got corrupted: the exporter counts errors for it
+    # (and the alert on them fires) while it keeps reporting the other tables.
+    broken = catalog.create_table("shop.broken", pa.schema([("id", pa.int64())]))
+    w = broken.new_write("monitoring-test")
+    w.write(pa.table({"id": pa.array([1], pa.int64())}))
+    snapshot = w.commit(barrier=now_ms)
+    w.close()
+    (warehouse / "shop.db" / "broken" / "snapshot" / f"snapshot-{snapshot.id}").write_text("{")
+    events = catalog.create_table("shop.events", pa.schema([("v", pa.string())]))
+    w = events.new_write("monitoring-test")
+    w.write(pa.table({"v": ["a", "b"]}))
+    w.commit(barrier=now_ms)
+    w.close()
+
+
+@contextmanager
+def start_exporter(warehouse: Path) -> Iterator[str]:
+    """``dts exporter`` in a subprocess over a populated warehouse."""
+    populate_warehouse(warehouse)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from bridge.commands.exporter import exporter; exporter()",
+        "--warehouse",
+        str(warehouse),
+        "--port",
+        "0",
+    ]
+    with _process(cmd, warehouse.parent / "exporter.log") as address:
+        yield address
+
+
+@contextmanager
+def _process(cmd: list[str], log_path: Path) -> Iterator[str]:
+    """Run ``cmd``, wait for it to print its /metrics address, stop it afterwards."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield _wait_for_address(proc, log_path)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for_address(proc: subprocess.Popen[bytes], log_path: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        match = _ADDRESS.search(log_path.read_text(errors="replace"))
+        if match:
+            return match.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"{proc.args} exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}"
+            )
+        time.sleep(0.1)
+    raise TimeoutError(f"no /metrics address after {START_TIMEOUT_S}s; see {log_path}")
+
+
+@contextmanager
+def start_worker(warehouse: Path, bootstrap: str) -> Iterator[str]:
+    """``dts worker`` on a 4-bucket table fed 5 barriers of changes and one undecodable
+    record (so the DLQ counter moves); yields once it has committed and dead-lettered."""
+    import httpx
+    from confluent_kafka import Producer
+
+    from bridge.worker.tiers import log_spec
+    from tests.worker.support import Changelog, create_table, log_writer, produce
+    from tests.worker.support import start_worker as start_worker_proc
+
+    table = create_table(warehouse, buckets=4)
+    writer = log_writer(table, bootstrap)
+    changes = Changelog()
+    produce(writer, changes, barriers=3, rows_per_barrier=50)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(log_spec(table).topic, key=b'{"id": 1}', value=b"not json", partition=0)
+    producer.flush(10)
+    produce(writer, changes, barriers=2, rows_per_barrier=50)
+    writer.close()
+    worker = start_worker_proc(
+        warehouse, bootstrap, [table.name], "dts-monitoring", warehouse.parent
+    )
+    address = f"127.0.0.1:{worker.web_port}"
+    try:
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while True:
+            if worker.proc.poll() is not None:
+                raise RuntimeError(f"dts worker exited:\n{worker.output()[-2000:]}")
+            try:
+                text = httpx.get(f"http://{address}/metrics", timeout=5).text
+            except httpx.HTTPError:
+                text = ""
+            if all(f"{m}{{" in text for m in WORKER_READY_SERIES):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker not ready in time; log {worker.log_path}")
+            time.sleep(0.5)
+        yield address
+    finally:
+        worker.stop()

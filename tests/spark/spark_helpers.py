@@ -1,0 +1,53 @@
+"""Helpers of the Spark bridge tests: tiny tables and comparisons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("k", pa.string()),
+        pa.field("v", pa.float64()),
+    ]
+)
+
+
+def rows(n: int, start: int = 0, k: str = "a") -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {"id": ids, "k": [k if i % 2 else f"{k}{i % 3}" for i in ids], "v": [i * 0.5 for i in ids]},
+        schema=SCHEMA,
+    )
+
+
+def make_table(
+    warehouse: Path, name: str = "db.t", *, pk: bool = True, buckets: int = 2, **kw: Any
+) -> Any:
+    from filestore import Catalog
+
+    cat = Catalog(str(warehouse))
+    db = name.split(".")[0]
+    if db not in cat.list_databases():
+        cat.create_database(db)
+    return cat.create_table(
+        name, SCHEMA, primary_key=["id"] if pk else None, options={"bucket": str(buckets), **kw}
+    )
+
+
+def commit(table: Any, data: pa.Table, barrier: int | None = None, user: str = "test") -> Any:
+    w = table.new_write(user)
+    w.write(data)
+    return w.commit(barrier=barrier)
+
+
+def sort(t: pa.Table, *cols: str) -> list[dict[str, Any]]:
+    keys = list(cols) or ["id"]
+    return sorted(t.to_pylist(), key=lambda r: tuple((r[c] is None, r[c]) for c in keys))
+
+
+def spark_rows(df: Any) -> pa.Table:
+    return df.toArrow()

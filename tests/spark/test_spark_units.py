@@ -1,0 +1,95 @@
+"""Unit tests of the Spark bridge's pure parts (no Spark session, no files beyond tmp)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringContains
+
+from bridge.spark.checkpoint import query_id, source_barrier
+from bridge.spark.errors import OptionError
+from bridge.spark.filters import conjunction
+from bridge.spark.logtier import Barrier, LogScanner, MarkerAt, admit
+from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, OffsetFormatError, barrier_of
+from bridge.spark.options import ReadOptions, WriteOptions
+
+
+def test_offsets_round_trip_and_are_deterministic() -> None:
+    f = FileOffset("db.t", 7, 1700, full=False)
+    assert FileOffset.from_json(json.loads(json.dumps(f.to_json()))) == f
+    log = LogOffset("db.t", {1: 5, 0: 3}, 42)
+    assert json.dumps(log.to_json()) == json.dumps(LogOffset("db.t", {0: 3, 1: 5}, 42).to_json())
+    assert list(log.to_json()["offsets"]) == ["0", "1"]
+    assert LogOffset.from_json(log.to_json()) == log
+    h = HybridOffset("db.t", "log", 3, {0: 9}, 11)
+    assert HybridOffset.from_json(h.to_json()) == h
+    assert barrier_of(h.to_json()) == 11 and barrier_of({"foo": 1}) is None
+    with pytest.raises(OffsetFormatError, match="not a dts file-tier offset"):
+        FileOffset.from_json(log.to_json())
+
+
+def test_source_barrier_reads_spark_offset_log(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    (ck / "offsets").mkdir(parents=True)
+    (ck / "metadata").write_text('{"id":"q-1"}')
+    meta = '{"batchWatermarkMs":0}'
+    a = json.dumps(FileOffset("db.a", 3, 100).to_json())
+    b = json.dumps(LogOffset("db.b", {0: 1}, 250).to_json())
+    (ck / "offsets" / "0").write_text(f"v1\n{meta}\n{a}\n{b}")
+    (ck / "offsets" / "1").write_text(f'v1\n{meta}\n{{"kafka":1}}\n-')
+    assert query_id(str(ck)) == "q-1"
+    assert source_barrier(str(ck), 0) == 250  # several dts sources: the greatest
+    assert source_barrier(f"file:{ck}", 1) is None  # no dts source in that batch
+
+
+def test_filters_become_arrow_expressions() -> None:
+    cols = {"a", "s"}
+    expr = conjunction([EqualTo(("a",), 1), GreaterThan(("a",), 0), Not(In(("a",), (5, 6)))], cols)
+    t = pa.table({"a": [1, 5, 2], "s": ["x", "y", "z"]})
+    assert t.filter(expr).column("a").to_pylist() == [1]
+    # unsupported or unknown-column filters are left to Spark
+    assert conjunction([StringContains(("s",), "x"), EqualTo(("zz",), 1)], cols) is None
+    assert t.filter(conjunction([IsNull(("s",))], cols)).num_rows == 0
+    assert isinstance(expr, pc.Expression)
+
+
+def test_options_validate() -> None:
+    base = {"warehouse": "/w", "path": "db.t"}
+    o = ReadOptions.parse({**base, "maxRowsPerTrigger": "10", "tier": "file"})
+    assert o.max_rows_per_trigger == 10 and o.wants_metadata
+    assert ReadOptions.parse({**base}).common.table == "db.t"
+    assert ReadOptions.parse({"warehouse": "/w", "path": "t"}).common.table == "default.t"
+    with pytest.raises(OptionError, match="tier"):
+        ReadOptions.parse({**base, "tier": "kafka"})
+    with pytest.raises(OptionError, match="at most one"):
+        ReadOptions.parse({**base, "snapshot-id": "1", "barrier": "2"})
+    with pytest.raises(OptionError, match=r"scan\.barrier"):
+        ReadOptions.parse({**base, "scan.mode": "from-barrier"})
+    with pytest.raises(OptionError, match="warehouse"):
+        ReadOptions.parse({"path": "db.t"})
+    w = WriteOptions.parse({**base, "create": "true", "primary-key": "id, k", "table.bucket": "2"})
+    assert w.create and w.primary_key == ["id", "k"] and w.table_options == {"bucket": "2"}
+
+
+def test_admission_takes_whole_barriers() -> None:
+    bs = [Barrier(1, {0: 3}, 5), Barrier(2, {0: 6}, 5), Barrier(3, {0: 9}, 5)]
+    assert admit(bs, None, None) is bs[-1]
+    assert admit(bs, 10, None) is bs[1]
+    assert admit(bs, 1, None) is bs[0]  # soft limit: at least one barrier
+    assert admit(bs, None, 2) is bs[1]
+    assert admit([], 10, 1) is None
+
+
+def test_scanner_completes_barriers_only_in_every_partition() -> None:
+    s = LogScanner("unused:1", "t", 2)
+    s.markers = {
+        0: [MarkerAt(2, 10, 0, 2), MarkerAt(5, 11, 3, 2)],
+        1: [MarkerAt(0, 10, -1, 0)],  # partition 1 has not seen barrier 11 yet
+    }
+    done = s.complete_barriers({0: 0, 1: 0})
+    assert [(b.barrier, b.ends, b.rows) for b in done] == [(10, {0: 3, 1: 1}, 2)]
+    assert s.complete_barriers({0: 3, 1: 1}) == []
