@@ -68,7 +68,9 @@ def changelog(n: int, seed: int = 7) -> pa.Table:
             "name": pa.array([f"customer-{i % 10_000}" for i in range(n)]),
             "amount": rng.normal(100, 30, n),
             "qty": rng.integers(0, 1000, n, dtype=np.int32),
-            "price": pa.array(rng.integers(0, 10**8, n)).cast(pa.decimal128(19, 0)).cast(pa.decimal128(12, 2)),
+            "price": pa.array(rng.integers(0, 10**8, n))
+            .cast(pa.decimal128(19, 0))
+            .cast(pa.decimal128(12, 2)),
             "day": pa.array(rng.integers(18000, 20000, n).astype(np.int32)).cast(pa.date32()),
             "updated": pa.array(rng.integers(1.6e15, 1.7e15, n)).cast(pa.timestamp("us")),
             "_row_kind": pa.array(kinds.tolist(), pa.string()),
@@ -91,7 +93,9 @@ def rate(n: int, seconds: float) -> float:
 
 def bench(rows: int, buckets: int) -> dict[str, float | int]:
     data = changelog(rows)
-    spec = LogSpec(f"bench.log_{uuid.uuid4().hex[:8]}", SCHEMA, ["id"], buckets, changelog_mode="all")
+    spec = LogSpec(
+        f"bench.log_{uuid.uuid4().hex[:8]}", SCHEMA, ["id"], buckets, changelog_mode="all"
+    )
     bk = bucketer(buckets)
     out: dict[str, float | int] = {"rows": rows, "buckets": buckets}
 
@@ -104,9 +108,14 @@ def bench(rows: int, buckets: int) -> dict[str, float | int]:
     keys = [k for e in encoded for k in e.keys.to_pylist()]
     values = [v.encode() for e in encoded for v in e.values.to_pylist()]
     parts = np.concatenate([e.partitions for e in encoded]).tolist()
-    raw = [RawRecord(p, i, k.encode(), v) for i, (p, k, v) in enumerate(zip(parts, keys, values, strict=True))]
+    raw = [
+        RawRecord(p, i, k.encode(), v)
+        for i, (p, k, v) in enumerate(zip(parts, keys, values, strict=True))
+    ]
     t0 = time.perf_counter()
-    decoded_rows = sum(decode_records(raw[i : i + BATCH], spec).table.num_rows for i in range(0, len(raw), BATCH))
+    decoded_rows = sum(
+        decode_records(raw[i : i + BATCH], spec).table.num_rows for i in range(0, len(raw), BATCH)
+    )
     out["decode_rows_per_s"] = rate(decoded_rows, time.perf_counter() - t0)
     del raw
 
@@ -127,7 +136,9 @@ def bench(rows: int, buckets: int) -> dict[str, float | int]:
         # -- produce: raw confluent-kafka, same bytes ---------------------------------
         raw_topic = f"bench.raw_{uuid.uuid4().hex[:8]}"
         create_topic(bs, raw_topic, buckets, {})
-        print(f"  producing {records:,} pre-encoded records with raw confluent-kafka ...", flush=True)
+        print(
+            f"  producing {records:,} pre-encoded records with raw confluent-kafka ...", flush=True
+        )
         p = Producer({"bootstrap.servers": bs, **PRODUCER_SETTINGS})
         t0 = time.perf_counter()
         produce = p.produce
@@ -180,7 +191,9 @@ def bench(rows: int, buckets: int) -> dict[str, float | int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--out", type=Path, default=Path("bench/results/logstore.json"))
@@ -190,15 +203,25 @@ def main() -> None:
     lines = [
         ("codec encode (rows/s)", res["encode_rows_per_s"], ""),
         ("codec decode (rows/s)", res["decode_rows_per_s"], ""),
-        ("LogWriter produce (rows/s)", res["writer_rows_per_s"], f"{res['writer_vs_raw_produce']:.2f}x raw"),
+        (
+            "LogWriter produce (rows/s)",
+            res["writer_rows_per_s"],
+            f"{res['writer_vs_raw_produce']:.2f}x raw",
+        ),
         ("raw confluent-kafka produce (rec/s)", res["raw_produce_records_per_s"], "1.00x"),
-        ("LogReader consume (rows/s)", res["reader_rows_per_s"], f"{res['reader_vs_raw_consume']:.2f}x raw"),
+        (
+            "LogReader consume (rows/s)",
+            res["reader_rows_per_s"],
+            f"{res['reader_vs_raw_consume']:.2f}x raw",
+        ),
         ("raw confluent-kafka consume (rec/s)", res["raw_consume_records_per_s"], "1.00x"),
     ]
     print(f"\n{'measure':<40}{'rate':>14}  ratio")
     for name, value, ratio in lines:
         print(f"{name:<40}{value:>14,.0f}  {ratio}")
-    print(f"(rows {res['rows']:,} -> {res['records']:,} Kafka records: -U/+U pairs travel as one 'u')")
+    print(
+        f"(rows {res['rows']:,} -> {res['records']:,} Kafka records: -U/+U pairs travel as one 'u')"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2))
     print(f"results written to {args.out}")

@@ -16,6 +16,7 @@ already committed returns that snapshot and writes nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from filestore.table import Table
 
 _MANIFEST_ENTRIES_PER_FILE = 100_000
+
+log = logging.getLogger(__name__)
 
 
 class TableCommit:
@@ -93,13 +96,21 @@ class TableCommit:
                     return snap or latest
             if not messages and barrier is None and log_offsets is None and kind == APPEND:
                 return latest
+            attempt = messages
+            if kind == APPEND and self.table.options.changelog_producer == "lookup":
+                from filestore.changes import lookup_changelog
+
+                attempt = lookup_changelog(self.table, latest, messages)
             snapshot, written = self._build(
-                latest, messages, identifier, barrier, log_offsets, kind, overwrite_partition
+                latest, attempt, identifier, barrier, log_offsets, kind, overwrite_partition
             )
             if self.snapshots.try_commit(snapshot):
+                self._after_commit(snapshot, messages, kind)
                 return snapshot
             for name in written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.table.paths.manifest(name))
+            if attempt is not messages:  # and so is the changelog looked up for it
+                self._delete_changelog(attempt, messages)
         raise CommitConflict(
             f"table {self.table.name}: gave up after {max_retries} retries against concurrent "
             "commits; retry the commit"
@@ -115,6 +126,40 @@ class TableCommit:
                 )
 
     # -- internals ------------------------------------------------------
+    def _after_commit(
+        self, snapshot: Snapshot, messages: Sequence[CommitMessage], kind: str
+    ) -> None:
+        """Auto-compaction of the buckets just written, then snapshot expiration.
+
+        Both are housekeeping: the commit already succeeded, so a failure here is
+        logged and left to the next commit (or `dts table compact/expire`).
+        """
+        from filestore.compaction import compact_after_commit
+        from filestore.expire import expire_after_commit
+
+        options = self.table.options
+        try:
+            if options.auto_compaction and kind != COMPACT:
+                touched = {(m.partition, m.bucket) for m in messages if m.new_files}
+                compact_after_commit(self.table, snapshot, touched, self.commit_user)
+            expire_after_commit(self.table)
+        except FileStoreError as e:
+            log.warning(
+                "table %s: housekeeping after commit %d failed: %s", self.table.name, snapshot.id, e
+            )
+
+    def _delete_changelog(
+        self, attempt: Sequence[CommitMessage], original: Sequence[CommitMessage]
+    ) -> None:
+        keep = {f.file_name for m in original for f in m.changelog_files}
+        keys = self.table.schema.partition_keys
+        for m in attempt:
+            for f in m.changelog_files:
+                if f.file_name not in keep:
+                    self.io.delete_file(
+                        self.table.paths.data_file(keys, m.partition, m.bucket, f.file_name)
+                    )
+
     def _live(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
         if snapshot is None:
             return []
@@ -206,6 +251,17 @@ class TableCommit:
         base_metas = self._base_metas(latest, schema.id, written)
         base_list = self.manifests.write_list(base_metas)
         written.append(base_list)
+        changelog = [
+            ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+            for m in messages
+            for f in m.changelog_files
+        ]
+        changelog_list = None
+        if changelog:
+            changelog_meta = self.manifests.write_manifest(changelog, schema.id)
+            written.append(changelog_meta.file_name)
+            changelog_list = self.manifests.write_list([changelog_meta])
+            written.append(changelog_list)
         added = sum(e.file.row_count for e in entries if e.kind == ADD)
         removed = sum(e.file.row_count for e in entries if e.kind == DELETE)
         max_seq = max(
@@ -222,7 +278,7 @@ class TableCommit:
             schema_id=schema.id,
             base_manifest_list=base_list,
             delta_manifest_list=delta_list,
-            changelog_manifest_list=None,
+            changelog_manifest_list=changelog_list,
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=kind,
@@ -231,7 +287,7 @@ class TableCommit:
             log_offsets=offsets,
             total_record_count=(latest.total_record_count if latest else 0) + added - removed,
             delta_record_count=added - removed,
-            changelog_record_count=0,
+            changelog_record_count=sum(e.file.row_count for e in changelog),
             max_sequence_number=max_seq,
         )
         return snapshot, written

@@ -6,8 +6,8 @@ for hours still sees commits and schema changes made by other processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +23,11 @@ from filestore.scan import Split, TableScan
 from filestore.schema import SchemaManager, TableSchema, evolve
 from filestore.snapshot import Snapshot, SnapshotManager
 from filestore.write import TableWrite
+
+if TYPE_CHECKING:
+    from filestore.compaction import CompactResult
+    from filestore.expire import ExpireResult, OrphanResult
+    from filestore.rollback import RollbackResult
 
 
 class Table:
@@ -203,5 +208,72 @@ class Table:
         return pa.Table.from_batches(batches, schema=reader.output_schema())
 
     def changes(self, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:
-        """Row changes between two snapshots with ``_row_kind`` (lands with issue 3)."""
-        raise NotImplementedError("Table.changes() arrives with changelog support (issue 3)")
+        """Rows that changed after start up to end, with ``_row_kind`` (+I, -U, +U, -D).
+
+        Replaying them in order onto the state at start gives the state at end
+        (see filestore.changes for what ``changelog-producer`` changes).
+        """
+        from filestore.changes import table_changes
+
+        return table_changes(self, start_snapshot_id, end_snapshot_id)
+
+    # -- lifecycle ------------------------------------------------------
+    def compact(
+        self,
+        *,
+        full: bool = False,
+        partition: dict[str, Any] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        commit_user: str = "compactor",
+    ) -> CompactResult:
+        """Compact buckets that need it (all of them into one run with ``full``)."""
+        from filestore.compaction import Compactor
+
+        return Compactor(self, commit_user).compact(
+            full=full, partition=partition, progress=progress
+        )
+
+    def expire(
+        self,
+        *,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than_ms: int | None = None,
+    ) -> ExpireResult:
+        """Expire old snapshots (arguments override the snapshot.* retention options)."""
+        from filestore.expire import expire_snapshots
+
+        return expire_snapshots(
+            self, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms
+        )
+
+    def remove_orphans(
+        self, older_than_ms: int = 86_400_000, *, dry_run: bool = False
+    ) -> OrphanResult:
+        """Delete unreferenced files older than the safety window (default one day)."""
+        from filestore.expire import remove_orphans
+
+        return remove_orphans(self, older_than_ms, dry_run=dry_run)
+
+    def create_tag(self, name: str, snapshot_id: int | None = None) -> Snapshot:
+        from filestore.tags import create_tag
+
+        return create_tag(self, name, snapshot_id)
+
+    def list_tags(self) -> list[tuple[str, Snapshot]]:
+        from filestore.tags import list_tags
+
+        return list_tags(self)
+
+    def delete_tag(self, name: str) -> Snapshot:
+        from filestore.tags import delete_tag
+
+        return delete_tag(self, name)
+
+    def rollback_to(
+        self, snapshot_id: int | None = None, *, tag: str | None = None
+    ) -> RollbackResult:
+        """Make a snapshot (or a tag) the latest again; stop writers first."""
+        from filestore.rollback import rollback_to
+
+        return rollback_to(self, snapshot_id, tag=tag)

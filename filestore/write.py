@@ -12,9 +12,10 @@ concurrent writers never produce an order that no serial execution could.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,7 +24,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from filestore.bucket import bucket_ids
-from filestore.data_file import DataFileMeta, compute_value_stats, key_range_bytes
+from filestore.data_file import (
+    FILE_SOURCE_APPEND,
+    DataFileMeta,
+    compute_value_stats,
+    key_range_bytes,
+)
 from filestore.errors import FileStoreError
 from filestore.merge import merge
 from filestore.messages import CommitMessage
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
     from filestore.table import Table
 
 _CLOCK_SHIFT = 20
+
+log = logging.getLogger(__name__)
 
 PartitionBucket = tuple[tuple[str | None, ...], int]
 
@@ -132,8 +140,13 @@ class TableWrite:
         self._buffers: dict[PartitionBucket, _Buffer] = {}
         self._buffered_bytes = 0
         self._pending: dict[PartitionBucket, list[DataFileMeta]] = {}
+        self._pending_changelog: dict[PartitionBucket, list[DataFileMeta]] = {}
         self._closed = False
         self._next_identifier: int | None = None
+        # write stall (num-sorted-run.stop-trigger): visible to the worker's metrics
+        self.stall_count = 0
+        self.stall_seconds = 0.0
+        self._runs_at: tuple[int | None, dict[PartitionBucket, int]] | None = None
 
     # -- writing ---------------------------------------------------------
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
@@ -173,11 +186,93 @@ class TableWrite:
     def flush(self) -> None:
         """Write every buffered partition/bucket as a level-0 sorted run (not yet visible)."""
         for key, buf in self._buffers.items():
-            meta = self._write_file(key, pa.concat_tables(buf.tables))
+            data = pa.concat_tables(buf.tables)
+            if self.options.changelog_producer == "input":
+                self._write_changelog(key, data)
+            meta = self._write_file(key, data)
             if meta is not None:
                 self._pending.setdefault(key, []).append(meta)
+                self._stall_if_needed(key)
         self._buffers.clear()
         self._buffered_bytes = 0
+
+    def _write_changelog(self, key: PartitionBucket, data: pa.Table) -> None:
+        """changelog-producer=input: the rows as written, before merging, in sequence order."""
+        from filestore.compaction import write_bucket_file
+
+        partition, bucket = key
+        meta = write_bucket_file(
+            self.table,
+            self.schema,
+            partition,
+            bucket,
+            data,
+            level=0,
+            file_source="APPEND",
+            prefix="changelog",
+        )
+        self._pending_changelog.setdefault(key, []).append(meta)
+
+    def _committed_runs(self, key: PartitionBucket) -> int:
+        from filestore.compaction import run_counts
+
+        latest_id = self.table.snapshot_manager.latest_id()
+        if self._runs_at is None or self._runs_at[0] != latest_id:
+            snap = self.table.snapshot_manager.get(latest_id) if latest_id else None
+            self._runs_at = (latest_id, run_counts(self.table, snap))
+        return self._runs_at[1].get(key, 0)
+
+    def _stall_if_needed(self, key: PartitionBucket) -> None:
+        """At num-sorted-run.stop-trigger runs, compact inline before taking more writes.
+
+        Uncommitted flushes of this writer are merged into one run; if the committed
+        runs alone are at the limit (auto-compaction off or losing races), the bucket
+        is compacted and committed here, blocking this writer meanwhile.
+        """
+        pending = self._pending.get(key, [])
+        stop = self.options.num_sorted_run_stop_trigger
+        committed = self._committed_runs(key)
+        if committed + len(pending) < stop:
+            return
+        started = time.monotonic()
+        self.stall_count += 1
+        log.warning(
+            "table %s partition %s bucket %d: %d sorted runs reached "
+            "num-sorted-run.stop-trigger %d; writer stalls to compact (stall #%d)",
+            self.table.name,
+            list(key[0]),
+            key[1],
+            committed + len(pending),
+            stop,
+            self.stall_count,
+        )
+        if len(pending) > 1:
+            self._merge_pending(key)
+        if committed + 1 >= stop:
+            from filestore.compaction import Compactor
+
+            try:
+                Compactor(self.table, f"{self.commit_user}-compact").compact(buckets=[key])
+            except FileStoreError as e:  # a concurrent compaction did it: fine
+                log.info("table %s: stall compaction skipped: %s", self.table.name, e)
+        self.stall_seconds += time.monotonic() - started
+
+    def _merge_pending(self, key: PartitionBucket) -> None:
+        from filestore.compaction import CompactUnit, rewrite
+
+        files = self._pending[key]
+        partition, bucket = key
+        merged = rewrite(
+            self.table, partition, bucket, CompactUnit(0, tuple(files), drop_deletes=False)
+        )
+        # still the writer's own level-0 output, not a compaction of committed files
+        self._pending[key] = [replace(f, file_source=FILE_SOURCE_APPEND, level=0) for f in merged]
+        for f in files:
+            self.table.io.delete_file(
+                self.table.paths.data_file(
+                    self.schema.partition_keys, partition, bucket, f.file_name
+                )
+            )
 
     def _write_file(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta | None:
         partition, bucket = key
@@ -227,11 +322,13 @@ class TableWrite:
                 partition=part,
                 bucket=bucket,
                 total_buckets=self.options.bucket,
-                new_files=tuple(files),
+                new_files=tuple(self._pending.get((part, bucket), ())),
+                changelog_files=tuple(self._pending_changelog.get((part, bucket), ())),
             )
-            for (part, bucket), files in self._pending.items()
+            for (part, bucket) in {**self._pending, **self._pending_changelog}
         ]
         self._pending.clear()
+        self._pending_changelog.clear()
         return messages
 
     def commit(
@@ -273,7 +370,8 @@ class TableWrite:
         """Drop buffered rows and delete flushed files that were never prepared."""
         if self._closed:
             return
-        for (part, bucket), files in self._pending.items():
+        pending = [*self._pending.items(), *self._pending_changelog.items()]
+        for (part, bucket), files in pending:
             for f in files:
                 self.table.io.delete_file(
                     self.table.paths.data_file(
@@ -281,6 +379,7 @@ class TableWrite:
                     )
                 )
         self._pending.clear()
+        self._pending_changelog.clear()
         self._buffers.clear()
         self._closed = True
 

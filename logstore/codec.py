@@ -365,7 +365,7 @@ def _read_json(lines: Sequence[bytes], schema: pa.Schema) -> pa.Table:
     longest = max(len(v) for v in lines)
     table = pj.read_json(
         io.BytesIO(joined),
-        read_options=pj.ReadOptions(block_size=max(1 << 22, 2 * longest + 64)),
+        read_options=pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 64)),
         parse_options=pj.ParseOptions(
             explicit_schema=schema,
             unexpected_field_behavior="ignore",

@@ -8,9 +8,16 @@ import click
 
 
 @click.command()
-@click.option("--warehouse", "-w", envvar="DTS_WAREHOUSE", required=True, help="Warehouse root (path or URI).")
 @click.option(
-    "--bootstrap", "-b", envvar="DTS_BOOTSTRAP", default="127.0.0.1:9092", show_default=True, help="Kafka bootstrap servers."
+    "--warehouse", "-w", envvar="DTS_WAREHOUSE", required=True, help="Warehouse root (path or URI)."
+)
+@click.option(
+    "--bootstrap",
+    "-b",
+    envvar="DTS_BOOTSTRAP",
+    default="127.0.0.1:9092",
+    show_default=True,
+    help="Kafka bootstrap servers.",
 )
 @click.option(
     "--tables",
@@ -18,10 +25,36 @@ import click
     multiple=True,
     help="Tables to consume (db.table; repeat or comma-separate). Default: every table with a log.",
 )
-@click.option("--web-port", type=int, default=6066, show_default=True, help="Port of /metrics and /status (0: any free port).")
-@click.option("--web-host", default="127.0.0.1", show_default=True, help="Address the web server binds.")
-@click.option("--group", default="dts-worker", show_default=True, help="Consumer group: workers sharing it share the load.")
-@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--web-port",
+    type=int,
+    default=6066,
+    show_default=True,
+    help="Port of /metrics and /status (0: any free port).",
+)
+@click.option(
+    "--web-host", default="127.0.0.1", show_default=True, help="Address the web server binds."
+)
+@click.option(
+    "--group",
+    default="dts-worker",
+    show_default=True,
+    help="Consumer group: workers sharing it share the load.",
+)
+@click.option(
+    "--session-timeout",
+    type=float,
+    default=6.0,
+    show_default=True,
+    help="Consumer-group session timeout in seconds: how fast a dead worker's buckets move "
+    "(Apache Kafka accepts >= 6 by default).",
+)
+@click.option(
+    "--log-level",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
 def worker(
     warehouse: str,
     bootstrap: str,
@@ -29,6 +62,7 @@ def worker(
     web_port: int,
     web_host: str,
     group: str,
+    session_timeout: float,
     log_level: str,
 ) -> None:
     """Consume every table's log and commit one FileStore snapshot per barrier.
@@ -47,7 +81,15 @@ def worker(
     names = [n.strip() for t in tables for n in t.split(",") if n.strip()] or None
     port = web_port or free_port()
     config = WorkerConfig(
-        warehouse=warehouse, bootstrap=bootstrap, tables=names, group=group, web_host=web_host, web_port=port
+        warehouse=warehouse,
+        bootstrap=bootstrap,
+        tables=names,
+        group=group,
+        web_host=web_host,
+        web_port=port,
+        session_timeout_s=session_timeout,
+        rebalance_timeout_s=session_timeout,
+        heartbeat_interval_s=min(0.5, session_timeout / 6),
     )
     try:
         app = create_app(config)
@@ -62,4 +104,6 @@ def worker(
     click.echo(f"  metrics    {base}/metrics")
     click.echo("  stop with Ctrl-C", nl=True)
     logging.getLogger("bridge").setLevel(log_level.upper())
-    faust.Worker(app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True).execute_from_commandline()
+    faust.Worker(
+        app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True
+    ).execute_from_commandline()

@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 DEFAULT_DATABASE = "default"
 MAX_INT64 = 2**53 - 1  # the JSON-safe integer range; barrier ids are epoch ms
@@ -43,10 +43,21 @@ TableName = Annotated[
 JobId = Annotated[
     str, Field(min_length=1, max_length=128, pattern=JOB_ID_PATTERN), AfterValidator(_check_job_id)
 ]
-# Strict: JSON true/false or 1.0 are not ids (pydantic's lax mode would accept them).
-BarrierId = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64, description="epoch milliseconds")]
-SnapshotId = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)]
-Millis = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)]
+
+
+def _no_bool(v: object) -> object:
+    # JSON true/false is no number (pydantic's lax mode would read it as 1/0); 7.0 is an
+    # integer to JSON Schema, so lax int parsing stays for the rest.
+    if isinstance(v, bool):
+        raise ValueError("expected an integer, not a boolean")
+    return v
+
+
+_NO_BOOL = BeforeValidator(_no_bool)
+BarrierId = Annotated[int, Field(ge=0, le=MAX_INT64, description="epoch milliseconds"), _NO_BOOL]
+SnapshotId = Annotated[int, Field(ge=0, le=MAX_INT64), _NO_BOOL]
+Millis = Annotated[int, Field(ge=0, le=MAX_INT64), _NO_BOOL]
+TimeoutMs = Annotated[int, Field(ge=100, le=86_400_000), _NO_BOOL]
 
 
 class _Model(BaseModel):
@@ -74,9 +85,7 @@ class JobSpec(_Model):
     kind: JobKind
     sources: list[TableName] = Field(default_factory=list, max_length=1000)
     sinks: list[TableName] = Field(min_length=1, max_length=1000)
-    heartbeat_timeout_ms: Annotated[int, Strict()] | None = Field(
-        None, ge=100, le=86_400_000, description="service default when omitted"
-    )
+    heartbeat_timeout_ms: TimeoutMs | None = Field(None, description="service default when omitted")
     description: str = Field("", max_length=1000)
 
 

@@ -22,5 +22,7 @@ def resolve_snapshot_id(table: Any, opts: ReadOptions) -> int | None:
 
     None means the table has no snapshot yet (an empty read).
     """
-    snap = table.resolve_snapshot(opts.snapshot_id, barrier=opts.barrier, timestamp=opts.timestamp, tag=opts.tag)
+    snap = table.resolve_snapshot(
+        opts.snapshot_id, barrier=opts.barrier, timestamp=opts.timestamp, tag=opts.tag
+    )
     return None if snap is None else int(snap.id)

@@ -85,10 +85,10 @@ class StagedTableWriter(DataSourceArrowWriter):
 class SkipWriter(DataSourceArrowWriter):
     """CREATE TABLE IF NOT EXISTS ... AS SELECT on an existing table: write nothing."""
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> None:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
         for _ in iterator:  # Spark computes the input anyway; drop it
             pass
-        return None
+        return DtsCommitMessage()
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         return None

@@ -77,7 +77,10 @@ def commit_to_log(
     spec = log_spec(table)
     fs, _ = _staging_dir(opts, commit_user)
     writer = open_log_writer(
-        table, opts.common.bootstrap, transactional_id=f"dts-spark-{commit_user}", barrier_interval_s=None
+        table,
+        opts.common.bootstrap,
+        transactional_id=f"dts-spark-{commit_user}",
+        barrier_interval_s=None,
     )
     try:
         if barrier is not None and barrier <= writer.last_barrier:

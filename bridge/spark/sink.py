@@ -86,7 +86,7 @@ def write_task(table: Any, commit_user: str, batches: Iterator[pa.RecordBatch]) 
 def _messages(table: Any, messages: list[Any]) -> list[Any]:
     from filestore import CommitMessage
 
-    out = []
+    out: list[Any] = []
     for m in messages:
         if isinstance(m, DtsCommitMessage):
             out.extend(CommitMessage.from_json(j) for j in m.messages)

@@ -31,9 +31,7 @@ class Segment:
     next_offset: int | None = None
 
 
-def split_at_markers(
-    row_offsets: np.ndarray, markers: Sequence[tuple[int, int]]
-) -> list[Segment]:
+def split_at_markers(row_offsets: np.ndarray, markers: Sequence[tuple[int, int]]) -> list[Segment]:
     """Cut one bucket's rows (sorted by offset) at its markers ``(offset, barrier)``.
 
     Returns one segment per marker (possibly empty) and a trailing open segment
@@ -74,6 +72,8 @@ def stale_barriers(prepared: Iterable[int], last_committed: int | None) -> list[
     return sorted(b for b in prepared if b <= last_committed)
 
 
-def missing_buckets(prepared: Mapping[int, Iterable[int]], barrier: int, num_buckets: int) -> list[int]:
+def missing_buckets(
+    prepared: Mapping[int, Iterable[int]], barrier: int, num_buckets: int
+) -> list[int]:
     """Buckets that have not prepared ``barrier`` yet (for /status and logs)."""
     return sorted(set(range(num_buckets)) - set(prepared.get(barrier, ())))

@@ -76,10 +76,12 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     for slot in runtime.by_topic.values():
         attach_consumption_agent(app, slot, config, commit_now)
 
-    async def on_revoked(sender: Any, revoked: Set[TP], **_: Any) -> None:
+    async def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        revoked: Set[TP] = args[0] if args else kwargs.get("revoked", set())
         runtime.on_revoked(revoked)
 
-    app.on_partitions_revoked.connect(on_revoked)
+    # mode's stubs want a positional-only sender; Faust calls (sender, revoked, signal=...)
+    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
 
     async def commit_tick() -> None:
         await commit_now()
@@ -90,10 +92,10 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     app.timer(config.commit_poll_s, name="dts-commit")(commit_tick)
     app.timer(config.status_poll_s, name="dts-status")(status_tick)
 
-    async def on_shutdown(sender: Any, **_: Any) -> None:
+    async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         runtime.close()
 
-    app.on_before_shutdown.connect(on_shutdown)
+    app.on_before_shutdown.connect(on_shutdown)  # type: ignore[arg-type]
     attach_views(app, metrics, status)
     return app
 

@@ -61,6 +61,7 @@ class BucketWriter:
         self._transactional = transactional
         self._rows = 0
         self._pending: list[pa.Table] = []
+        self._stall_seen = 0.0
         self.closed = False
         status.owned = True
         status.next_offset = next_offset
@@ -91,6 +92,17 @@ class BucketWriter:
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows:
             self._writer.write(rows)
+
+    def take_stall_seconds(self) -> float:
+        """Seconds the FileStore writer stalled (stop trigger) since the last call.
+
+        The writer blocks while it stalls, so this bucket's agent stops taking
+        records and Faust stops fetching once its bounded buffers are full:
+        backpressure without growing memory.
+        """
+        total = float(getattr(self._writer, "stall_seconds", 0.0) or 0.0)
+        delta, self._stall_seen = total - self._stall_seen, total
+        return max(delta, 0.0)
 
     def advance(self, next_offset: int, last_ts_ms: int | None) -> None:
         """Records before ``next_offset`` are consumed (written, skipped or DLQ'd)."""

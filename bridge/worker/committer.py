@@ -70,10 +70,12 @@ class TableCommitter:
             self.store.drop(barrier)
             prepared.pop(barrier, None)
         done: list[int] = []
-        while (barrier := next_committable(prepared, self.num_buckets, self.last_committed)) is not None:
-            self._commit_one(barrier)
-            prepared.pop(barrier, None)
-            done.append(barrier)
+        while (
+            nxt := next_committable(prepared, self.num_buckets, self.last_committed)
+        ) is not None:
+            self._commit_one(nxt)
+            prepared.pop(nxt, None)
+            done.append(nxt)
         return done
 
     def _commit_one(self, barrier: int) -> None:

@@ -31,7 +31,10 @@ class WorkerMetrics:
             "dts_worker_records_out", "Rows handed to the FileStore writer", _TB, registry=r
         )
         self.dlq_records = Counter(
-            "dts_worker_dlq_records", "Undecodable records sent to the dead-letter queue", _TB, registry=r
+            "dts_worker_dlq_records",
+            "Undecodable records sent to the dead-letter queue",
+            _TB,
+            registry=r,
         )
         self.barrier_last_seen = Gauge(
             "dts_worker_barrier_last_seen_id",
@@ -56,10 +59,16 @@ class WorkerMetrics:
             "dts_worker_memtable_bytes", "Bytes buffered since the last prepare", _TB, registry=r
         )
         self.stall_seconds = Counter(
-            "dts_worker_stall_seconds", "Time consumption was paused by backpressure", _TB, registry=r
+            "dts_worker_stall_seconds",
+            "Time consumption was paused by backpressure",
+            _TB,
+            registry=r,
         )
         self.lag_records = Gauge(
-            "dts_worker_consumer_lag_records", "Records between the bucket's position and the log end", _TB, registry=r
+            "dts_worker_consumer_lag_records",
+            "Records between the bucket's position and the log end",
+            _TB,
+            registry=r,
         )
         self.lag_ms = Gauge(
             "dts_worker_consumer_lag_ms",

@@ -26,7 +26,9 @@ class TableSlot:
 
 
 class WorkerRuntime:
-    def __init__(self, tables: list[TableWorker], metrics: WorkerMetrics, status: WorkerStatus) -> None:
+    def __init__(
+        self, tables: list[TableWorker], metrics: WorkerMetrics, status: WorkerStatus
+    ) -> None:
         self.metrics = metrics
         self.status = status
         self.by_topic: dict[str, TableSlot] = {t.topic: TableSlot(t) for t in tables}

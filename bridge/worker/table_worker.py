@@ -19,7 +19,7 @@ import pyarrow as pa
 from bridge.worker import faults
 from bridge.worker.alignment import split_at_markers
 from bridge.worker.bucket import BucketWriter, TableWriteLike
-from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitter, TableCommitLike
+from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableCommitter
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
@@ -134,8 +134,10 @@ class TableWorker:
     def accepts(self, partition: int, offset: int, generation: int | None) -> bool:
         """Only records of owned buckets, of the current assignment, not yet consumed."""
         w = self.buckets.get(partition)
-        return w is not None and offset >= w.next_offset and (
-            generation is None or generation == w.generation
+        return (
+            w is not None
+            and offset >= w.next_offset
+            and (generation is None or generation == w.generation)
         )
 
     def process(self, records: Sequence[RawRecord]) -> list[PreparedRecord]:
@@ -188,6 +190,10 @@ class TableWorker:
             prepared.append(writer.close_barrier(seg.barrier, seg.next_offset))
             faults.reach("prepared")
             self.metrics.barrier_last_seen.labels(**labels).set(seg.barrier)
+            stalled = writer.take_stall_seconds()
+            if stalled:
+                self.metrics.stall_seconds.labels(**labels).inc(stalled)
+                writer.status.stall_seconds += stalled
         self.metrics.memtable_bytes.labels(**labels).set(writer.status.memtable_bytes)
         return prepared
 

@@ -115,7 +115,9 @@ def build_table_worker(
     )
 
 
-def build_table_workers(config: WorkerConfig, metrics: WorkerMetrics, status: WorkerStatus) -> list[TableWorker]:
+def build_table_workers(
+    config: WorkerConfig, metrics: WorkerMetrics, status: WorkerStatus
+) -> list[TableWorker]:
     from filestore import Catalog
 
     catalog = Catalog(config.warehouse)

@@ -32,7 +32,16 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32
 
 def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "broker", "--port", "0", "--data", str(tmp_path / "b")],
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "broker",
+            "--port",
+            "0",
+            "--data",
+            str(tmp_path / "b"),
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -53,8 +62,16 @@ def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path)
     assert (tmp_path / "b" / "broker.log").exists()
 
 
-def _debezium(op: str, before: dict | None, after: dict | None, include_schema: bool = False) -> bytes:
-    env = {"before": before, "after": after, "op": op, "ts_ms": 1, "source": {"connector": "postgresql"}}
+def _debezium(
+    op: str, before: dict | None, after: dict | None, include_schema: bool = False
+) -> bytes:
+    env = {
+        "before": before,
+        "after": after,
+        "op": op,
+        "ts_ms": 1,
+        "source": {"connector": "postgresql"},
+    }
     return orjson.dumps({"schema": {"type": "struct"}, "payload": env} if include_schema else env)
 
 
@@ -69,18 +86,27 @@ def _read_log(bootstrap: str, table) -> pa.Table:  # type: ignore[no-untyped-def
     spec = log_spec_for(table)
     with LogReader(bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
         data, _ = r.read_all()
-    return pa.concat_tables([d.table for d in data]) if data else pa.table({"id": pa.array([], pa.int64())})
+    return (
+        pa.concat_tables([d.table for d in data])
+        if data
+        else pa.table({"id": pa.array([], pa.int64())})
+    )
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)]
+        return [
+            tp.offset
+            for tp in c.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+        ]
     finally:
         c.close()
 
 
-def test_dts_ingest_copies_exactly_once_with_barriers(broker: EmbeddedBroker, warehouse: Path) -> None:
+def test_dts_ingest_copies_exactly_once_with_barriers(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
     name = f"db.{unique_topic('ing').split('.')[-1]}"
     table = Catalog(str(warehouse)).create_table(
         name, SCHEMA, primary_key=["id"], options={"bucket": "2", "log.changelog-mode": "all"}
@@ -96,13 +122,28 @@ def test_dts_ingest_copies_exactly_once_with_barriers(broker: EmbeddedBroker, wa
         + [(4, b"{not json")],
     )
     args = ["ingest", "--from-topic", source, "--table", name, "--warehouse", str(warehouse)]
-    args += ["--bootstrap", broker.bootstrap, "--lenient", "--idle-exit", "2", "--barrier-interval", "0.2"]
+    args += [
+        "--bootstrap",
+        broker.bootstrap,
+        "--lenient",
+        "--idle-exit",
+        "2",
+        "--barrier-interval",
+        "0.2",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "9 records" in result.output and "1 dead letters" in result.output
 
     log = _read_log(broker.bootstrap, table)
-    got = sorted(zip(log["id"].to_pylist(), log["name"].to_pylist(), log["_row_kind"].to_pylist(), strict=True))
+    got = sorted(
+        zip(
+            log["id"].to_pylist(),
+            log["name"].to_pylist(),
+            log["_row_kind"].to_pylist(),
+            strict=True,
+        )
+    )
     want = sorted(
         [(i, "v1", "+I") for i in range(6)] + [(1, "v1", "-U"), (1, "v2", "+U"), (2, "v1", "-D")]
     )
@@ -116,14 +157,18 @@ def test_dts_ingest_copies_exactly_once_with_barriers(broker: EmbeddedBroker, wa
     _produce_source(broker.bootstrap, source, [(7, _debezium("r", None, row(7, "snap")))])
     third = CliRunner().invoke(cli, args)
     assert "done: 1 records" in third.output
-    assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == sorted([i for i, *_ in want] + [7])
+    assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == sorted(
+        [i for i, *_ in want] + [7]
+    )
 
 
 def test_failed_ingest_aborts_and_resumes_without_loss_or_duplicates(
     broker: EmbeddedBroker, warehouse: Path
 ) -> None:
     name = f"db.{unique_topic('ingx').split('.')[-1]}"
-    table = Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    table = Catalog(str(warehouse)).create_table(
+        name, SCHEMA, primary_key=["id"], options={"bucket": "2"}
+    )
     spec = log_spec_for(table)
     source = unique_topic("srcx")
     create_topic(broker.bootstrap, source, 3, {})
@@ -138,7 +183,9 @@ def test_failed_ingest_aborts_and_resumes_without_loss_or_duplicates(
     assert _read_log(broker.bootstrap, table).num_rows == 0  # the aborted barrier is invisible
     assert all(o < 0 for o in _committed(broker.bootstrap, strict.group_id, source))
 
-    lenient = Ingestor(broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=0.2, lenient=True)
+    lenient = Ingestor(
+        broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=0.2, lenient=True
+    )
     stats = lenient.run(idle_exit_s=2)
     lenient.close()
     assert stats.dead_letters == 1 and stats.rows == 9
@@ -150,8 +197,16 @@ def test_open_log_writer_uses_the_filestore_bucket(broker: EmbeddedBroker, wareh
     from filestore.bucket import bucket_ids
 
     name = f"db.{unique_topic('tw').split('.')[-1]}"
-    table = Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "4"})
-    rows = pa.table({"id": pa.array(range(40), pa.int64()), "name": ["n"] * 40, "day": pa.nulls(40, pa.date32())})
+    table = Catalog(str(warehouse)).create_table(
+        name, SCHEMA, primary_key=["id"], options={"bucket": "4"}
+    )
+    rows = pa.table(
+        {
+            "id": pa.array(range(40), pa.int64()),
+            "name": ["n"] * 40,
+            "day": pa.nulls(40, pa.date32()),
+        }
+    )
     with open_log_writer(table, broker.bootstrap, barrier_interval_s=None) as w:
         w.write(rows)
         b = w.barrier()

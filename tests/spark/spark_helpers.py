@@ -51,3 +51,17 @@ def sort(t: pa.Table, *cols: str) -> list[dict[str, Any]]:
 
 def spark_rows(df: Any) -> pa.Table:
     return df.toArrow()
+
+
+def data_snapshots(t: Any) -> list[Any]:
+    """Snapshots made by writers (auto-compaction may add COMPACT ones in between)."""
+    return [s for s in t.snapshots() if s.commit_kind != "COMPACT"]
+
+
+def barriers(t: Any) -> list[int]:
+    """Distinct barriers of a table's snapshots, in commit order."""
+    out: list[int] = []
+    for s in t.snapshots():
+        if s.barrier is not None and s.barrier not in out:
+            out.append(s.barrier)
+    return out

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import commit, make_table, rows, sort
+from spark_helpers import commit, data_snapshots, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
 
@@ -66,16 +66,16 @@ def test_changes_read_has_row_kinds(dts: Any, warehouse: Path) -> None:
 
 def test_batch_write_append_and_overwrite_one_snapshot_each(dts: Any, warehouse: Path) -> None:
     t = make_table(warehouse, "db.w", pk=False)
-    before = len(t.snapshots())
+    before = len(data_snapshots(t))
     df = dts.createDataFrame(rows(30)).repartition(3)
     df.write.format("dts").option("warehouse", str(warehouse)).mode("append").save("db.w")
-    assert len(t.snapshots()) == before + 1
+    assert len(data_snapshots(t)) == before + 1
     assert t.read().num_rows == 30
     df.write.format("dts").option("warehouse", str(warehouse)).mode("append").save("db.w")
     assert t.read().num_rows == 60
     small = dts.createDataFrame(rows(5, start=100))
     small.write.format("dts").option("warehouse", str(warehouse)).mode("overwrite").save("db.w")
-    snaps = t.snapshots()
+    snaps = data_snapshots(t)
     assert len(snaps) == before + 3 and snaps[-1].commit_kind == "OVERWRITE"
     assert sort(t.read()) == sort(rows(5, start=100))
 
@@ -96,6 +96,6 @@ def test_failed_batch_write_leaves_nothing_visible(dts: Any, warehouse: Path) ->
     df = dts.createDataFrame(rows(40)).repartition(2).withColumn("v", boom("v"))
     with pytest.raises(Exception, match="task failure on purpose"):
         df.write.format("dts").option("warehouse", str(warehouse)).mode("append").save("db.f")
-    assert t.read().num_rows == 4 and len(t.snapshots()) == 1
+    assert t.read().num_rows == 4 and len(data_snapshots(t)) == 1
     files_after = {p for p in (warehouse / "db.db" / "f").rglob("*.parquet")}
     assert files_after == files_before  # aborted task files were removed

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import SCHEMA, commit, make_table, rows, sort
+from spark_helpers import SCHEMA, commit, data_snapshots, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +26,7 @@ def test_ctas_creates_schema_and_data_in_one_snapshot(dts: Any, warehouse: Path)
     )
     t = Catalog(str(warehouse)).get_table("db.c")
     assert t.schema.primary_key == ["id"] and t.schema.bucket == 2
-    assert len(t.snapshots()) == 1
+    assert len(data_snapshots(t)) == 1
     assert sort(t.read()) == sort(rows(12))
     assert not (warehouse / "_staging").exists() or not any((warehouse / "_staging").iterdir())
     # IF NOT EXISTS: skipped, data untouched

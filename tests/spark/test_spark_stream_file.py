@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_helpers import commit, make_table, rows, sort
+from spark_helpers import barriers, commit, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
 
@@ -30,11 +30,7 @@ def _run(dts: Any, warehouse: Path, src: str, dst: str, ck: Path, **opts: Any) -
     return q
 
 
-def _barriers(t: Any) -> list[int]:
-    return [s.barrier for s in t.snapshots() if s.barrier is not None]
-
-
-def test_file_stream_chain_carries_source_barriers(
+def test_file_stream_chain_carries_sourcebarriers(
     dts: Any, warehouse: Path, tmp_path: Path
 ) -> None:
     t0, t1, t2 = (make_table(warehouse, f"db.{n}") for n in ("t0", "t1", "t2"))
@@ -42,7 +38,7 @@ def test_file_stream_chain_carries_source_barriers(
     commit(t0, rows(5, start=8, k="b"), barrier=200)
     _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")
     assert sort(t1.read()) == sort(t0.read())
-    assert _barriers(t1) == [200]  # latest-full: the snapshot at barrier 200 in one batch
+    assert barriers(t1) == [200]  # latest-full: the snapshot at barrier 200 in one batch
 
     w = t0.new_write("test")  # barrier 300: an update and a delete
     w.write(pa.table({"id": [1, 2], "k": ["z", "z"], "v": [0.0, 0.0], "_row_kind": ["+U", "-D"]}))
@@ -51,14 +47,14 @@ def test_file_stream_chain_carries_source_barriers(
     assert sort(t1.read()) == sort(t0.read())
     t0.new_commit("test").commit([], identifier=99, barrier=400)  # an idle barrier: no rows
     _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")
-    assert _barriers(t1) == [200, 300, 400]  # the idle barrier propagated too
+    assert barriers(t1) == [200, 300, 400]  # the idle barrier propagated too
     for b in (200, 300, 400):
         assert sort(t1.read(barrier=b)) == sort(t0.read(barrier=b))
 
     _run(dts, warehouse, "db.t1", "db.t2", tmp_path / "ck2")
     assert sort(t2.read()) == sort(t0.read())
-    assert _barriers(t2) == [400]
-    assert set(_barriers(t2)) <= set(_barriers(t0))
+    assert barriers(t2) == [400]
+    assert set(barriers(t2)) <= set(barriers(t0))
 
 
 def test_scan_modes_and_admission_control(dts: Any, warehouse: Path, tmp_path: Path) -> None:
@@ -78,7 +74,7 @@ def test_scan_modes_and_admission_control(dts: Any, warehouse: Path, tmp_path: P
             "maxBarriersPerTrigger": 1,
         },
     )
-    assert _barriers(a) == [20, 30, 40]
+    assert barriers(a) == [20, 30, 40]
     assert sort(a.read()) == sort(rows(12, start=4))
     b = make_table(warehouse, "db.sb")
     # from-barrier 20: changes after barrier 20; maxRowsPerTrigger=5 -> one snapshot (4 rows) per batch
@@ -90,7 +86,7 @@ def test_scan_modes_and_admission_control(dts: Any, warehouse: Path, tmp_path: P
         tmp_path / "ckb",
         **{"scan.mode": "from-barrier", "scan.barrier": 20, "maxRowsPerTrigger": 5},
     )
-    assert _barriers(b) == [30, 40]
+    assert barriers(b) == [30, 40]
     assert sort(b.read()) == sort(rows(8, start=8))
     c = make_table(warehouse, "db.sc")
     _run(dts, warehouse, "db.s0", "db.sc", tmp_path / "ckc", **{"scan.mode": "latest"})

@@ -77,7 +77,9 @@ class Changelog:
         return sorted((k, v, n) for k, (v, n) in self.oracle[barrier].items())
 
 
-def produce(writer: LogWriter, log: Changelog, barriers: int, rows_per_barrier: int, pause_s: float = 0.0) -> list[int]:
+def produce(
+    writer: LogWriter, log: Changelog, barriers: int, rows_per_barrier: int, pause_s: float = 0.0
+) -> list[int]:
     ids = []
     for _ in range(barriers):
         if rows_per_barrier:
@@ -92,7 +94,14 @@ def produce(writer: LogWriter, log: Changelog, barriers: int, rows_per_barrier: 
 
 def rows_at(table: Table, barrier: int) -> list[tuple[int, str, int]]:
     t = table.read(barrier=barrier, columns=["id", "v", "n"])
-    return sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), t.column("n").to_pylist(), strict=True))
+    return sorted(
+        zip(
+            t.column("id").to_pylist(),
+            t.column("v").to_pylist(),
+            t.column("n").to_pylist(),
+            strict=True,
+        )
+    )
 
 
 def barrier_snapshots(table: Table) -> dict[int, int]:
@@ -100,7 +109,12 @@ def barrier_snapshots(table: Table) -> dict[int, int]:
     return {s.barrier: s.id for s in table.snapshots() if s.barrier is not None}
 
 
-def wait_for(cond: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for(
+    cond: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    proc: subprocess.Popen[bytes] | None = None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if cond():
@@ -126,6 +140,20 @@ class WorkerProc:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout_s)
+
+    def owned_buckets(self, table: str) -> set[int]:
+        """Buckets of ``table`` this worker owns now, from its /status page."""
+        import json
+        import urllib.request
+
+        try:
+            body = urllib.request.urlopen(
+                f"http://127.0.0.1:{self.web_port}/status", timeout=2
+            ).read()
+        except OSError:
+            return set()
+        t = json.loads(body)["tables"].get(table, {})
+        return {b["bucket"] for b in t.get("buckets", [])}
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -156,6 +184,8 @@ def start_worker(
         str(port),
         "--log-level",
         "info",
+        "--session-timeout",
+        "3",
         *[a for t in tables for a in ("--tables", t)],
     ]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}

@@ -30,7 +30,10 @@ def test_split_without_markers_is_one_open_segment() -> None:
 
 
 def test_split_marker_only_batch_gives_empty_segment() -> None:
-    assert split_at_markers(np.empty(0, np.int64), [(9, 1)]) == [Segment(0, 0, 1, 10), Segment(0, 0)]
+    assert split_at_markers(np.empty(0, np.int64), [(9, 1)]) == [
+        Segment(0, 0, 1, 10),
+        Segment(0, 0),
+    ]
 
 
 @given(

@@ -17,11 +17,18 @@ class FakeCommit:
     def __init__(self) -> None:
         self.snapshots: list[dict[str, Any]] = []
 
-    def commit(self, messages: Any, identifier: int, barrier: Any = None, log_offsets: Any = None) -> Any:
+    def commit(
+        self, messages: Any, identifier: int, barrier: Any = None, log_offsets: Any = None
+    ) -> Any:
         if any(s["identifier"] == identifier for s in self.snapshots):
             return None
         self.snapshots.append(
-            {"identifier": identifier, "barrier": barrier, "offsets": log_offsets, "messages": list(messages)}
+            {
+                "identifier": identifier,
+                "barrier": barrier,
+                "offsets": log_offsets,
+                "messages": list(messages),
+            }
         )
         return self.snapshots[-1]
 
@@ -50,7 +57,9 @@ def test_prepared_roundtrip_and_listing(tmp_path: Path) -> None:
 def test_commits_complete_barriers_in_order_with_offsets(tmp_path: Path) -> None:
     store, fake = _store(tmp_path), FakeCommit()
     seen: list[int] = []
-    c = TableCommitter("db.t", 2, store, fake, lambda m: m["id"], on_commit=lambda b, s, r: seen.append(b))
+    c = TableCommitter(
+        "db.t", 2, store, fake, lambda m: m["id"], on_commit=lambda b, s, r: seen.append(b)
+    )
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
     store.put(PreparedRecord(200, 0, 21, [{"id": "b"}]))
     store.put(PreparedRecord(200, 1, 22, []))
@@ -68,7 +77,9 @@ def test_commits_complete_barriers_in_order_with_offsets(tmp_path: Path) -> None
 def test_recommit_after_crash_is_a_no_op(tmp_path: Path) -> None:
     store, fake = _store(tmp_path), FakeCommit()
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
-    fake.commit(["a"], identifier=100, barrier=100, log_offsets={0: 11})  # committed, crash before cleanup
+    fake.commit(
+        ["a"], identifier=100, barrier=100, log_offsets={0: 11}
+    )  # committed, crash before cleanup
     c = TableCommitter("db.t", 1, store, fake, lambda m: m["id"])
     assert c.last_committed == 100
     assert c.commit_ready() == []

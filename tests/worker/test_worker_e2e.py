@@ -29,7 +29,9 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
     log = Changelog(seed=1)
     writer = log_writer(table, broker.bootstrap)
     barriers = produce(writer, log, barriers=3, rows_per_barrier=150)
-    worker = start_worker(warehouse, broker.bootstrap, [table.name], f"g-{uuid.uuid4().hex[:8]}", tmp_path)
+    worker = start_worker(
+        warehouse, broker.bootstrap, [table.name], f"g-{uuid.uuid4().hex[:8]}", tmp_path
+    )
     try:
         wait_for(lambda: latest_barrier(table) == barriers[-1], 60, "first barriers", worker.proc)
         # idle barriers (no rows) still complete, and the worker keeps up with new data
@@ -52,7 +54,7 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
         assert t["last_barrier_seen"] == barriers[-1]
         assert t["memtable_bytes"] == 0
         metrics = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
-        assert f'dts_worker_barrier_last_committed_id{{job="' in metrics
+        assert 'dts_worker_barrier_last_committed_id{job="' in metrics
         assert "dts_worker_records_in_total" in metrics
         assert "dts_worker_commit_duration_seconds_bucket" in metrics
     finally:

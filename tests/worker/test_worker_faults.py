@@ -36,10 +36,9 @@ def test_sigkill_at_crash_points_then_clean_run(broker, warehouse: Path, tmp_pat
         {"DTS_WORKER_CRASH_AT": "committing:2"},
         {"DTS_WORKER_CRASH_AT": "batch:4"},
         {"DTS_WORKER_CRASH_AT": "committed:1"},
-        rng.uniform(1.0, 3.0),
-        rng.uniform(1.0, 3.0),
+        rng.uniform(0.5, 2.5),
     ]
-    with BackgroundProducer(writer, log, rows=120, pause_s=0.15) as producer:
+    with BackgroundProducer(writer, log, rows=150, pause_s=0.5) as producer:
         for crash in crashes:
             t0 = time.monotonic()
             env = crash if isinstance(crash, dict) else None
@@ -72,15 +71,38 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
     log = Changelog(seed=11)
     writer = log_writer(table, broker.bootstrap)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    with BackgroundProducer(writer, log, rows=120, pause_s=0.15) as producer:
+    with BackgroundProducer(writer, log, rows=150, pause_s=0.5) as producer:
         a = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path)
         b = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path)
         try:
-            wait_for(lambda: len(producer.barriers) > 3 and latest_barrier(table) is not None, 60, "start", a.proc)
+            wait_for(
+                lambda: len(producer.barriers) > 3 and latest_barrier(table) is not None,
+                60,
+                "start",
+                a.proc,
+            )
+            # both members of the group hold buckets, together all of them
+            wait_for(
+                lambda: (
+                    a.owned_buckets(table.name)
+                    and b.owned_buckets(table.name)
+                    and a.owned_buckets(table.name) | b.owned_buckets(table.name) == {0, 1, 2, 3}
+                ),
+                60,
+                "the buckets shared by two workers",
+                b.proc,
+            )
             first = latest_barrier(table)
             wait_for(lambda: latest_barrier(table) != first, 60, "two workers committing", b.proc)
             time.sleep(2.0)
-            assert b.stop() == 0, b.output()[-3000:]  # removed mid-run: a takes its buckets over
+            # removed mid-run (Ctrl-C): a takes its buckets over
+            assert b.stop(signal.SIGINT) == 0, b.output()[-3000:]
+            wait_for(
+                lambda: a.owned_buckets(table.name) == {0, 1, 2, 3},
+                60,
+                "a owning all buckets",
+                a.proc,
+            )
             mid = latest_barrier(table)
             wait_for(lambda: latest_barrier(table) != mid, 60, "one worker committing", a.proc)
             barriers = producer.stop()

@@ -39,15 +39,19 @@ def attach_consumption_agent(
     )
 
     async def consume(stream: faust.StreamT) -> AsyncIterator[None]:
-        async for events in stream.take_events(config.batch_size, within=config.batch_window_s):
+        # take_events (Faust >= 0.11) is missing from StreamT's stubs
+        batches = stream.take_events(config.batch_size, within=config.batch_window_s)  # type: ignore[attr-defined]
+        async for events in batches:
             accepts = worker.accepts
             raw: list[RawRecord] = [
                 (m.partition, m.offset, m.key, m.value, m.headers, int(m.timestamp * 1000))
                 for m in (e.message for e in events)
                 if accepts(m.partition, m.offset, m.generation_id)
             ]
-            if raw and await asyncio.to_thread(_process, slot, raw):
-                await on_prepared()
+            if raw:
+                closed = await asyncio.to_thread(_process, slot, raw)
+                if closed:
+                    await on_prepared()
             yield None
 
     app.agent(topic, name=f"dts-consume.{worker.name}", concurrency=1, sink=None)(consume)

@@ -18,7 +18,7 @@ class BucketStatus:
     last_record_ts_ms: int | None = None
     memtable_bytes: int = 0
     memtable_rows: int = 0
-    paused: bool = False
+    stall_seconds: float = 0.0  # FileStore writer stalls (consumption paused meanwhile)
     # transactional logs: the commit control record after a marker takes an offset
     # that no consumer ever sees, so it does not count as lag
     after_txn_marker: bool = False
@@ -56,7 +56,9 @@ class TableStatus:
 
     @property
     def last_barrier_seen(self) -> int | None:
-        seen = [s.last_barrier_seen for s in self.buckets.values() if s.last_barrier_seen is not None]
+        seen = [
+            s.last_barrier_seen for s in self.buckets.values() if s.last_barrier_seen is not None
+        ]
         return max(seen) if seen else None
 
     def to_json(self) -> dict[str, Any]:

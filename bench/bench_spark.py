@@ -1,0 +1,153 @@
+"""Spark bridge benchmark: `dts` batch read vs spark.read.parquet on the same files, and
+streaming reads of the log tier vs the FileStore tier (Trigger.AvailableNow, noop sink).
+
+    python -m bench.bench_spark --rows 1000000 --out bench/results/spark.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def _data(n: int) -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "k": pa.array(rng.integers(0, 1000, n)).cast(pa.string()),
+            "v": rng.random(n),
+        }
+    )
+
+
+def _spark() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from bridge.spark import register
+
+    s = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-spark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    s.sparkContext.setLogLevel("ERROR")
+    register(s)
+    return s
+
+
+def _timed(label: str, fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    dt = time.perf_counter() - t0
+    print(f"  {label:<44} {dt:8.2f} s", flush=True)
+    return dt
+
+
+def _stream(spark: Any, reader: Any, ck: Path) -> None:
+    q = (
+        reader.writeStream.format("noop")
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise RuntimeError(q.exception())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/spark.json"))
+    args = ap.parse_args()
+    n = args.rows
+    from bridge.tables import open_log_writer
+    from filestore import Catalog
+    from logstore.broker import EmbeddedBroker
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    wh = str(tmp / "wh")
+    print(f"spark bench: {n:,} rows, warehouse {wh}", flush=True)
+    cat = Catalog(wh)
+    cat.create_database("b")
+    data = _data(n)
+    t = cat.create_table("b.t", data.schema, options={"bucket": "2", "log.topic": "bench-spark-t"})
+    w = t.new_write("bench")
+    w.write(data)
+    w.commit(barrier=1)
+    files = [str(p) for p in (tmp / "wh" / "b.db" / "t").rglob("*.parquet")]
+    spark = _spark()
+    agg = ["sum(id)", "count(k)", "sum(v)"]
+    results: dict[str, float] = {}
+    print("batch read (sum over all columns):", flush=True)
+    dts = spark.read.format("dts").option("warehouse", wh).load("b.t")
+    pq = spark.read.parquet(*files)
+    _timed("warm-up", lambda: pq.selectExpr(*agg).collect())
+    results["dts_batch_cold_s"] = _timed(
+        "dts source (first use: python workers start)", lambda: dts.selectExpr(*agg).collect()
+    )
+    results["dts_batch_s"] = _timed("dts source (warm)", lambda: dts.selectExpr(*agg).collect())
+    results["parquet_batch_s"] = _timed(
+        "spark.read.parquet (same files)", lambda: pq.selectExpr(*agg).collect()
+    )
+    print("streaming read (AvailableNow, noop sink):", flush=True)
+    fs_stream = (
+        spark.readStream.format("dts").option("warehouse", wh).option("tier", "file").load("b.t")
+    )
+    results["file_stream_s"] = _timed(
+        "file tier", lambda: _stream(spark, fs_stream, tmp / "ck-file")
+    )
+    with EmbeddedBroker(log_path=tmp / "broker.log") as broker:
+
+        def produce() -> None:
+            with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as lw:
+                for i, b in enumerate(data.to_batches(max_chunksize=200_000)):
+                    lw.write(b)
+                    lw.barrier(1000 + i)
+
+        results["log_produce_s"] = _timed("(producing the log)", produce)
+        log_stream = (
+            spark.readStream.format("dts")
+            .option("warehouse", wh)
+            .option("tier", "log")
+            .option("bootstrap", broker.bootstrap)
+            .load("b.t")
+        )
+        results["log_stream_s"] = _timed(
+            "log tier", lambda: _stream(spark, log_stream, tmp / "ck-log")
+        )
+    spark.stop()
+    rate = {k.removesuffix("_s") + "_rows_per_s": n / v for k, v in results.items() if v > 0}
+    print(f"\n{'what':<28}{'rows/s':>14}")
+    for k, v in rate.items():
+        print(f"{k.removesuffix('_rows_per_s'):<28}{v:>14,.0f}")
+    ratios = {
+        "dts_vs_parquet": results["parquet_batch_s"] / results["dts_batch_s"],
+        "log_vs_file_stream": results["file_stream_s"] / results["log_stream_s"],
+    }
+    for k, v in ratios.items():
+        print(f"{k:<28}{v:>14.2f}x")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps({"rows": n, "seconds": results, "rates": rate, "ratios": ratios}, indent=2)
+    )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

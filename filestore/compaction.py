@@ -1,0 +1,503 @@
+"""Universal compaction of a bucket's sorted runs (as in RocksDB and Paimon).
+
+A bucket's files form *sorted runs*: every level-0 file is a run of its own
+(flushes overlap in keys), every level above 0 is one run (its files do not
+overlap). Runs are ordered newest first: level-0 files by sequence, then
+levels 1, 2, ... up to ``max_level`` (= compaction trigger), which holds the
+oldest data. The picker (Paimon's ``UniversalCompaction``) chooses, once a
+bucket has at least ``num-sorted-run.compaction-trigger`` runs:
+
+1. every run, when the newer runs together are larger than
+   ``compaction.max-size-amplification-percent`` of the oldest run;
+2. else the newest runs while each next run is not much larger than what was
+   picked so far (``compaction.size-ratio``);
+3. else, above the trigger, enough of the newest runs to get back to it.
+
+The picked files are merged by the table's merge engine (``merge.merge``) and
+written to one output level, rolled at ``target-file-size``. Retractions are
+dropped only when every run of the bucket takes part (nothing older remains
+that they could still hide). The result is one COMPACT commit that deletes the
+inputs and adds the outputs atomically; the committer refuses it when an input
+was already replaced by a concurrent compaction, and ``_CompactCommit`` also
+refuses it when a concurrent commit added older rows the dropped retractions
+were needed for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from filestore.commit import TableCommit
+from filestore.data_file import (
+    FILE_SOURCE_APPEND,
+    FILE_SOURCE_COMPACT,
+    DataFileMeta,
+    compute_value_stats,
+    key_range_bytes,
+)
+from filestore.errors import CommitConflict
+from filestore.manifest import ManifestEntry, merge_entries
+from filestore.merge import merge
+from filestore.messages import CommitMessage
+from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
+from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.snapshot import COMPACT, Snapshot
+
+if TYPE_CHECKING:
+    from filestore.table import Table
+
+log = logging.getLogger(__name__)
+
+BucketKey = tuple[tuple[str | None, ...], int]
+Progress = Callable[[int, int], None]
+
+
+# -- sorted runs and the picker ------------------------------------------------
+@dataclass(frozen=True)
+class SortedRun:
+    """Files of one run: one level-0 file, or all files of a level above 0."""
+
+    level: int
+    files: tuple[DataFileMeta, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(f.file_size for f in self.files)
+
+
+def sorted_runs(files: Iterable[DataFileMeta]) -> list[SortedRun]:
+    """The runs of a bucket, newest first."""
+    level0 = sorted(
+        (f for f in files if f.level == 0), key=lambda f: f.max_sequence_number, reverse=True
+    )
+    upper: dict[int, list[DataFileMeta]] = {}
+    for f in files:
+        if f.level > 0:
+            upper.setdefault(f.level, []).append(f)
+    runs = [SortedRun(0, (f,)) for f in level0]
+    runs += [SortedRun(lvl, tuple(upper[lvl])) for lvl in sorted(upper)]
+    return runs
+
+
+@dataclass(frozen=True)
+class CompactUnit:
+    """What one bucket's compaction rewrites and where to."""
+
+    output_level: int
+    files: tuple[DataFileMeta, ...]
+    drop_deletes: bool
+
+
+@dataclass(frozen=True)
+class UniversalPicker:
+    """Paimon's universal compaction strategy (see the module doc)."""
+
+    max_level: int
+    max_size_amp_percent: int
+    size_ratio: int
+    trigger: int
+
+    def pick(self, runs: Sequence[SortedRun]) -> CompactUnit | None:
+        if len(runs) < self.trigger or len(runs) < 2:
+            return None
+        newer = sum(r.size for r in runs[:-1])
+        if newer * 100 > self.max_size_amp_percent * runs[-1].size:
+            return self._unit(runs, len(runs))
+        unit = self._by_size_ratio(runs, 1, force=False)
+        if unit is not None:
+            return unit
+        if len(runs) > self.trigger:
+            return self._by_size_ratio(runs, len(runs) - self.trigger + 1, force=True)
+        return None
+
+    def full(self, runs: Sequence[SortedRun]) -> CompactUnit | None:
+        """Everything into the last level; None when that is already the state."""
+        if not runs:
+            return None
+        only = runs[0]
+        settled = all(f.delete_row_count == 0 for f in only.files)
+        if len(runs) == 1 and only.level == self.max_level and settled:
+            return None
+        return self._unit(runs, len(runs))
+
+    def _by_size_ratio(
+        self, runs: Sequence[SortedRun], count: int, *, force: bool
+    ) -> CompactUnit | None:
+        size = sum(r.size for r in runs[:count])
+        for nxt in runs[count:]:
+            if size * (100 + self.size_ratio) / 100 < nxt.size:
+                break
+            size += nxt.size
+            count += 1
+        if force or count > 1:
+            return self._unit(runs, count)
+        return None
+
+    def _unit(self, runs: Sequence[SortedRun], count: int) -> CompactUnit:
+        if count < len(runs):
+            level = max(0, runs[count].level - 1)
+            if level == 0:  # never write level 0: extend to the next run above it
+                for nxt in runs[count:]:
+                    count += 1
+                    if nxt.level != 0:
+                        level = nxt.level
+                        break
+        if count >= len(runs):
+            count, level = len(runs), self.max_level
+        files = tuple(f for r in runs[:count] for f in r.files)
+        return CompactUnit(level, files, drop_deletes=count == len(runs))
+
+
+def picker_for(table: Table) -> UniversalPicker:
+    opts = table.options
+    return UniversalPicker(
+        max_level=opts.num_sorted_run_compaction_trigger,
+        max_size_amp_percent=opts.compaction_max_size_amplification_percent,
+        size_ratio=opts.compaction_size_ratio,
+        trigger=opts.num_sorted_run_compaction_trigger,
+    )
+
+
+# -- reading and writing files -------------------------------------------------
+def key_value_schema(schema: TableSchema) -> pa.Schema:
+    from filestore.write import key_value_schema as kv
+
+    return kv(schema)
+
+
+def align(data: pa.Table, target: pa.Schema) -> pa.Table:
+    """Columns in the target order and types; columns a file lacks become nulls."""
+    arrays = []
+    for f in target:
+        if f.name in data.column_names:
+            col = data.column(f.name)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.chunked_array([pa.nulls(data.num_rows, f.type)], type=f.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def read_bucket_file(
+    table: Table, partition: tuple[str | None, ...], bucket: int, f: DataFileMeta
+) -> pa.Table:
+    path = table.paths.data_file(table.schema.partition_keys, partition, bucket, f.file_name)
+    with table.io.fs.open_input_file(path) as source:
+        return pq.read_table(source)
+
+
+def write_bucket_file(
+    table: Table,
+    schema: TableSchema,
+    partition: tuple[str | None, ...],
+    bucket: int,
+    data: pa.Table,
+    *,
+    level: int,
+    file_source: str,
+    prefix: str = "data",
+) -> DataFileMeta:
+    """Write one key-sorted (or append) table as a data/changelog file and describe it."""
+    has_seq = SEQUENCE_NUMBER in data.column_names
+    if has_seq and data.num_rows:
+        mm = pc.min_max(data.column(SEQUENCE_NUMBER))
+        min_seq, max_seq = int(mm["min"].as_py()), int(mm["max"].as_py())
+    else:
+        min_seq = max_seq = 0
+    if schema.primary_key and VALUE_KIND in data.column_names:
+        kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+        deletes = int(((kinds != INSERT) & (kinds != UPDATE_AFTER)).sum())
+        keys = [KEY_PREFIX + k for k in schema.primary_key]
+        key_range = key_range_bytes(data.select(keys)) if prefix == "data" else b""
+    else:
+        deletes, key_range = 0, b""
+    stats, nulls = compute_value_stats(data, schema.column_names)
+    opts = schema.core_options
+    name = f"{prefix}-{uuid.uuid4()}-0.parquet"
+    path = table.paths.data_file(schema.partition_keys, partition, bucket, name)
+    table.io.mkdirs(path.rsplit("/", 1)[0])
+    with table.io.open_output(path) as out:
+        pq.write_table(data, out, compression=opts.file_compression)
+        size = out.tell()
+    return DataFileMeta(
+        file_name=name,
+        file_size=size,
+        row_count=data.num_rows,
+        min_sequence_number=min_seq,
+        max_sequence_number=max_seq,
+        schema_id=schema.id,
+        level=level,
+        key_range=key_range,
+        value_stats=stats,
+        null_counts=nulls,
+        delete_row_count=deletes,
+        file_source=file_source,
+    )
+
+
+def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:
+    return all(a.max_sequence_number < b.min_sequence_number for a, b in itertools.pairwise(files))
+
+
+def rewrite(
+    table: Table,
+    partition: tuple[str | None, ...],
+    bucket: int,
+    unit: CompactUnit,
+) -> list[DataFileMeta]:
+    """Merge the unit's files and write them to its output level, rolled at target-file-size."""
+    schema = table.schema
+    files = sorted(unit.files, key=lambda f: f.min_sequence_number)  # oldest first
+    if schema.primary_key:
+        target = key_value_schema(schema)
+        tables = [align(read_bucket_file(table, partition, bucket, f), target) for f in files]
+        keys = [KEY_PREFIX + k for k in schema.primary_key]
+        merged = merge(
+            pa.concat_tables(tables),
+            keys,
+            schema.core_options,
+            drop_deletes=unit.drop_deletes,
+            in_sequence_order=_sequence_disjoint(files),
+        )
+    else:
+        target = schema.arrow_schema
+        tables = [align(read_bucket_file(table, partition, bucket, f), target) for f in files]
+        merged = pa.concat_tables(tables)
+    total_rows = sum(f.row_count for f in files) or 1
+    bytes_per_row = max(1.0, sum(f.file_size for f in files) / total_rows)
+    per_file = max(1, int(schema.core_options.target_file_size / bytes_per_row))
+    out = []
+    # append files carry no sequence column: outputs keep the inputs' range
+    low = min(f.min_sequence_number for f in files)
+    high = max(f.max_sequence_number for f in files)
+    for start in range(0, merged.num_rows, per_file):
+        chunk = merged.slice(start, per_file)
+        meta = write_bucket_file(
+            table,
+            schema,
+            partition,
+            bucket,
+            chunk,
+            level=unit.output_level,
+            file_source=FILE_SOURCE_COMPACT,
+        )
+        if not schema.primary_key:
+            meta = _with_sequence(meta, low, high)
+        out.append(meta)
+    return out
+
+
+def _with_sequence(meta: DataFileMeta, low: int, high: int) -> DataFileMeta:
+    return replace(meta, min_sequence_number=low, max_sequence_number=high)
+
+
+# -- planning and committing ---------------------------------------------------
+@dataclass
+class CompactResult:
+    """What one compaction did."""
+
+    snapshot: Snapshot | None = None
+    buckets: int = 0
+    files_before: int = 0
+    files_after: int = 0
+    rows_before: int = 0
+    rows_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)
+
+
+def live_by_bucket(table: Table, snapshot: Snapshot | None) -> dict[BucketKey, list[ManifestEntry]]:
+    if snapshot is None:
+        return {}
+    entries = merge_entries(
+        table.manifest_store.read_entries(
+            [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+        )
+    )
+    out: dict[BucketKey, list[ManifestEntry]] = {}
+    for e in entries:
+        out.setdefault((e.partition, e.bucket), []).append(e)
+    return out
+
+
+def _append_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
+    """Append-only buckets: concatenate small files once there are enough of them."""
+    target = table.options.target_file_size
+    small = [f for f in files if f.file_size < target]
+    if len(small) < (2 if full else table.options.num_sorted_run_compaction_trigger):
+        return None
+    return CompactUnit(0, tuple(small), drop_deletes=False)
+
+
+def plan_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
+    if not table.schema.primary_key:
+        return _append_unit(table, files, full)
+    runs = sorted_runs(files)
+    picker = picker_for(table)
+    return picker.full(runs) if full else picker.pick(runs)
+
+
+class _CompactCommit(TableCommit):
+    """A COMPACT commit that also guards the retractions its rewrite dropped.
+
+    For each bucket compacted with ``drop_deletes``: a live file that is not an
+    input and holds sequence numbers at or below the inputs' greatest one would
+    have needed those retractions, so the compaction must be redone.
+    """
+
+    def __init__(
+        self, table: Table, commit_user: str, guards: dict[BucketKey, tuple[set[str], int]]
+    ) -> None:
+        super().__init__(table, commit_user)
+        self.guards = guards
+
+    def _check_conflicts(
+        self,
+        latest: Snapshot | None,
+        messages: list[CommitMessage],
+        live: list[ManifestEntry] | None,
+    ) -> None:
+        super()._check_conflicts(latest, messages, live)
+        for e in live or []:
+            guard = self.guards.get((e.partition, e.bucket))
+            if guard is None:
+                continue
+            inputs, max_seq = guard
+            if e.file.file_name not in inputs and e.file.min_sequence_number <= max_seq:
+                raise CommitConflict(
+                    f"table {self.table.name}: partition {list(e.partition)} bucket {e.bucket} "
+                    f"got older rows ({e.file.file_name}) while it was compacted; "
+                    "redo the compaction"
+                )
+
+
+class Compactor:
+    """Compacts the buckets of one table and commits the result as one COMPACT snapshot."""
+
+    def __init__(self, table: Table, commit_user: str = "compactor") -> None:
+        self.table = table
+        self.commit_user = commit_user
+
+    def compact(
+        self,
+        *,
+        full: bool = False,
+        partition: dict[str, str | None] | None = None,
+        buckets: Iterable[BucketKey] | None = None,
+        progress: Progress | None = None,
+    ) -> CompactResult:
+        started = time.monotonic()
+        result = CompactResult()
+        snapshot = self.table.latest_snapshot()
+        groups = live_by_bucket(self.table, snapshot)
+        wanted = set(buckets) if buckets is not None else None
+        keys = self.table.schema.partition_keys
+        plans: list[tuple[BucketKey, int, CompactUnit]] = []
+        for key, entries in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if wanted is not None and key not in wanted:
+                continue
+            if partition and not _matches(keys, key[0], partition):
+                continue
+            unit = plan_unit(self.table, [e.file for e in entries], full)
+            if unit is not None:
+                plans.append((key, entries[0].total_buckets, unit))
+        messages: list[CommitMessage] = []
+        guards: dict[BucketKey, tuple[set[str], int]] = {}
+        try:
+            for i, ((part, bucket), total, unit) in enumerate(plans):
+                new_files = rewrite(self.table, part, bucket, unit)
+                messages.append(
+                    CommitMessage(part, bucket, total, tuple(new_files), tuple(unit.files))
+                )
+                if unit.drop_deletes:
+                    top = max(f.max_sequence_number for f in unit.files)
+                    guards[(part, bucket)] = ({f.file_name for f in unit.files}, top)
+                _count(result, unit.files, new_files)
+                if progress is not None:
+                    progress(i + 1, len(plans))
+            if messages:
+                committer = _CompactCommit(self.table, self.commit_user, guards)
+                result.snapshot = committer.commit(
+                    messages, int(time.time() * 1000), kind=COMPACT, check_identifier=False
+                )
+        except BaseException:
+            TableCommit(self.table, self.commit_user).abort(messages)
+            raise
+        result.buckets = len(plans)
+        result.seconds = time.monotonic() - started
+        return result
+
+
+def _count(
+    result: CompactResult, before: Sequence[DataFileMeta], after: Sequence[DataFileMeta]
+) -> None:
+    result.files_before += len(before)
+    result.files_after += len(after)
+    result.rows_before += sum(f.row_count for f in before)
+    result.rows_after += sum(f.row_count for f in after)
+    result.bytes_before += sum(f.file_size for f in before)
+    result.bytes_after += sum(f.file_size for f in after)
+
+
+def _matches(
+    keys: Sequence[str], values: tuple[str | None, ...], wanted: dict[str, str | None]
+) -> bool:
+    got = dict(zip(keys, values, strict=True))
+    return all(got.get(k) == (None if v is None else str(v)) for k, v in wanted.items())
+
+
+def compact_after_commit(
+    table: Table, snapshot: Snapshot, buckets: Iterable[BucketKey], commit_user: str
+) -> Snapshot | None:
+    """Auto-compaction: compact the given buckets that reached the trigger; never raises
+    on a lost race (the next commit tries again)."""
+    wanted = set(buckets)
+    if not wanted:
+        return None
+    groups = live_by_bucket(table, snapshot)
+    trigger = table.options.num_sorted_run_compaction_trigger
+    due = [k for k in wanted if k in groups and _run_count(table, groups[k]) >= trigger]
+    if not due:
+        return None
+    try:
+        return Compactor(table, f"{commit_user}-compact").compact(buckets=due).snapshot
+    except CommitConflict as e:
+        log.info("table %s: auto-compaction lost a race and is skipped: %s", table.name, e)
+        return None
+
+
+def _run_count(table: Table, entries: Sequence[ManifestEntry]) -> int:
+    files = [e.file for e in entries]
+    if not table.schema.primary_key:
+        return sum(1 for f in files if f.file_size < table.options.target_file_size)
+    return len(sorted_runs(files))
+
+
+def run_counts(table: Table, snapshot: Snapshot | None) -> dict[BucketKey, int]:
+    """Sorted runs per bucket at a snapshot (for monitoring and the write stall)."""
+    return {k: _run_count(table, es) for k, es in live_by_bucket(table, snapshot).items()}
+
+
+__all__ = [
+    "FILE_SOURCE_APPEND",
+    "CompactResult",
+    "CompactUnit",
+    "Compactor",
+    "SortedRun",
+    "UniversalPicker",
+    "compact_after_commit",
+    "run_counts",
+    "sorted_runs",
+]
