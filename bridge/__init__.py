@@ -1,0 +1,33 @@
+"""bridge: what connects the tiers and the engines.
+
+``import bridge as dts`` gives the user-facing entry points::
+
+    dts.consistent_read(spark, ["db.t1", "db.t2"], warehouse=W)   # FLIP-276
+    dts.consistent_read_tables(catalog, ["db.t1", "db.t2"])        # without Spark
+    dts.create_table_as(spark, "db.t", df, primary_key=["id"])    # FLIP-305
+    dts.register(spark)                                            # the "dts" data source
+
+They are imported lazily so that ``dts`` commands that need neither Spark nor
+the MetaService start quickly.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "consistent_read": "bridge.consistency_read",
+    "consistent_read_tables": "bridge.consistency_read",
+    "create_table_as": "bridge.spark.ctas",
+    "register": "bridge.spark.register",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+    return getattr(import_module(module), name)

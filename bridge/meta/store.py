@@ -134,6 +134,9 @@ def _sqlite_engine(url: sa.URL, begin: str) -> Engine:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA busy_timeout=30000")
+        # WAL + NORMAL survives a process crash; a power loss may drop the last reports,
+        # which `dts meta rebuild` restores from the FileStore.
+        cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
     @sa.event.listens_for(engine, "begin")

@@ -3,7 +3,9 @@ input alike never gets a 5xx, every response matches the spec, bad input gets 4x
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,9 +40,10 @@ schema.config.generation.update(
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cleanup() -> None:
+def _cleanup() -> Iterator[None]:
     yield
     _store.close()
+    shutil.rmtree(_tmp, ignore_errors=True)
 
 
 @schema.parametrize()
