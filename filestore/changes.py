@@ -93,7 +93,7 @@ def diff_states(old: pa.Table, new: pa.Table, key_columns: Sequence[str]) -> pa.
     interleave = np.empty(2 * m, dtype=np.int64)
     interleave[0::2], interleave[1::2] = np.arange(m), np.arange(m) + m
     parts = [
-        _with_kind(old.take(pa.array(gone[:0])), DELETE),
+        _with_kind(old.take(pa.array(gone)), DELETE),
         _with_kind(new.take(pa.array(born)), INSERT),
         pairs.take(pa.array(interleave)),
     ]
@@ -115,7 +115,7 @@ def diff_multisets(old: pa.Table, new: pa.Table) -> pa.Table:
     born = n.join(o, on=on, how="anti", nulls_equal=True)[_N].to_numpy()
     return pa.concat_tables(
         [
-            _with_kind(old.take(pa.array(gone[:0])), DELETE),
+            _with_kind(old.take(pa.array(gone)), DELETE),
             _with_kind(new.take(pa.array(born)), INSERT),
         ]
     )

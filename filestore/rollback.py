@@ -43,7 +43,14 @@ def rollback_to(
     tags = tag_refs(table)
     keep_data = set(keep.data) | tags.data
     keep_manifests = set(keep.manifests) | tags.manifests
-    later = [s for s in manager.iter_backwards() if s.id > target.id]
+    # a tag may name an id that a rollback freed and later commits reused: then the
+    # snapshot on disk under that id is another one, and is replaced by the tag's
+    replace = not manager.exists(target.id) or manager.get(target.id) != target
+    later = [
+        s for s in manager.iter_backwards() if s.id > target.id or (replace and s.id == target.id)
+    ]
+    if replace and manager.exists(target.id - 1):
+        keep_manifests |= snapshot_manifests(table, manager.get(target.id - 1))
     store = table.manifest_store
     keys = table.schema.partition_keys
     deleted = 0
@@ -63,12 +70,12 @@ def rollback_to(
     doomed_manifests: set[str] = set()
     for snap in later:
         doomed_manifests |= snapshot_manifests(table, snap)
-    if target.id < earliest_id:
-        # a tag older than every snapshot: the tag's snapshot becomes the only one
-        table.io.write_bytes(table.paths.snapshot(target.id), target.to_bytes())
     # newest first, so LATEST (which walks forward) never lands on a removed id
     for snap in later:
         table.io.delete_file(table.paths.snapshot(snap.id))
+    if replace:
+        # the tag's snapshot comes back under its id (the only one if it predates them all)
+        table.io.write_bytes(table.paths.snapshot(target.id), target.to_bytes())
     table.io.write_bytes(table.paths.latest_hint, str(target.id).encode())
     if target.id < earliest_id:
         table.io.write_bytes(table.paths.earliest_hint, str(target.id).encode())

@@ -20,9 +20,9 @@ Row kinds: ``_row_kind`` holds Flink's short strings ``+I``, ``-U``, ``+U``,
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -32,9 +32,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from logstore.debezium import (
+    DEFAULT_PLAN,
+    SCHEMA_PARSE_TYPE,
+    Plan,
+    apply_form,
+    batch_semantics,
+    parse_type,
+    plan_from_semantics,
+    probe_plan,
+)
 from logstore.errors import DecodeError, EncodeError
 from logstore.markers import Headers, Marker, parse_marker
 from logstore.spec import LogSpec
+from logstore.wire import (
+    arrow_parse_type,
+    from_wire,
+    has_map,
+    polars_parse_type,
+    polars_safe_type,
+    to_wire_expr,
+)
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
@@ -43,6 +61,8 @@ OPS = ("c", "r", "u", "d")
 OP_C, OP_R, OP_U, OP_D = 0, 1, 2, 3
 
 Bucketer = Callable[[pa.Table], Any]
+#: the Kafka key of the j-th data record of a batch
+_Keys = Callable[[int], bytes | None]
 
 
 class RawRecord(NamedTuple):
@@ -56,90 +76,16 @@ class RawRecord(NamedTuple):
     timestamp_ms: int | None = None
 
 
-# --------------------------------------------------------------------------- types
-
-
-def _is_wire_converted(t: pa.DataType) -> bool:
-    """Types the Arrow JSON reader cannot parse from our JSON form directly."""
-    if pa.types.is_date(t) or pa.types.is_time(t):
-        return True
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return True
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _is_wire_converted(t.value_type)
-    if pa.types.is_struct(t):
-        return any(_is_wire_converted(t.field(i).type) for i in range(t.num_fields))
-    return False
-
-
-def _wire_type(t: pa.DataType) -> pa.DataType:
-    """The type the JSON reader parses a column as (strings where we convert afterwards)."""
-    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_binary(t):
-        return pa.string()
-    if pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return pa.string()
-    if pa.types.is_list(t):
-        return pa.list_(_wire_type(t.value_type))
-    if pa.types.is_large_list(t):
-        return pa.large_list(_wire_type(t.value_type))
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _wire_type(f.type)) for f in t])
-    return t
-
-
-def _needs_out_conversion(t: pa.DataType) -> bool:
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return True
-    if pa.types.is_timestamp(t) and t.tz is not None and t.tz not in ("UTC", "+00:00"):
-        return True
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _needs_out_conversion(t.value_type)
-    if pa.types.is_struct(t):
-        return any(_needs_out_conversion(f.type) for f in t)
-    return False
-
-
-def _to_wire_expr(expr: pl.Expr, t: pa.DataType) -> pl.Expr:
-    """polars expression turning a column into its JSON-ready form.
-
-    Binary becomes base64; zoned timestamps are written in UTC, because polars prints
-    offsets to the minute only and historic zones have second offsets (LMT).
-    """
-    if not _needs_out_conversion(t):
-        return expr
-    if pa.types.is_timestamp(t):
-        return expr.dt.convert_time_zone("UTC")
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return expr.list.eval(_to_wire_expr(pl.element(), t.value_type))
-    if pa.types.is_struct(t):
-        fields = [_to_wire_expr(expr.struct.field(f.name), f.type).alias(f.name) for f in t]
-        return pl.when(expr.is_null()).then(None).otherwise(pl.struct(fields))
-    return expr.bin.encode("base64")
-
-
-def _from_wire_expr(expr: pl.Expr, t: pa.DataType) -> pl.Expr:
-    """polars expression turning a parsed JSON string form back into the column's type."""
-    if not _is_wire_converted(t):
-        return expr
-    if pa.types.is_date(t):
-        return expr.str.to_date("%Y-%m-%d", strict=True)
-    if pa.types.is_time(t):
-        return expr.str.to_time("%H:%M:%S%.f", strict=True)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return expr.list.eval(_from_wire_expr(pl.element(), t.value_type))
-    if pa.types.is_struct(t):
-        fields = [_from_wire_expr(expr.struct.field(f.name), f.type).alias(f.name) for f in t]
-        return pl.when(expr.is_null()).then(None).otherwise(pl.struct(fields))
-    return expr.str.decode("base64", strict=True)
-
-
 def json_rows(table: pa.Table) -> pa.Array:
     """One JSON object text per row (string array), keys in column order."""
     if table.num_rows == 0:
         return pa.array([], pa.string())
+    safe = pa.schema([f.with_type(polars_safe_type(f.type)) for f in table.schema])
+    if safe != table.schema:
+        table = table.cast(safe)
     df = pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
-    exprs = [_to_wire_expr(pl.col(f.name), f.type).alias(f.name) for f in table.schema]
+    exprs = [to_wire_expr(pl.col(f.name), f.type).alias(f.name) for f in table.schema]
     out = df.select(pl.struct(exprs).struct.json_encode().alias("j")).to_arrow()
     return out.column("j").combine_chunks().cast(pa.string())
 
@@ -331,19 +277,62 @@ def output_schema(spec: LogSpec) -> pa.Schema:
 
 
 class _Schemas:
-    """Per-spec parse schemas (cached on first use)."""
+    """Per-spec parse schemas (one per plan, built on first use) and the last plan that worked."""
 
     def __init__(self, spec: LogSpec) -> None:
         self.spec = spec
-        row = pa.struct([pa.field(f.name, _wire_type(f.type)) for f in spec.schema])
-        env = [pa.field("before", row), pa.field("after", row), pa.field("op", pa.string())]
-        self.envelope = pa.schema([*env, pa.field("payload", pa.struct(env))])
-        self.key = pa.schema(
-            [pa.field(c, _wire_type(spec.schema.field(c).type)) for c in spec.key_columns]
-        )
-        self.needs_conversion = any(_is_wire_converted(f.type) for f in spec.schema)
+        self.map_columns = [f.name for f in spec.schema if has_map(f.type)]
+        self.arrow_fields = [f for f in spec.schema if not has_map(f.type)]
         # before/after images: absent images are null rows, so every field is nullable here
         self.images = pa.schema([f.with_nullable(True) for f in spec.schema])
+        self.plan: Plan = DEFAULT_PLAN
+        self._envelopes: dict[tuple[Plan, bool], pa.Schema] = {}
+        self._keys: dict[Plan, pa.Schema] = {}
+        self.polars_envelope: pl.DataType | None = None
+        if self.map_columns:
+            row = pl.Struct(
+                {c: polars_parse_type(spec.schema.field(c).type) for c in self.map_columns}
+            )
+            images = {"before": row, "after": row}
+            self.polars_envelope = pl.Struct({**images, "payload": pl.Struct(images)})
+
+    def _row(self, fields: list[pa.Field], plan: Plan) -> pa.StructType:
+        forms = dict(plan)
+        return pa.struct(
+            [
+                pa.field(f.name, parse_type(f.type, forms[f.name]))
+                if f.name in forms
+                else pa.field(f.name, arrow_parse_type(f.type))
+                for f in fields
+            ]
+        )
+
+    def envelope(self, plan: Plan, include: bool = False) -> pa.Schema:
+        """The parse schema; ``include`` adds schema-include's ``payload`` and ``schema``.
+
+        Declaring those costs the Arrow reader ~40% even when absent, so batches
+        are parsed without them first and again with them only when some record
+        lacks a top-level ``op``.
+        """
+        s = self._envelopes.get((plan, include))
+        if s is None:
+            row = self._row(self.arrow_fields, plan)
+            env = [pa.field("before", row), pa.field("after", row), pa.field("op", pa.string())]
+            extra = [pa.field("payload", pa.struct(env)), pa.field("schema", SCHEMA_PARSE_TYPE)]
+            s = self._envelopes[(plan, include)] = pa.schema(env + extra if include else env)
+        return s
+
+    def key(self, plan: Plan) -> pa.Schema:
+        s = self._keys.get(plan)
+        if s is None:
+            fields = [
+                self.spec.schema.field(c)
+                for c in self.spec.key_columns
+                if c not in self.map_columns
+            ]
+            row = self._row(fields, plan)
+            s = self._keys[plan] = pa.schema([*row, pa.field("payload", row)])
+        return s
 
 
 _SCHEMAS: dict[int, _Schemas] = {}
@@ -359,12 +348,27 @@ def _schemas(spec: LogSpec) -> _Schemas:
     return s
 
 
-def _read_json(lines: Sequence[bytes], schema: pa.Schema) -> pa.Table:
-    joined = b"\n".join(lines)
-    multiline = joined.count(b"\n") != len(lines) - 1
-    longest = max(len(v) for v in lines)
+#: what a failing parse or conversion raises; a batch that raises one is bisected
+_BATCH_ERRORS = (pa.ArrowException, ValueError, pl.exceptions.PolarsError)
+_NL = pa.scalar(b"\n", pa.large_binary())
+_EMPTY = pa.scalar(b"", pa.large_binary())
+
+
+def _read_json(values: pa.Array, schema: pa.Schema) -> pa.Table:
+    """Parse one JSON object per value (large_binary array) with pyarrow, in one pass."""
+    n = len(values)
+    joined = pc.binary_join_element_wise(values, _NL, _EMPTY)  # each value + "\n"
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[
+        joined.offset : joined.offset + n + 1
+    ]
+    data = joined.buffers()[2]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    buf = data.slice(lo, hi - lo) if data is not None else pa.py_buffer(b"")
+    # raw newlines can only be whitespace between tokens; tell the reader when there are any
+    multiline = int(np.count_nonzero(np.frombuffer(buf, dtype=np.uint8) == 10)) != n
+    longest = int(np.diff(offsets).max()) if n else 0
     table = pj.read_json(
-        io.BytesIO(joined),
+        pa.BufferReader(buf),
         read_options=pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 64)),
         parse_options=pj.ParseOptions(
             explicit_schema=schema,
@@ -372,29 +376,94 @@ def _read_json(lines: Sequence[bytes], schema: pa.Schema) -> pa.Table:
             newlines_in_values=multiline,
         ),
     )
-    if table.num_rows != len(lines):
-        raise ValueError(f"expected {len(lines)} JSON objects, found {table.num_rows}")
+    if table.num_rows != n:
+        raise ValueError(f"expected {n} JSON objects, found {table.num_rows}")
     return table
 
 
-def _struct_table(arr: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
-    """A struct column as a table of its fields (nulls stay where the struct is null)."""
-    flat = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    if isinstance(flat, pa.ChunkedArray):  # empty chunked array
-        flat = pa.array([], flat.type)
-    cols = flat.flatten()  # respects the parent's validity
-    return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, f.type) for f in schema]))
+def _combined(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks else pa.array([], col.type)
+    return col
 
 
-def _convert_from_wire(table: pa.Table, spec: LogSpec) -> pa.Table:
-    """Wire forms (strings for dates/times/binary) -> the table's types; raises on bad values."""
-    s = _schemas(spec)
-    if s.needs_conversion and table.num_rows:
-        df = pl.from_arrow(table)
-        assert isinstance(df, pl.DataFrame)
-        exprs = [_from_wire_expr(pl.col(f.name), f.type).alias(f.name) for f in spec.schema]
-        table = df.select(exprs).to_arrow()
-    return table.cast(s.images)
+def _images(env: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """before, after, op of each record, from the top level or a schema-include payload."""
+    payload = _combined(env.column("payload")) if "payload" in env.column_names else None
+    out = []
+    for name in ("before", "after", "op"):
+        top = _combined(env.column(name))
+        if payload is not None and payload.null_count < len(payload):
+            top = pc.if_else(payload.is_valid(), payload.field(name), top)
+        out.append(top)
+    return out[0], out[1], out[2]
+
+
+def _parse_maps(values: pa.Array, s: _Schemas) -> tuple[pa.Array, pa.Array]:
+    """Map columns of before/after, parsed by polars (pyarrow cannot read maps)."""
+    text = pl.from_arrow(values.cast(pa.large_string()))  # also checks UTF-8
+    assert isinstance(text, pl.Series) and s.polars_envelope is not None
+    env = text.str.json_decode(s.polars_envelope).to_arrow()
+    payload = env.field("payload")
+    images = []
+    for name in ("before", "after"):
+        top = env.field(name)
+        if payload.null_count < len(payload):
+            top = pc.if_else(payload.is_valid(), payload.field(name), top)
+        images.append(top)
+    return images[0], images[1]
+
+
+def _image_table(
+    arrow_part: pa.Array, map_part: pa.Array | None, s: _Schemas, plan: Plan
+) -> pa.Table:
+    """One image (struct per record, wire forms) -> a table of the columns in their types.
+
+    ``flatten`` keeps the struct's nulls, so an absent image is a row of nulls.
+    """
+    forms = dict(plan)
+    cols = dict(zip([f.name for f in s.arrow_fields], arrow_part.flatten(), strict=True))
+    if map_part is not None:
+        cols.update(zip(s.map_columns, map_part.flatten(), strict=True))
+    arrays = []
+    for f in s.spec.schema:
+        form = forms.get(f.name)
+        col = cols[f.name]
+        arrays.append(apply_form(col, f.type, form) if form else from_wire(col, f.type))
+    return pa.Table.from_arrays(arrays, schema=s.images)
+
+
+def _parse_with(values: pa.Array, s: _Schemas, plan: Plan) -> pa.Table:
+    env = _read_json(values, s.envelope(plan))
+    if env.column("op").null_count:  # schema-include records (or a missing op): parse again
+        env = _read_json(values, s.envelope(plan, include=True))
+    return env
+
+
+def _parse_envelopes(values: pa.Array, s: _Schemas) -> tuple[pa.Table, Plan]:
+    """Parse a batch with the table's current plan, switching plan when the batch says so."""
+    plan = s.plan
+    try:
+        env = _parse_with(values, s, plan)
+    except _BATCH_ERRORS:
+        probed = probe_plan(_first_values(values), s.spec.schema)
+        if probed == plan:
+            raise
+        plan = probed
+        env = _parse_with(values, s, plan)
+    if "schema" in env.column_names:
+        semantics = batch_semantics(_combined(env.column("schema")))
+        if semantics is not None:
+            wanted = plan_from_semantics(s.spec.schema, semantics)
+            if wanted != plan:
+                plan = wanted
+                env = _parse_with(values, s, plan)
+    s.plan = plan
+    return env, plan
+
+
+def _first_values(values: pa.Array, limit: int = 32) -> list[bytes]:
+    return [v for v in values.slice(0, limit).to_pylist() if v is not None]
 
 
 @dataclass
@@ -410,55 +479,56 @@ class _Part:
     reasons: dict[int, str] = field(default_factory=dict)  # record index -> reason
 
 
-def _decode_slice(
-    values: list[bytes], keys: list[bytes | None], lo: int, hi: int, spec: LogSpec
-) -> _Part:
+def _key_only_befores(
+    before: pa.Table, keys: list[bytes | None], s: _Schemas, plan: Plan
+) -> pa.Table:
+    """Before images of key-only deletes, key fields from the Kafka key (rest null)."""
+    kt = _read_json(pa.array(keys, pa.large_binary()), s.key(plan))
+    payload = _combined(kt.column("payload"))
+    forms = dict(plan)
+    cols = {}
+    for f in s.spec.schema:
+        if f.name not in kt.column_names:
+            cols[f.name] = pa.nulls(len(keys), f.type)
+            continue
+        col = _combined(kt.column(f.name))
+        if payload.null_count < len(payload):  # schema-include key
+            col = pc.if_else(payload.is_valid(), payload.field(f.name), col)
+        form = forms.get(f.name)
+        cols[f.name] = apply_form(col, f.type, form) if form else from_wire(col, f.type)
+    return pa.Table.from_pydict(cols, schema=before.schema)
+
+
+def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec) -> _Part:
     s = _schemas(spec)
-    env = _read_json(values[lo:hi], s.envelope)
-    payload = env.column("payload").combine_chunks()
-    use_payload = payload.is_valid()
-    parts = {}
-    for name in ("before", "after", "op"):
-        top = env.column(name).combine_chunks()
-        if payload.null_count < len(payload):  # schema-include envelopes
-            top = pc.if_else(use_payload, payload.field(name), top)
-        parts[name] = top
+    vals = values.slice(lo, hi - lo)
+    env, plan = _parse_envelopes(vals, s)
+    before_w, after_w, op_text = _images(env)
+    maps = _parse_maps(vals, s) if s.map_columns else (None, None)
     n = hi - lo
-    op_idx = pc.index_in(parts["op"], value_set=pa.array(OPS))
+    op_idx = pc.index_in(op_text, value_set=pa.array(OPS))
     op = np.asarray(pc.fill_null(op_idx, -1).to_numpy(zero_copy_only=False), dtype=np.int8)
-    has_before = np.asarray(parts["before"].is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    has_after = np.asarray(parts["after"].is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    before = _struct_table(parts["before"], s.envelope.field("before").type)
-    after = _struct_table(parts["after"], s.envelope.field("after").type)
+    has_before = np.asarray(before_w.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    has_after = np.asarray(after_w.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    before = _image_table(before_w, maps[0], s, plan)
+    after = _image_table(after_w, maps[1], s, plan)
 
     # key-only deletes: a "d" without before takes its key fields from the Kafka key
     key_only = np.flatnonzero((op == OP_D) & ~has_before)
-    key_ok = np.zeros(n, dtype=bool)
     if key_only.size:
-        with_key = [i for i in key_only if keys[lo + i]]
+        with_key = [int(i) for i in key_only if keys(lo + int(i))]
         if with_key:
-            kt = _read_json([keys[lo + i] for i in with_key], s.key)  # type: ignore[misc]
-            full = pa.table(
-                {
-                    f.name: kt.column(f.name)
-                    if f.name in kt.column_names
-                    else pa.nulls(len(with_key), f.type)
-                    for f in s.envelope.field("before").type
-                }
-            )
+            full = _key_only_befores(before, [keys(lo + i) for i in with_key], s, plan)
             idx = np.arange(n)
             idx[with_key] = n + np.arange(len(with_key))
             before = pa.concat_tables([before, full]).take(pa.array(idx))
-            key_ok[with_key] = True
-            has_before = has_before | key_ok
-
-    before = _convert_from_wire(before, spec)
-    after = _convert_from_wire(after, spec)
+            has_before = has_before.copy()
+            has_before[with_key] = True
 
     reasons: dict[int, str] = {}
     bad = op < 0
     for i in np.flatnonzero(bad):
-        reasons[int(i)] = f"unknown op {parts['op'][int(i)].as_py()!r}"
+        reasons[int(i)] = f"unknown op {op_text[int(i)].as_py()!r}"
     needs_after = (op == OP_C) | (op == OP_R) | (op == OP_U)
     for i in np.flatnonzero(needs_after & ~has_after & ~bad):
         reasons[int(i)] = f"op {OPS[op[i]]!r} without 'after'"
@@ -496,14 +566,14 @@ def _failure_reason(value: bytes, exc: Exception) -> str:
 
 
 def _decode_isolating(
-    values: list[bytes], keys: list[bytes | None], lo: int, hi: int, spec: LogSpec
+    values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec
 ) -> list[_Part]:
-    """Decode [lo, hi); on failure bisect so only the bad records are lost."""
+    """Decode [lo, hi) in one go; on failure bisect so only the bad records are lost."""
     try:
         return [_decode_slice(values, keys, lo, hi, spec)]
-    except (pa.ArrowException, ValueError, pl.exceptions.PolarsError) as exc:
+    except _BATCH_ERRORS as exc:
         if hi - lo == 1:
-            return [_Part(lo, hi, reasons={lo: _failure_reason(values[lo], exc)})]
+            return [_Part(lo, hi, reasons={lo: _failure_reason(values[lo].as_py(), exc)})]
     mid = (lo + hi) // 2
     return _decode_isolating(values, keys, lo, mid, spec) + _decode_isolating(
         values, keys, mid, hi, spec
@@ -557,44 +627,51 @@ def decode_columns(
     lenient: bool = False,
     topic: str | None = None,
 ) -> Decoded:
-    """Decode parallel record columns (the fast path used by LogReader)."""
+    """Decode parallel record columns (the fast path used by LogReader).
+
+    Python touches each record once (building one Arrow array of the values); only
+    null values (markers, tombstones) and bad records are looked at one by one.
+    """
     topic = topic or spec.topic
     markers: list[Marker] = []
     errors: list[DecodeFailure] = []
-    data_idx: list[int] = []
-    for i, v in enumerate(values):
-        if v is not None:
-            data_idx.append(i)
-            continue
-        try:
-            m = parse_marker(partitions[i], offsets[i], headers[i])
-        except ValueError as exc:
-            errors.append(
-                DecodeFailure(
-                    partitions[i],
-                    offsets[i],
-                    f"bad dts.barrier header: {exc}",
-                    keys[i],
-                    None,
-                    headers[i],
+    all_values = pa.array(values, pa.large_binary())
+    if all_values.null_count:
+        valid = np.asarray(all_values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        data_idx = np.flatnonzero(valid)
+        data_values = all_values.filter(pa.array(valid))
+        for i in np.flatnonzero(~valid).tolist():
+            try:
+                m = parse_marker(partitions[i], offsets[i], headers[i])
+            except ValueError as exc:
+                errors.append(
+                    DecodeFailure(
+                        partitions[i],
+                        offsets[i],
+                        f"bad dts.barrier header: {exc}",
+                        keys[i],
+                        None,
+                        headers[i],
+                    )
                 )
-            )
-            continue
-        if m is not None:
-            markers.append(m)
-        # else: a Kafka tombstone, skipped as DESIGN.md says
-    part_arr = (
-        np.asarray(partitions, dtype=np.int64)[data_idx] if data_idx else np.zeros(0, np.int64)
-    )
-    off_arr = np.asarray(offsets, dtype=np.int64)[data_idx] if data_idx else np.zeros(0, np.int64)
-    data_values: list[bytes] = [values[i] for i in data_idx]  # type: ignore[misc]
-    data_keys = [keys[i] for i in data_idx]
-    parts = (
-        _decode_isolating(data_values, data_keys, 0, len(data_values), spec) if data_values else []
-    )
+                continue
+            if m is not None:
+                markers.append(m)
+            # else: a Kafka tombstone, skipped as DESIGN.md says
+    else:
+        data_idx = np.arange(len(all_values))
+        data_values = all_values
+    part_arr = np.asarray(partitions, dtype=np.int64)[data_idx]
+    off_arr = np.asarray(offsets, dtype=np.int64)[data_idx]
+
+    def data_key(j: int) -> bytes | None:
+        return keys[int(data_idx[j])]
+
+    n = len(data_values)
+    parts = _decode_isolating(data_values, data_key, 0, n, spec) if n else []
     for p in parts:
         for j, reason in p.reasons.items():
-            i = data_idx[j]
+            i = int(data_idx[j])
             errors.append(
                 DecodeFailure(partitions[i], offsets[i], reason, keys[i], values[i], headers[i])
             )
@@ -615,5 +692,5 @@ def decode_records(
     """
     if not records:
         return Decoded(output_schema(spec).empty_table())
-    cols = list(zip(*records, strict=False))
+    cols = [list(map(itemgetter(i), records)) for i in range(5)]
     return decode_columns(spec, cols[0], cols[1], cols[2], cols[3], cols[4], lenient)

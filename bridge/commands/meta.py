@@ -114,11 +114,15 @@ def serve(
     sock.bind((host, port))
     bound = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    base = f"http://{host}:{bound}"
+    # The first line is what scripts wait for (the address); the rest says where to look.
+    click.echo(f"MetaService listening on {base} (database {store.safe_url})")
     click.echo(
-        f"MetaService listening on http://{host}:{bound} (database {store.safe_url}; "
-        f"API docs http://{host}:{bound}/docs); Ctrl-C stops it",
-        err=False,
+        f"  API          {base}  (JSON: /health, /jobs, /tables, /consistent-version, /lineage)"
     )
+    click.echo(f"  OpenAPI docs {base}/docs  (spec {base}/openapi.json)")
+    click.echo(f"  metrics      {base}/metrics  (Prometheus)")
+    click.echo("Ctrl-C stops it")
     try:
         # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then re-raises
         # the signal; that is our normal way out.

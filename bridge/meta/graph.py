@@ -160,3 +160,56 @@ def render_mermaid(edges: Sequence[LineageEdge], focus: str | None = None) -> st
 
 def edges_touching(edges: Sequence[LineageEdge], tables: set[str]) -> list[LineageEdge]:
     return [e for e in edges if e.source in tables and e.sink in tables]
+
+
+def components(edges: Sequence[LineageEdge], tables: Iterable[str]) -> list[list[str]]:
+    """Table groups: the connected components of the lineage graph (edges taken both ways),
+    each sorted; ``tables`` without edges form groups of their own. Sorted by first member."""
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    for e in edges:
+        neighbours[e.source].add(e.sink)
+        neighbours[e.sink].add(e.source)
+    nodes = set(tables) | set(neighbours)
+    seen: set[str] = set()
+    groups = []
+    for start in sorted(nodes):
+        if start in seen:
+            continue
+        seen.add(start)
+        members, stack = [start], [start]
+        while stack:
+            for nxt in neighbours.get(stack.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    members.append(nxt)
+                    stack.append(nxt)
+        groups.append(sorted(members))
+    return groups
+
+
+def depths(edges: Sequence[LineageEdge]) -> dict[str, int]:
+    """Lineage depth of every table on an edge: 0 for a root, else 1 + its deepest source
+    (the longest path from a root), so sorting by depth lists a group in lineage order."""
+    down = adjacency(edges)
+    indegree: dict[str, int] = defaultdict(int)
+    for source, sinks in down.items():
+        indegree[source] += 0
+        for sink in sinks:
+            indegree[sink] += 1
+    # Kahn's topological order; registration refuses cycles, a table on one would stay 0.
+    ready = deque(sorted(t for t, n in indegree.items() if n == 0))
+    depth = dict.fromkeys(indegree, 0)
+    while ready:
+        table = ready.popleft()
+        for sink in down.get(table, {}):
+            depth[sink] = max(depth[sink], depth[table] + 1)
+            indegree[sink] -= 1
+            if indegree[sink] == 0:
+                ready.append(sink)
+    return depth
+
+
+def group_name(members: Sequence[str], depth: dict[str, int]) -> str:
+    """A group is named after its root (source) tables, joined by ``+``."""
+    roots = [t for t in members if depth.get(t, 0) == 0]
+    return "+".join(sorted(roots or members))

@@ -12,11 +12,14 @@ import sqlalchemy as sa
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from bridge.meta.errors import MetaError
+from bridge.meta.metrics import RequestMetrics, meta_registry, requests_counter
 from bridge.meta.models import (
     JOB_ID_PATTERN,
     MAX_INT64,
@@ -94,10 +97,13 @@ def create_app(
     *,
     sweep_interval_s: float | None = None,
     prune_keep: int = DEFAULT_PRUNE_KEEP,
+    registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """The API over ``store``. A background task marks jobs failed whose heartbeat timed
     out (every ``sweep_interval_s``, default a quarter of the heartbeat timeout) and keeps
-    the newest ``prune_keep`` barriers per table."""
+    the newest ``prune_keep`` barriers per table. Prometheus metrics on ``/metrics`` come
+    from ``registry`` (default: a fresh one with the store's collector, see
+    :mod:`bridge.meta.metrics`); the app counts its requests in it too."""
     interval = sweep_interval_s or max(0.05, min(store.heartbeat_timeout_ms / 4000, 5.0))
 
     @contextlib.asynccontextmanager
@@ -119,6 +125,8 @@ def create_app(
         responses=_ERRORS,
     )
     app.state.store = store
+    app.state.registry = registry = registry or meta_registry(store)
+    app.add_middleware(RequestMetrics, requests=requests_counter(registry))
 
     @app.exception_handler(MetaError)
     async def _meta_error(_req: Request, exc: MetaError) -> JSONResponse:
@@ -145,6 +153,12 @@ def create_app(
         return JSONResponse(status_code=exc.status_code, content={"detail": body}, headers=headers)
 
     _routes(app, store)
+
+    # Not in the OpenAPI description: it is Prometheus' text format, not the JSON API.
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
     return app
 
 

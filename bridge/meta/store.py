@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,37 @@ barriers_t = sa.Table(
     sa.Column("completed_at_ms", sa.BigInteger, nullable=False),
     sa.Column("job_id", sa.String(128), nullable=True),
 )
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job_id: str
+    kind: str
+    heartbeat_at_ms: int
+    heartbeat_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class TableGroup:
+    """A connected component of the lineage graph, named after its root table(s)."""
+
+    name: str
+    tables: tuple[str, ...]
+    # The greatest barrier completed by every table of the group; None while some table
+    # has none or they share none (unrelated sources).
+    consistent_barrier: int | None
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    """What ``/metrics`` reports, read in one transaction."""
+
+    now_ms: int
+    jobs_by_state: dict[str, int]
+    running: list[RunningJob]
+    latest_barrier: dict[str, int]  # table -> latest completed barrier
+    depth: dict[str, int]  # table -> lineage depth (0 = root)
+    groups: list[TableGroup]
 
 
 def default_url(warehouse: str | Path) -> str:
@@ -647,6 +679,49 @@ class Store:
             ).first():
                 return True
         return False
+
+    def metrics_view(self) -> MetricsView:
+        """Jobs by state, running jobs' heartbeats, latest barriers and table groups with
+        their consistent barrier: the state ``/metrics`` reports, from one read."""
+        with self._read.begin() as conn:
+            now = self._clock()
+            counts = dict.fromkeys((s.value for s in JobState), 0)
+            for state, n in conn.execute(
+                sa.select(jobs_t.c.state, sa.func.count()).group_by(jobs_t.c.state)
+            ):
+                counts[state] = n
+            running = [
+                RunningJob(r.job_id, r.kind, r.heartbeat_at_ms, r.heartbeat_timeout_ms)
+                for r in conn.execute(
+                    sa.select(
+                        jobs_t.c.job_id,
+                        jobs_t.c.kind,
+                        jobs_t.c.heartbeat_at_ms,
+                        jobs_t.c.heartbeat_timeout_ms,
+                    )
+                    .where(jobs_t.c.state == JobState.RUNNING.value)
+                    .order_by(jobs_t.c.job_id)
+                )
+            ]
+            latest = dict(
+                conn.execute(
+                    sa.select(barriers_t.c.table_name, sa.func.max(barriers_t.c.barrier)).group_by(
+                        barriers_t.c.table_name
+                    )
+                ).all()
+            )
+            edges = self._edges(conn)
+            depth = graph.depths(edges)
+            source = _DbBarriers(conn)
+            groups = []
+            for members in graph.components(edges, latest):
+                common: int | None = None
+                if all(t in latest for t in members):
+                    common = (
+                        latest[members[0]] if len(members) == 1 else source.greatest_common(members)
+                    )
+                groups.append(TableGroup(graph.group_name(members, depth), tuple(members), common))
+        return MetricsView(now, counts, running, latest, depth, groups)
 
     def consistent_version(
         self, tables: Sequence[str], mode: ConsistencyMode = ConsistencyMode.STRONG

@@ -18,6 +18,7 @@ from pathlib import Path
 DATASOURCE = {"type": "prometheus", "uid": "dts-prometheus"}
 OUT = Path(__file__).parent / "dashboards"
 TABLE = 'table=~"$table"'
+GROUP = 'group=~"$group"'
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class Panel:
     description: str = ""
     kind: str = "timeseries"
     width: int = 12
+    instant: bool = False  # one value per series (table panels), not a time series
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A dashboard variable listing the values of ``label`` on ``metric``."""
+
+    name: str
+    metric: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,7 @@ class Dashboard:
     description: str
     rows: list[tuple[str, list[Panel]]] = field(default_factory=list)
     table_source: str = "dts_filestore_data_files"  # metric whose `table` label lists tables
+    extra_variables: list[Variable] = field(default_factory=list)
 
 
 CONSISTENCY = Dashboard(
@@ -95,8 +107,117 @@ CONSISTENCY = Dashboard(
                     description="Intervals since the last committed barrier (alert above 10).",
                 ),
             ],
-        )
+        ),
+        (
+            "Table groups (MetaService)",
+            [
+                Panel(
+                    "Consistent barrier per table group",
+                    [
+                        (
+                            f"max by (group) (dts_meta_group_consistent_barrier_ms{{{GROUP}}})",
+                            "{{group}}",
+                        )
+                    ],
+                    unit="dateTimeAsIso",
+                    description="The greatest barrier every table of the lineage group "
+                    "completed: where a strong consistent read of the group reads.",
+                ),
+                Panel(
+                    "Consistent read age per table group",
+                    [
+                        (
+                            "time() * 1000 - max by (group) "
+                            f"(dts_meta_group_consistent_barrier_ms{{{GROUP}}})",
+                            "{{group}}",
+                        )
+                    ],
+                    unit="ms",
+                    description="Now minus the group's consistent barrier: how old the data of "
+                    "a strong consistent read is.",
+                ),
+                Panel(
+                    "Consistent lag per table",
+                    [
+                        (
+                            "max by (group, table) "
+                            f"(dts_meta_consistent_lag_ms{{{GROUP}, {TABLE}}})",
+                            "{{group}}: {{table}}",
+                        )
+                    ],
+                    unit="ms",
+                    description="How far the group's consistent barrier trails each table's "
+                    "latest: newer data of the table a consistent read cannot see yet. The "
+                    "table at 0 is the one holding the group back (alert above 60 s).",
+                ),
+                Panel(
+                    "Completed barrier per table (MetaService)",
+                    [
+                        (
+                            f"max by (table) (dts_meta_table_completed_barrier_ms{{{TABLE}}})",
+                            "{{table}}",
+                        )
+                    ],
+                    unit="dateTimeAsIso",
+                    description="Latest completed barrier each committer reported.",
+                ),
+                Panel(
+                    "Tables in lineage order",
+                    [
+                        (
+                            "max by (group, table) "
+                            f"(dts_meta_table_lineage_depth{{{GROUP}, {TABLE}}})",
+                            "{{table}}",
+                        ),
+                        (
+                            "max by (group, table) "
+                            f"(dts_meta_consistent_lag_ms{{{GROUP}, {TABLE}}})",
+                            "{{table}}",
+                        ),
+                    ],
+                    kind="table",
+                    instant=True,
+                    width=24,
+                    description="Each group's tables by lineage depth (0 = source table) with "
+                    "their consistent lag in ms; sort by depth for lineage order.",
+                ),
+            ],
+        ),
+        (
+            "Jobs (MetaService)",
+            [
+                Panel(
+                    "Jobs by state",
+                    [("max by (state) (dts_meta_jobs)", "{{state}}")],
+                    description="Registered jobs: running, finished, failed, cancelled.",
+                ),
+                Panel(
+                    "Heartbeat age / timeout per running job",
+                    [
+                        (
+                            "max by (job) (dts_meta_jobs_heartbeat_age_seconds"
+                            " / dts_meta_jobs_heartbeat_timeout_seconds)",
+                            "{{job}}",
+                        )
+                    ],
+                    unit="percentunit",
+                    description="At 1.0 the MetaService marks the job failed (alert at 0.5).",
+                ),
+                Panel(
+                    "MetaService requests per second",
+                    [
+                        (
+                            "sum by (route, status) "
+                            "(rate(dts_meta_requests_total[$__rate_interval]))",
+                            "{{route}} {{status}}",
+                        )
+                    ],
+                    unit="reqps",
+                ),
+            ],
+        ),
     ],
+    extra_variables=[Variable("group", "dts_meta_group_consistent_barrier_ms", "group")],
 )
 
 PIPELINE = Dashboard(
@@ -256,6 +377,13 @@ DASHBOARDS = {"consistency": CONSISTENCY, "pipeline": PIPELINE, "storage": STORA
 
 
 def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
+    extra: dict[str, object] = {}
+    if panel.instant:
+        # One row per series: the queries' values side by side, sorted by the first (A).
+        extra = {
+            "transformations": [{"id": "merge", "options": {}}],
+            "options": {"showHeader": True, "sortBy": [{"displayName": "Value #A"}]},
+        }
     return {
         "id": panel_id,
         "type": panel.kind,
@@ -271,9 +399,29 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]
                 "datasource": DATASOURCE,
                 "expr": expr,
                 "legendFormat": legend,
+                **({"instant": True, "range": False, "format": "table"} if panel.instant else {}),
             }
             for i, (expr, legend) in enumerate(panel.targets)
         ],
+        **extra,
+    }
+
+
+def variable_json(v: Variable) -> dict[str, object]:
+    query = f"label_values({v.metric}, {v.label})"
+    return {
+        "name": v.name,
+        "label": v.name.capitalize(),
+        "type": "query",
+        "datasource": DATASOURCE,
+        "definition": query,
+        "query": {"query": query, "refId": v.name},
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "refresh": 2,
+        "sort": 1,
     }
 
 
@@ -302,7 +450,6 @@ def dashboard_json(d: Dashboard) -> dict[str, object]:
             next_id += 1
             x += panel.width
         y += 8
-    table_query = f"label_values({d.table_source}, table)"
     return {
         "uid": d.uid,
         "title": d.title,
@@ -317,20 +464,8 @@ def dashboard_json(d: Dashboard) -> dict[str, object]:
         "links": [{"type": "dashboards", "tags": ["dts"], "asDropdown": True, "title": "DTS"}],
         "templating": {
             "list": [
-                {
-                    "name": "table",
-                    "label": "Table",
-                    "type": "query",
-                    "datasource": DATASOURCE,
-                    "definition": table_query,
-                    "query": {"query": table_query, "refId": "table"},
-                    "includeAll": True,
-                    "multi": True,
-                    "allValue": ".*",
-                    "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-                    "refresh": 2,
-                    "sort": 1,
-                }
+                variable_json(v)
+                for v in [Variable("table", d.table_source, "table"), *d.extra_variables]
             ]
         },
         "panels": panels,

@@ -56,6 +56,26 @@ ALL_TYPES = pa.schema(
         ("lb", pa.list_(pa.binary())),
         ("st", pa.struct([("x", pa.int32()), ("y", pa.string()), ("when", pa.date32())])),
         ("lst", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())]))),
+        # the rest of the FileStore's types (filestore/types.py)
+        ("u8", pa.uint8()),
+        ("f16", pa.float16()),
+        ("dec256", pa.decimal256(40, 5)),
+        ("lb2", pa.large_binary()),
+        ("fb", pa.binary(4)),
+        ("d64", pa.date64()),
+        ("tm_s", pa.time32("s")),
+        ("tm_ms", pa.time32("ms")),
+        ("tm_ns", pa.time64("ns")),
+        ("ts_s", pa.timestamp("s")),
+        ("du", pa.duration("us")),
+        ("du_s", pa.duration("s")),
+        ("du_ns", pa.duration("ns")),
+        ("ll", pa.large_list(pa.large_string())),
+        ("m", pa.map_(pa.string(), pa.int64())),
+        ("mi", pa.map_(pa.int32(), pa.struct([("d", pa.date32()), ("b", pa.binary())]))),
+        ("md", pa.map_(pa.date32(), pa.list_(pa.decimal128(9, 3)))),
+        ("st_m", pa.struct([("tags", pa.map_(pa.string(), pa.string())), ("n", pa.int16())])),
+        ("nothing", pa.null()),
     ]
 )
 
@@ -63,8 +83,26 @@ TRICKY = ['a"b', "back\\slash", "new\nline", "tab\t", "\x01ctl", "é ü 中文 �
 
 
 def random_value(rng: random.Random, t: pa.DataType, allow_null: bool = True):  # type: ignore[no-untyped-def]
-    if allow_null and rng.random() < 0.15:
+    if pa.types.is_null(t) or (allow_null and rng.random() < 0.15):
         return None
+    if pa.types.is_uint8(t):
+        return rng.randint(0, 255)
+    if pa.types.is_float16(t):
+        return float(np.float16(rng.uniform(-1000, 1000)))
+    if pa.types.is_fixed_size_binary(t):
+        return rng.randbytes(t.byte_width)
+    if pa.types.is_large_binary(t):
+        return rng.randbytes(rng.randint(0, 12))
+    if pa.types.is_time(t) or pa.types.is_duration(t):
+        per_s = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[t.unit]
+        if pa.types.is_duration(t):
+            return rng.randint(-(2**40), 2**40) * per_s // 1000 + rng.randint(0, per_s - 1)
+        return rng.randrange(86400 * per_s)
+    if pa.types.is_map(t):
+        keys = {random_value(rng, t.key_type, allow_null=False) for _ in range(rng.randint(0, 3))}
+        return [(k, random_value(rng, t.item_type)) for k in keys]
+    if pa.types.is_large_list(t):
+        return [random_value(rng, t.value_type) for _ in range(rng.randint(0, 3))]
     if pa.types.is_int8(t):
         return rng.randint(-128, 127)
     if pa.types.is_int16(t):
@@ -82,7 +120,8 @@ def random_value(rng: random.Random, t: pa.DataType, allow_null: bool = True):  
     if pa.types.is_floating(t):
         return rng.choice([rng.uniform(-1e12, 1e12), 1e-300, -0.0, 1 / 3])
     if pa.types.is_decimal(t):
-        return decimal.Decimal(rng.randint(-(10**17), 10**17)).scaleb(-t.scale)
+        digits = 10 ** (t.precision - 1)
+        return decimal.Decimal(rng.randint(-digits, digits)).scaleb(-t.scale)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return rng.choice(TRICKY) + str(rng.randint(0, 10**6))
     if pa.types.is_binary(t):
@@ -91,10 +130,6 @@ def random_value(rng: random.Random, t: pa.DataType, allow_null: bool = True):  
         return rng.random() < 0.5
     if pa.types.is_date(t):
         return dt.date(1970, 1, 1) + dt.timedelta(days=rng.randint(-30000, 30000))
-    if pa.types.is_time(t):
-        return dt.time(
-            rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59), rng.randint(0, 999999)
-        )
     if pa.types.is_timestamp(t):
         scale = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[t.unit]
         return rng.randint(-(2**31), 2**32) * scale + rng.randint(0, scale - 1)

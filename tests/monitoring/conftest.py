@@ -22,7 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from logstore.broker import EmbeddedBroker
-from tests.monitoring.live import start_exporter, start_worker
+from tests.monitoring.live import start_exporter, start_meta, start_worker
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "monitoring"
@@ -80,8 +80,9 @@ def metric_targets(
     with (
         start_exporter(warehouse) as exporter,
         start_worker(warehouse, broker.bootstrap) as worker,
+        start_meta(warehouse) as meta,
     ):
-        yield {"dts-exporter": exporter, "dts-worker": worker}
+        yield {"dts-exporter": exporter, "dts-worker": worker, "dts-meta": meta}
 
 
 @pytest.fixture(scope="session")

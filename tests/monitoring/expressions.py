@@ -19,6 +19,8 @@ GRAFANA_VARIABLES = {
     "$__range": "5m",
     "${table}": ".*",
     "$table": ".*",
+    "${group}": ".*",
+    "$group": ".*",
 }
 _METRIC = re.compile(r"\bdts_[a-z0-9_]+\b")
 _LABEL_VALUES = re.compile(r"^label_values\((?P<metric>[^,]+),\s*(?P<label>\w+)\)$")

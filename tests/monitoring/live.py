@@ -85,6 +85,66 @@ def start_exporter(warehouse: Path) -> Iterator[str]:
         yield address
 
 
+# The MetaService's lineage in the live stack: orders -> order_totals -> daily_revenue and
+# orders -> orders_by_customer, one group named after its root, shop.orders.
+META_GROUP = "shop.orders"
+META_JOBS = {
+    "monitoring-cdc": ([], ["shop.orders"]),
+    "monitoring-totals": (["shop.orders"], ["shop.order_totals"]),
+    "monitoring-revenue": (["shop.order_totals"], ["shop.daily_revenue"]),
+    "monitoring-by-customer": (["shop.orders"], ["shop.orders_by_customer"]),
+}
+META_TABLES = [t for _, sinks in META_JOBS.values() for t in sinks]
+# daily_revenue stopped 2 minutes ago: the group's consistent reads lag (the alert fires).
+META_STALLED = "shop.daily_revenue"
+META_STALL_MS = 120_000
+
+
+def populate_meta(url: str) -> None:
+    """Jobs with lineage and completed barriers, so every MetaService series has data."""
+    from bridge.meta.client import MetaClient
+    from bridge.meta.models import TableBarrierReport
+
+    now_ms = time.time_ns() // 1_000_000
+    barriers = [now_ms - META_STALL_MS - 10_000 + i * 5_000 for i in range(27)]
+    with MetaClient(url) as client:
+        for job_id, (sources, sinks) in META_JOBS.items():
+            kind = "worker" if not sources else "spark-streaming"
+            # A day-long timeout: these jobs stay running while the tests look at them.
+            client.register_job(
+                kind, sources, sinks, job_id=job_id, heartbeat_timeout_ms=86_400_000
+            )
+        reports = [
+            TableBarrierReport(table=table, barrier=b, snapshot_id=i + 1, job_id=job_id)
+            for job_id, (_, sinks) in META_JOBS.items()
+            for table in sinks
+            for i, b in enumerate(barriers)
+            if table != META_STALLED or b <= now_ms - META_STALL_MS
+        ]
+        client.report_barriers(reports)
+        client.heartbeat("monitoring-cdc")  # a route or two in the request counter
+        client.consistent_version(list(META_TABLES))
+
+
+@contextmanager
+def start_meta(warehouse: Path) -> Iterator[str]:
+    """``dts meta serve`` in a subprocess on the warehouse's embedded database, populated."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "bridge.cli",
+        "meta",
+        "serve",
+        "--warehouse",
+        str(warehouse),
+        "--port",
+        "0",
+    ]
+    with _process(cmd, warehouse.parent / "meta.log") as address:
+        populate_meta(f"http://{address}")
+        yield address
+
+
 @contextmanager
 def _process(cmd: list[str], log_path: Path) -> Iterator[str]:
     """Run ``cmd``, wait for it to print its /metrics address, stop it afterwards."""
