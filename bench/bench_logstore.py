@@ -8,6 +8,7 @@ Measures, in one run on the embedded broker:
   confluent-kafka consume of the same records.
 
 Usage: python -m bench.bench_logstore --rows 1000000 --out bench/results/logstore.json
+       python -m bench.bench_logstore --rows 200000 --codec-only   # no broker, seconds
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("inf")
 
 
-def bench(rows: int, buckets: int) -> dict[str, float | int]:
+def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float | int]:
     data = changelog(rows)
     spec = LogSpec(
         f"bench.log_{uuid.uuid4().hex[:8]}", SCHEMA, ["id"], buckets, changelog_mode="all"
@@ -118,6 +119,8 @@ def bench(rows: int, buckets: int) -> dict[str, float | int]:
     )
     out["decode_rows_per_s"] = rate(decoded_rows, time.perf_counter() - t0)
     del raw
+    if codec_only:
+        return out
 
     with EmbeddedBroker() as broker:
         bs = broker.bootstrap
@@ -197,12 +200,24 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--out", type=Path, default=Path("bench/results/logstore.json"))
+    ap.add_argument("--codec-only", action="store_true", help="codec rates only, no broker")
     args = ap.parse_args()
     print(f"logstore benchmark: {args.rows:,} changelog rows, {args.buckets} buckets", flush=True)
-    res = bench(args.rows, args.buckets)
-    lines = [
+    res = bench(args.rows, args.buckets, args.codec_only)
+    codec_lines = [
         ("codec encode (rows/s)", res["encode_rows_per_s"], ""),
         ("codec decode (rows/s)", res["decode_rows_per_s"], ""),
+    ]
+    if args.codec_only:
+        print(f"\n{'measure':<40}{'rate':>14}")
+        for name, value, _ in codec_lines:
+            print(f"{name:<40}{value:>14,.0f}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(res, indent=2))
+        print(f"results written to {args.out}")
+        return
+    lines = [
+        *codec_lines,
         (
             "LogWriter produce (rows/s)",
             res["writer_rows_per_s"],

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 # How far back to look for the latest snapshot that carries a barrier (COMPACT and batch
 # snapshots may carry none); older barriers are not "latest" in any useful sense.
 BARRIER_LOOKBACK = 32
+# Snapshots read per table and scrape to count compactions; a backlog is read over scrapes.
+HISTORY_READS_PER_SCRAPE = 200
 
 
 class DataFileLike(Protocol):
@@ -171,10 +173,30 @@ class Warehouse:
 
     def snapshots_retained(self, name: str) -> int:
         """Count ``snapshot-<N>`` files: a listing, not a read of every snapshot."""
+        return len(self.snapshot_ids(name))
+
+    def snapshot_ids(self, name: str) -> list[int]:
+        """Ids of the ``snapshot-<N>`` files, sorted: a listing, not a read of every snapshot."""
         selector = pafs.FileSelector(f"{self.table_dir(name)}/snapshot", allow_not_found=True)
-        return sum(
-            1 for info in self.fs.get_file_info(selector) if info.base_name.startswith("snapshot-")
-        )
+        names = (info.base_name for info in self.fs.get_file_info(selector))
+        return sorted(int(n[9:]) for n in names if n.startswith("snapshot-") and n[9:].isdigit())
+
+
+@dataclass
+class History:
+    """Compactions seen in a table's snapshots since the exporter started (counters)."""
+
+    next_id: int  # the first snapshot id not yet looked at
+    compactions: int = 0
+    compaction_bytes: int = 0
+
+
+def compaction_bytes(table: TableLike, snapshot: Any) -> int:
+    """Bytes of the files a COMPACT snapshot added (its delta manifests' ADD entries)."""
+    from filestore.manifest import ADD
+
+    entries = table.manifest_store.read_entries([snapshot.delta_manifest_list])  # type: ignore[attr-defined]
+    return sum(int(e.file.file_size) for e in entries if e.kind == ADD)
 
 
 class FileStoreCollector(Collector):
@@ -191,6 +213,7 @@ class FileStoreCollector(Collector):
         self._clock_ms = clock_ms
         self._cache: dict[str, FileStats] = {}
         self._errors: dict[str, int] = {}
+        self._history: dict[str, History] = {}
         # Prometheus may scrape concurrently; the cache and error counts are shared.
         self._lock = threading.Lock()
 
@@ -215,6 +238,7 @@ class FileStoreCollector(Collector):
                 log.warning("exporter: cannot read table %s: %s", name, exc)
         # Forget tables that were dropped so their series disappear.
         self._cache = {k: v for k, v in self._cache.items() if k in names}
+        self._history = {k: v for k, v in self._history.items() if k in names}
         self._errors = {k: v for k, v in self._errors.items() if k in names}
         # Every table gets an error series from its first scrape on (at 0), so increase()
         # sees the first error instead of a series appearing out of nothing.
@@ -225,8 +249,14 @@ class FileStoreCollector(Collector):
 
     def _collect_table(self, name: str, m: _Families) -> None:
         table = self._catalog.get_table(name)
-        retained = self._warehouse.snapshots_retained(name)
-        m.snapshots_retained.add_metric([name], retained)
+        ids = self._warehouse.snapshot_ids(name)
+        m.snapshots_retained.add_metric([name], len(ids))
+        # Snapshot ids start at 1 and only a prefix of the history expires: every id below
+        # the earliest retained one was expired.
+        m.snapshots_expired.add_metric([name], ids[0] - 1 if ids else 0)
+        history = self._compactions(name, table, ids)
+        m.compactions.add_metric([name], history.compactions)
+        m.compaction_bytes.add_metric([name], history.compaction_bytes)
         snapshot = table.latest_snapshot()
         if snapshot is None:
             m.data_files.add_metric([name], 0)
@@ -250,6 +280,23 @@ class FileStoreCollector(Collector):
             m.barrier_age.add_metric([name], max(0, self._clock_ms() - stats.latest_barrier))
         m.barrier_interval.add_metric([name], stats.barrier_interval_ms)
 
+    def _compactions(self, name: str, table: TableLike, ids: list[int]) -> History:
+        """Read the snapshots committed since the last scrape (at most
+        ``HISTORY_READS_PER_SCRAPE``; the rest next time) and count the COMPACT ones."""
+        history = self._history.setdefault(name, History(next_id=ids[0] if ids else 1))
+        todo = [i for i in ids if i >= history.next_id][:HISTORY_READS_PER_SCRAPE]
+        for snapshot_id in todo:
+            try:
+                snapshot = table.snapshot(snapshot_id)
+            except Exception:  # expired between the listing and the read: nothing to count
+                continue
+            if getattr(snapshot, "commit_kind", None) == "COMPACT":
+                history.compactions += 1
+                history.compaction_bytes += compaction_bytes(table, snapshot)
+        if todo:
+            history.next_id = todo[-1] + 1
+        return history
+
 
 class _Families:
     """The metric families of one scrape."""
@@ -270,6 +317,22 @@ class _Families:
         )
         self.data_bytes = GaugeMetricFamily(
             "dts_filestore_data_bytes", "Bytes of live data files in the latest snapshot.", labels=t
+        )
+        self.snapshots_expired = GaugeMetricFamily(
+            "dts_filestore_snapshots_expired",
+            "Snapshots expired so far (ids below the earliest retained snapshot).",
+            labels=t,
+        )
+        self.compactions = CounterMetricFamily(
+            "dts_filestore_compactions",
+            "COMPACT snapshots committed (counted since the exporter started; at start, "
+            "the retained ones).",
+            labels=t,
+        )
+        self.compaction_bytes = CounterMetricFamily(
+            "dts_filestore_compaction_written_bytes",
+            "Bytes of the files compactions wrote (same counting as dts_filestore_compactions).",
+            labels=t,
         )
         self.records = GaugeMetricFamily(
             "dts_filestore_records",
@@ -316,6 +379,9 @@ class _Families:
             self.tables,
             self.snapshot_id,
             self.snapshots_retained,
+            self.snapshots_expired,
+            self.compactions,
+            self.compaction_bytes,
             self.data_files,
             self.data_bytes,
             self.records,

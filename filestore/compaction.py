@@ -11,7 +11,7 @@ bucket has at least ``num-sorted-run.compaction-trigger`` runs:
    ``compaction.max-size-amplification-percent`` of the oldest run;
 2. else the newest runs while each next run is not much larger than what was
    picked so far (``compaction.size-ratio``);
-3. else, above the trigger, enough of the newest runs to get back to it.
+3. else enough of the newest runs to get back below the trigger.
 
 The picked files are merged by the table's merge engine (``merge.merge``) and
 written to one output level, rolled at ``target-file-size``. Retractions are
@@ -117,9 +117,8 @@ class UniversalPicker:
         unit = self._by_size_ratio(runs, 1, force=False)
         if unit is not None:
             return unit
-        if len(runs) > self.trigger:
-            return self._by_size_ratio(runs, len(runs) - self.trigger + 1, force=True)
-        return None
+        # at the trigger: merge enough of the newest runs to end below it
+        return self._by_size_ratio(runs, len(runs) - self.trigger + 2, force=True)
 
     def full(self, runs: Sequence[SortedRun]) -> CompactUnit | None:
         """Everything into the last level; None when that is already the state."""

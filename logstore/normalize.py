@@ -92,6 +92,7 @@ class Normalizer:
             rows, s = next(((r, s) for r, s in candidates if s not in keep), candidates[0])
             if self._dir is None:
                 self._dir = Path(tempfile.mkdtemp(prefix="dts-normalize-"))
+            self._dir.mkdir(parents=True, exist_ok=True)
             path = self._dir / f"shard-{s}.arrow"
             self._mem.pop(s).write_ipc(path)
             self._spilled[s] = path
@@ -100,6 +101,8 @@ class Normalizer:
 
     def close(self) -> None:
         self._mem.clear()
+        for path in self._spilled.values():  # ours even inside a caller's spill_dir
+            path.unlink(missing_ok=True)
         self._spilled.clear()
         self._spilled_rows.clear()
         if self._own_dir and self._dir is not None:

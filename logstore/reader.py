@@ -5,6 +5,15 @@ Start modes: ``"earliest"``, ``"latest"``, ``{"timestamp": ms}``,
 ``read_committed`` by default. Partitions are assigned, not subscribed: the
 reader knows them (= buckets) and group rebalances are slow on some brokers.
 
+Upsert logs (``log.changelog-mode`` upsert, or auto with a primary key) store
+only +I/+U and possibly key-only -D; by default (``normalize=None``) the reader
+rebuilds the full changelog from them with a ``Normalizer`` (-U/+U pairs, full
+-D rows; bounded state spilled to Arrow IPC). It runs on the rows the barrier
+gate releases, so aborted rows never reach its state. ``normalize=False`` gives
+the stored records as they are. A reader that starts mid-log knows nothing of
+earlier rows: the first change of a key it sees is a +I (hybrid reads start
+from a snapshot whose rows the caller already has).
+
 Broker gaps handled here (see docs/internals.md): some brokers answer
 ``offsets_for_times`` with offset 0 (Tansu 0.6), so the reader also drops,
 per partition, the records before the first one whose timestamp reaches the
@@ -26,6 +35,7 @@ from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event
 from logstore.markers import parse_marker
+from logstore.normalize import Normalizer
 from logstore.spec import LogSpec
 
 Start = str | dict[str, Any]
@@ -40,6 +50,9 @@ class LogReader:
     <= N only). ``stop_at_end`` stops once every partition reached its end.
     ``idle_timeout_s`` stops (or, with ``until_barrier``, raises) after that long
     without any record. ``lenient`` routes bad records to ``<topic>.dlq``.
+    ``normalize``: None (default) normalizes upsert logs only, True forces it (needs a
+    primary key), False never; ``normalize_state_rows`` and ``spill_dir`` bound the
+    normalizer's in-memory state (the rest spills to Arrow IPC files there).
     """
 
     def __init__(
@@ -55,6 +68,9 @@ class LogReader:
         idle_timeout_s: float | None = None,
         max_records: int = 20_000,
         consumer_config: dict[str, Any] | None = None,
+        normalize: bool | None = None,
+        normalize_state_rows: int = 1_000_000,
+        spill_dir: str | None = None,
     ) -> None:
         self.spec = spec
         self.bootstrap = bootstrap
@@ -77,6 +93,13 @@ class LogReader:
         self._consumer = Consumer(config)
         self.gate = BarrierGate(hold=spec.transactional, until_barrier=until_barrier)
         self.dlq = DeadLetterQueue(bootstrap, spec) if lenient else None
+        if normalize is None:
+            normalize = spec.effective_changelog_mode == "upsert"
+        self.normalizer = (
+            Normalizer(spec, max_rows_in_memory=normalize_state_rows, spill_dir=spill_dir)
+            if normalize
+            else None
+        )
         self._seek_ts: dict[int, int] = {}
         self._closed = False
         self._assign(start)
@@ -187,20 +210,36 @@ class LogReader:
                     return
                 continue
             last_data = time.monotonic()
-            records = []
-            for m in msgs:
-                err = m.error()
-                if err is None:
-                    at_end.discard(m.partition())
-                    records.append(m)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(int(m.partition() or 0))
-                else:
-                    raise LogStoreError(f"{self.spec.topic}: consumer error: {err}")
+            records = self._records(msgs, at_end)
             if self._seek_ts:
                 records = self._skip_before_start_time(records)
             if records:
                 yield from self._decode(records)
+
+    def _records(self, msgs: list[Any], at_end: set[int]) -> list[Any]:
+        """Data messages of a consume() batch; tracks which partitions sit at their end.
+
+        One cheap pass finds the (rare) error/EOF events; per-message work beyond
+        that is left to the list comprehensions of ``_decode``.
+        """
+        events = [i for i, m in enumerate(msgs) if m.error() is not None]
+        if not events:
+            at_end.difference_update({m.partition() for m in msgs})
+            return msgs
+        for i in events:
+            err = msgs[i].error()
+            if err.code() != KafkaError._PARTITION_EOF:
+                raise LogStoreError(f"{self.spec.topic}: consumer error: {err}")
+        last_event = {int(msgs[i].partition() or 0): i for i in events}
+        records = [m for m in msgs if m.error() is None]
+        last_data = {m.partition(): i for i, m in enumerate(msgs) if m.error() is None}
+        for p, i in last_data.items():
+            if last_event.get(p, -1) < i:
+                at_end.discard(p)
+        for p, i in last_event.items():
+            if last_data.get(p, -1) < i:
+                at_end.add(p)
+        return records
 
     def _skip_before_start_time(self, msgs: list[Any]) -> list[Any]:
         out = []
@@ -226,7 +265,18 @@ class LogReader:
         if decoded.errors and self.dlq is not None:
             self.dlq.send(decoded.errors)
             self.dlq.flush()
-        return self.gate.push(decoded)
+        events = self.gate.push(decoded)
+        if self.normalizer is None:
+            return events
+        out: list[Event] = []
+        for ev in events:
+            if isinstance(ev, DataBatch):
+                rows = self.normalizer.process(ev.table)
+                if rows.num_rows:
+                    out.append(DataBatch(rows))
+            else:
+                out.append(ev)
+        return out
 
     # ------------------------------------------------------------------ misc
 
@@ -254,6 +304,8 @@ class LogReader:
             if self.dlq is not None:
                 self.dlq.close()
         finally:
+            if self.normalizer is not None:
+                self.normalizer.close()
             self._consumer.close()
 
     def __enter__(self) -> LogReader:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -21,6 +22,9 @@ class LogSpec:
 
     ``primary_key`` empty means the table has none; its Kafka key is then the whole row.
     ``changelog_mode="auto"`` resolves to ``upsert`` with a primary key, ``all`` without.
+    ``replication_factor`` and ``min_insync_replicas`` are used when the topic is created
+    (table options ``log.replication-factor``, default 1 for the single-node dev broker,
+    and ``log.min-insync-replicas``; see ``topic_settings``).
     """
 
     topic: str
@@ -30,12 +34,25 @@ class LogSpec:
     consistency: str = "transactional"
     changelog_mode: str = "auto"
     retention_ms: int | None = None
+    replication_factor: int = 1
+    min_insync_replicas: int | None = None
 
     def __post_init__(self) -> None:
         if not self.topic:
             raise LogSpecError("a log needs a topic name")
         if self.buckets < 1:
             raise LogSpecError(f"{self.topic}: buckets must be >= 1, got {self.buckets}")
+        if self.replication_factor < 1:
+            raise LogSpecError(
+                f"{self.topic}: log.replication-factor must be >= 1, got {self.replication_factor}"
+            )
+        if self.min_insync_replicas is not None and not (
+            1 <= self.min_insync_replicas <= self.replication_factor
+        ):
+            raise LogSpecError(
+                f"{self.topic}: log.min-insync-replicas must be between 1 and "
+                f"log.replication-factor ({self.replication_factor}), got {self.min_insync_replicas}"
+            )
         if self.consistency not in CONSISTENCIES:
             raise LogSpecError(
                 f"{self.topic}: log.consistency must be one of {CONSISTENCIES}, got {self.consistency!r}"
@@ -77,3 +94,26 @@ class LogSpec:
     @property
     def transactional(self) -> bool:
         return self.consistency == "transactional"
+
+
+def topic_settings(options: Mapping[str, str]) -> dict[str, int | None]:
+    """``LogSpec`` topic keywords from table options (``LogSpec(..., **topic_settings(opts))``).
+
+    ``log.replication-factor`` (default 1: the embedded broker has one node; use 3 on a
+    production Kafka cluster) and ``log.min-insync-replicas`` (default: the broker's).
+    """
+
+    def parse(key: str) -> int | None:
+        raw = options.get(key)
+        if raw is None or str(raw).strip() == "":
+            return None
+        try:
+            return int(str(raw).strip())
+        except ValueError:
+            raise LogSpecError(f"table option {key} must be an integer, got {raw!r}") from None
+
+    rf = parse("log.replication-factor")
+    return {
+        "replication_factor": 1 if rf is None else rf,
+        "min_insync_replicas": parse("log.min-insync-replicas"),
+    }

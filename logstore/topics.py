@@ -28,6 +28,8 @@ def topic_config(spec: LogSpec) -> dict[str, str]:
     config = {"cleanup.policy": "delete"}
     if spec.retention_ms is not None:
         config["retention.ms"] = str(spec.retention_ms)
+    if spec.min_insync_replicas is not None:
+        config["min.insync.replicas"] = str(spec.min_insync_replicas)
     return config
 
 
@@ -54,11 +56,20 @@ def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> Topi
     return TopicInfo(topic, len(tmd.partitions), config)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str]) -> bool:
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    config: dict[str, str],
+    replication_factor: int = 1,
+) -> bool:
     """Create ``topic``; returns False when it already existed."""
     admin = admin_client(bootstrap)
+    new = NewTopic(
+        topic, num_partitions=partitions, replication_factor=replication_factor, config=config
+    )
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)],
+        [new],
         operation_timeout=TIMEOUT_S,
     )
     try:
@@ -66,7 +77,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, 
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise TopicError(f"cannot create topic {topic!r} on {bootstrap}: {exc}") from exc
+        hint = ""
+        if exc.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR:
+            hint = (
+                f" (replication factor {replication_factor}: the cluster has fewer brokers; "
+                "lower the table option log.replication-factor)"
+            )
+        raise TopicError(f"cannot create topic {topic!r} on {bootstrap}: {exc}{hint}") from exc
     return True
 
 
@@ -74,7 +91,9 @@ def ensure_topic(bootstrap: str, spec: LogSpec) -> TopicInfo:
     """Create the table's topic if absent; refuse an existing one with another partition count."""
     info = describe_topic(bootstrap, spec.topic, with_config=False)
     if info is None:
-        create_topic(bootstrap, spec.topic, spec.buckets, topic_config(spec))
+        create_topic(
+            bootstrap, spec.topic, spec.buckets, topic_config(spec), spec.replication_factor
+        )
         info = _wait_for_topic(bootstrap, spec.topic)
     if info.partitions != spec.buckets:
         raise TopicMismatchError(
@@ -87,7 +106,10 @@ def ensure_topic(bootstrap: str, spec: LogSpec) -> TopicInfo:
 
 def ensure_dlq_topic(bootstrap: str, spec: LogSpec) -> None:
     if describe_topic(bootstrap, spec.dlq_topic, with_config=False) is None:
-        create_topic(bootstrap, spec.dlq_topic, 1, {"cleanup.policy": "delete"})
+        config = {"cleanup.policy": "delete"}
+        if spec.min_insync_replicas is not None:
+            config["min.insync.replicas"] = str(spec.min_insync_replicas)
+        create_topic(bootstrap, spec.dlq_topic, 1, config, spec.replication_factor)
         _wait_for_topic(bootstrap, spec.dlq_topic)
 
 

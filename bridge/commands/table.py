@@ -255,3 +255,172 @@ def snapshots(name: str, warehouse: str) -> None:
             str(s.delta_record_count),
         )
     Console().print(out)
+
+
+# -- lifecycle (issue 3) -----------------------------------------------------
+def _partition_filter(pairs: tuple[str, ...]) -> dict[str, str | None] | None:
+    out: dict[str, str | None] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"{pair!r} is not k=v", param_hint="--partition")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v
+    return out or None
+
+
+@table.command("compact")
+@click.argument("name")
+@click.option("--full", is_flag=True, help="Merge every bucket into one sorted run.")
+@click.option("--partition", "partitions", multiple=True, help="Only this partition (k=v).")
+@warehouse_option
+def compact(name: str, full: bool, partitions: tuple[str, ...], warehouse: str) -> None:
+    """Compact a table's buckets (universal compaction; --full rewrites everything)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    wanted = _partition_filter(partitions)
+    try:
+        t = Catalog(warehouse).get_table(name)
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        ) as bar:
+            task = bar.add_task(f"compacting {t.name}", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = t.compact(full=full, partition=wanted, progress=progress)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    if result.snapshot is None:
+        click.echo(f"{name}: nothing to compact")
+        return
+    click.echo(
+        f"{name}: compacted {result.buckets} buckets, {result.files_before} -> "
+        f"{result.files_after} files, {result.rows_before} -> {result.rows_after} rows, "
+        f"{result.bytes_before} -> {result.bytes_after} bytes in {result.seconds:.2f}s "
+        f"(snapshot {result.snapshot.id})"
+    )
+
+
+@table.command("expire")
+@click.argument("name")
+@click.option("--retain-min", type=int, default=None, help="Keep at least this many snapshots.")
+@click.option("--retain-max", type=int, default=None, help="Keep at most this many snapshots.")
+@click.option("--older-than", default=None, help="Expire snapshots older than this (e.g. '1 h').")
+@warehouse_option
+def expire(
+    name: str,
+    retain_min: int | None,
+    retain_max: int | None,
+    older_than: str | None,
+    warehouse: str,
+) -> None:
+    """Expire old snapshots and delete the files only they referenced."""
+    from filestore.options import parse_duration_ms
+
+    try:
+        t = Catalog(warehouse).get_table(name)
+        older = parse_duration_ms(older_than, "--older-than") if older_than else None
+        r = t.expire(retain_min=retain_min, retain_max=retain_max, older_than_ms=older)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(
+        f"{name}: expired {len(r.expired_snapshots)} snapshots, deleted "
+        f"{r.deleted_data_files} data files, {r.deleted_changelog_files} changelog files, "
+        f"{r.deleted_manifests} manifests; earliest snapshot is {r.earliest}"
+    )
+
+
+@table.command("remove-orphans")
+@click.argument("name")
+@click.option("--older-than", default="1 d", show_default=True, help="Safety window.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
+@warehouse_option
+def remove_orphans(name: str, older_than: str, dry_run: bool, warehouse: str) -> None:
+    """Delete files no snapshot or tag references that are older than the safety window."""
+    from filestore.options import parse_duration_ms
+
+    try:
+        t = Catalog(warehouse).get_table(name)
+        r = t.remove_orphans(parse_duration_ms(older_than, "--older-than"), dry_run=dry_run)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    for path in r.deleted:
+        click.echo(("would delete " if dry_run else "deleted ") + path)
+    click.echo(
+        f"{name}: {len(r.deleted)} orphan files ({r.bytes} bytes) "
+        f"{'found' if dry_run else 'deleted'}; {r.kept_recent} younger than {older_than} kept"
+    )
+
+
+@table.group("tag")
+def tag() -> None:
+    """Create, list and delete tags (named snapshots that survive expiration)."""
+
+
+@tag.command("create")
+@click.argument("name")
+@click.argument("tag_name")
+@click.option("--snapshot", "snapshot_id", type=int, default=None, help="Default: latest.")
+@warehouse_option
+def tag_create(name: str, tag_name: str, snapshot_id: int | None, warehouse: str) -> None:
+    """Tag a snapshot of table NAME as TAG_NAME."""
+    try:
+        snap = Catalog(warehouse).get_table(name).create_tag(tag_name, snapshot_id)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(f"{name}: tag {tag_name} -> snapshot {snap.id}")
+
+
+@tag.command("list")
+@click.argument("name")
+@warehouse_option
+def tag_list(name: str, warehouse: str) -> None:
+    """List the tags of table NAME."""
+    try:
+        tags = Catalog(warehouse).get_table(name).list_tags()
+    except FileStoreError as e:
+        raise _fail(e) from None
+    out = RichTable(title=f"{name} tags")
+    for c in ("tag", "snapshot", "time (UTC)", "barrier", "records"):
+        out.add_column(c)
+    for tag_name, s in tags:
+        barrier = "" if s.barrier is None else str(s.barrier)
+        out.add_row(tag_name, str(s.id), _ms(s.time_millis), barrier, str(s.total_record_count))
+    Console().print(out)
+
+
+@tag.command("delete")
+@click.argument("name")
+@click.argument("tag_name")
+@warehouse_option
+def tag_delete(name: str, tag_name: str, warehouse: str) -> None:
+    """Delete tag TAG_NAME of table NAME."""
+    try:
+        snap = Catalog(warehouse).get_table(name).delete_tag(tag_name)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(f"{name}: deleted tag {tag_name} (snapshot {snap.id})")
+
+
+@table.command("rollback")
+@click.argument("name")
+@click.option("--snapshot", "snapshot_id", type=int, default=None, help="Roll back to this id.")
+@click.option("--tag", "tag_name", default=None, help="Roll back to this tag.")
+@warehouse_option
+def rollback(name: str, snapshot_id: int | None, tag_name: str | None, warehouse: str) -> None:
+    """Make an older snapshot (or a tag) the table's latest state; stop writers first."""
+    if (snapshot_id is None) == (tag_name is None):
+        raise click.UsageError("give exactly one of --snapshot or --tag")
+    try:
+        r = Catalog(warehouse).get_table(name).rollback_to(snapshot_id, tag=tag_name)
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(
+        f"{name}: rolled back to snapshot {r.snapshot.id}; removed snapshots "
+        f"{r.removed_snapshots or 'none'}, deleted {r.deleted_files} files"
+    )

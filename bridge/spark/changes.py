@@ -81,7 +81,10 @@ def _diff_multiset(before: pl.DataFrame, after: pl.DataFrame, names: list[str]) 
     a = after.group_by(names).len(name="__n")
     b = before.group_by(names).len(name="__m")
     joined = a.join(b, on=names, how="full", coalesce=True, nulls_equal=True).with_columns(
-        (pl.col("__n").fill_null(0) - pl.col("__m").fill_null(0)).alias("__d")
+        # counts are u32: subtract (and later negate) as signed integers
+        (
+            pl.col("__n").cast(pl.Int64).fill_null(0) - pl.col("__m").cast(pl.Int64).fill_null(0)
+        ).alias("__d")
     )
 
     def repeat(df: pl.DataFrame, count: pl.Expr, kind: str) -> pl.DataFrame:

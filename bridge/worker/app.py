@@ -83,13 +83,16 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     # mode's stubs want a positional-only sender; Faust calls (sender, revoked, signal=...)
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
 
-    async def commit_tick() -> None:
-        await commit_now()
+    async def commit_loop() -> None:
+        # a loop, not a Faust timer: a commit may well take longer than the poll interval
+        while not app.should_stop:
+            await commit_now()
+            await asyncio.sleep(config.commit_poll_s)
 
     async def status_tick() -> None:
         _refresh_lag(app, runtime)
 
-    app.timer(config.commit_poll_s, name="dts-commit")(commit_tick)
+    app.task(commit_loop)
     app.timer(config.status_poll_s, name="dts-status")(status_tick)
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
+from aiokafka.errors import IllegalStateError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -44,7 +45,11 @@ class DtsConsumer(faust_aiokafka.Consumer):
         assigned = self.assignment()
         offsets = hook(assigned, int(self.app.consumer_generation_id or 0))
         for tp, offset in offsets.items():
-            await self.seek(tp, offset)
+            try:
+                await self.seek(tp, offset)
+            except IllegalStateError:
+                # revoked by a rebalance that started meanwhile; the next assignment seeks again
+                self.log.info("partition %r revoked before seeking to %d", tp, offset)
 
 
 class DtsTransport(faust_aiokafka.Transport):

@@ -320,7 +320,8 @@ PIPELINE = Dashboard(
 STORAGE = Dashboard(
     uid="dts-storage",
     title="DTS / Storage",
-    description="The FileStore's LSM shape per table: sorted runs, files, bytes, snapshots.",
+    description="The FileStore's LSM shape per table: sorted runs, compaction, files, bytes, "
+    "snapshots and expiration.",
     rows=[
         (
             "LSM",
@@ -345,6 +346,35 @@ STORAGE = Dashboard(
             ],
         ),
         (
+            "Compaction",
+            [
+                Panel(
+                    "Compactions (1h)",
+                    [
+                        (
+                            f"increase(dts_filestore_compactions_total{{{TABLE}}}[1h])",
+                            "{{table}}",
+                        )
+                    ],
+                    description="COMPACT snapshots committed (auto-compaction after commits, "
+                    "or `dts table compact`).",
+                ),
+                Panel(
+                    "Bytes written by compaction per second",
+                    [
+                        (
+                            "rate(dts_filestore_compaction_written_bytes_total"
+                            f"{{{TABLE}}}[$__rate_interval])",
+                            "{{table}}",
+                        )
+                    ],
+                    unit="Bps",
+                    description="Write amplification from compaction: compare with the data "
+                    "bytes the table holds.",
+                ),
+            ],
+        ),
+        (
             "Files",
             [
                 Panel(
@@ -360,6 +390,12 @@ STORAGE = Dashboard(
                     "Snapshots retained",
                     [(f"dts_filestore_snapshots_retained{{{TABLE}}}", "{{table}}")],
                     description="Falls when expiration removes snapshots.",
+                ),
+                Panel(
+                    "Snapshots expired",
+                    [(f"dts_filestore_snapshots_expired{{{TABLE}}}", "{{table}}")],
+                    description="Snapshots removed by expiration so far (ids below the "
+                    "earliest retained one); their unreferenced files went with them.",
                 ),
                 Panel(
                     "Exporter scrape time and table errors",

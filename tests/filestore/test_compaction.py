@@ -67,8 +67,8 @@ def test_picker_rules() -> None:
     grow = [SortedRun(lv, (_file(f"g{i}", lv, 10 * 4**i, 10 - i),)) for i, lv in enumerate(levels)]
     grow.append(SortedRun(5, (_file("old", 5, 10**9, 0),)))
     unit = picker.pick(grow)
-    assert unit is not None and unit.output_level == 1 and not unit.drop_deletes
-    assert [f.file_name for f in unit.files] == ["g0", "g1", "g2"]
+    assert unit is not None and unit.output_level == 2 and not unit.drop_deletes
+    assert [f.file_name for f in unit.files] == ["g0", "g1", "g2", "g3"]
     # full compaction of a settled single run is a no-op
     assert picker.full([SortedRun(5, (_file("old", 5, 10, 0),))]) is None
 

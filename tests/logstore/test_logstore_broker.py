@@ -27,6 +27,7 @@ from logstore_testdata import (
 )
 from test_logstore_codec import BAD_CASES, PK_SCHEMA
 
+from logstore import topics as topics_module
 from logstore.broker import EmbeddedBroker
 from logstore.dlq import REASON_HEADER
 from logstore.errors import (
@@ -40,7 +41,7 @@ from logstore.gate import BarrierPassed, DataBatch
 from logstore.markers import marker_headers
 from logstore.normalize import Normalizer
 from logstore.reader import LogReader
-from logstore.spec import LogSpec
+from logstore.spec import LogSpec, topic_settings
 from logstore.topics import create_topic, delete_topic, describe_topic, ensure_topic
 from logstore.writer import LogWriter
 
@@ -120,15 +121,23 @@ def test_upsert_log_normalized_back_to_full_changelog(broker: EmbeddedBroker) ->
     with writer(broker, spec) as w:
         w.write(log)
         b = w.barrier()
-    got, _ = read_until(broker, spec, b)
-    # order matters per key only, and a key lives in one partition
+    raw, _ = read_until(broker, spec, b, normalize=False)  # what upsert mode stores
+    raw = raw.sort_by([("id", "ascending"), ("_offset", "ascending")])
+    assert [(r["id"], r["name"], r["_row_kind"]) for r in raw.to_pylist()] == [
+        (1, "a1", "+I"),
+        (1, "b1", "+I"),
+        (2, "a2", "+I"),
+        (2, "a2", "-D"),
+        (3, "a3", "+I"),
+    ]
+    # by hand: order matters per key only, and a key lives in one partition
     norm = Normalizer(spec)
     try:
-        out = norm.process(got.sort_by([("_partition", "ascending"), ("_offset", "ascending")]))
+        by_hand = norm.process(raw.sort_by([("_partition", "ascending"), ("_offset", "ascending")]))
     finally:
         norm.close()
-    rows = {(r["id"], r["name"], r["_row_kind"]) for r in out.to_pylist()}
-    assert rows == {
+    out, _ = read_until(broker, spec, b)  # the reader normalizes upsert logs by default
+    want = {
         (1, "a1", "+I"),
         (2, "a2", "+I"),
         (3, "a3", "+I"),
@@ -136,7 +145,59 @@ def test_upsert_log_normalized_back_to_full_changelog(broker: EmbeddedBroker) ->
         (1, "b1", "+U"),
         (2, "a2", "-D"),
     }
-    assert out.num_rows == 6
+    for table in (by_hand, out):
+        assert {(r["id"], r["name"], r["_row_kind"]) for r in table.to_pylist()} == want
+        assert table.num_rows == 6
+    assert out.column_names[-4:] == ["_row_kind", "_partition", "_offset", "_barrier"]
+
+
+def test_reader_normalizer_spills_bounded_state(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """State bounded to 10 rows: shards spill to Arrow IPC and the changelog is still exact."""
+    spec = LogSpec(unique_topic("spill"), PK_SCHEMA, ["id"], 2)  # upsert
+    rng = random.Random(3)
+    full = random_changelog(rng, PK_SCHEMA, n_keys=60, steps=300)
+    # an update that changes nothing is not a change (the normalizer drops it): make each differ
+    full = full.set_column(1, "name", pa.array([f"v{i}" for i in range(full.num_rows)]))
+    full = _repair_update_pairs(full)
+    with writer(broker, spec) as w:
+        w.write(full.slice(0, 150))
+        w.barrier()
+        w.write(full.slice(150))
+        b = w.barrier()
+    spill = tmp_path / "spill"
+    with LogReader(
+        broker.bootstrap,
+        spec,
+        until_barrier=b,
+        idle_timeout_s=20,
+        max_records=40,
+        normalize_state_rows=10,
+        spill_dir=str(spill),
+    ) as r:
+        got = concat(spec, r.read_all()[0])
+        assert r.normalizer is not None and r.normalizer.spills > 0
+        assert list(spill.glob("shard-*.arrow")), "state should be on disk"
+    per_key_got = _per_key(got)
+    assert per_key_got == _per_key(full)
+
+
+def _repair_update_pairs(table: pa.Table) -> pa.Table:
+    """A -U row must carry the row it retracts: the previous image of its key."""
+    rows = table.to_pylist()
+    last: dict[int, dict] = {}
+    for r in rows:
+        if r["_row_kind"] in ("-U", "-D"):
+            r.update({k: v for k, v in last[r["id"]].items() if k != "_row_kind"})
+        if r["_row_kind"] in ("+I", "+U"):
+            last[r["id"]] = dict(r)
+    return pa.Table.from_pylist(rows, schema=table.schema)
+
+
+def _per_key(table: pa.Table) -> dict[int, list[tuple[str, str]]]:
+    out: dict[int, list[tuple[str, str]]] = {}
+    for r in table.select(["id", "name", "_row_kind"]).to_pylist():
+        out.setdefault(r["id"], []).append((r["name"], r["_row_kind"]))
+    return out
 
 
 # --------------------------------------------------------------------------- transactions
@@ -352,6 +413,37 @@ def test_topic_partition_mismatch_is_refused(broker: EmbeddedBroker) -> None:
     assert described.config.get("cleanup.policy") == "delete"
     assert delete_topic(broker.bootstrap, ok.topic)
     assert describe_topic(broker.bootstrap, ok.topic) is None
+
+
+def test_topic_replication_settings_from_table_options(
+    broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = {"log.replication-factor": "1", "log.min-insync-replicas": "1"}
+    spec = LogSpec(unique_topic("rf"), PK_SCHEMA, ["id"], 2, **topic_settings(opts))
+    ensure_topic(broker.bootstrap, spec)
+    described = describe_topic(broker.bootstrap, spec.topic)
+    assert described is not None and described.partitions == 2
+    assert described.config.get("min.insync.replicas") == "1"
+    # the factor reaches the CreateTopics request (the one-node dev broker accepts any
+    # factor, so the request is checked, not the cluster)
+    requests: list = []
+
+    class RecordingAdmin:
+        def __init__(self, real: object) -> None:
+            self.real = real
+
+        def create_topics(self, topics: list, **kw: object) -> object:
+            requests.extend(topics)
+            return self.real.create_topics(topics, **kw)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+    real_admin = topics_module.admin_client
+    monkeypatch.setattr(topics_module, "admin_client", lambda bs: RecordingAdmin(real_admin(bs)))
+    three = LogSpec(unique_topic("rf3"), PK_SCHEMA, ["id"], 1, replication_factor=3)
+    ensure_topic(broker.bootstrap, three)
+    assert [(t.topic, t.replication_factor) for t in requests] == [(three.topic, 3)]
 
 
 # --------------------------------------------------------------------------- DLQ

@@ -20,7 +20,7 @@ from logstore_testdata import (
 from logstore.codec import RawRecord, decode_records, encode_batch
 from logstore.errors import DecodeError, EncodeError, LogSpecError
 from logstore.markers import marker_headers
-from logstore.spec import LogSpec
+from logstore.spec import LogSpec, topic_settings
 
 PK_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("d", pa.date32())])
 
@@ -115,6 +115,19 @@ def test_spec_validation() -> None:
         LogSpec("t", pa.schema([("_offset", pa.int64())]), [], 1)
     with pytest.raises(LogSpecError, match="primary key"):
         LogSpec("t", PK_SCHEMA, ["nope"], 1)
+    with pytest.raises(LogSpecError, match="replication-factor"):
+        LogSpec("t", PK_SCHEMA, ["id"], 1, replication_factor=0)
+    with pytest.raises(LogSpecError, match="min-insync-replicas"):
+        LogSpec("t", PK_SCHEMA, ["id"], 1, replication_factor=2, min_insync_replicas=3)
+
+
+def test_topic_settings_from_table_options() -> None:
+    assert topic_settings({}) == {"replication_factor": 1, "min_insync_replicas": None}
+    got = topic_settings({"log.replication-factor": "3", "log.min-insync-replicas": " 2 "})
+    assert got == {"replication_factor": 3, "min_insync_replicas": 2}
+    assert LogSpec("t", PK_SCHEMA, ["id"], 1, **got).replication_factor == 3
+    with pytest.raises(LogSpecError, match=r"log\.replication-factor must be an integer"):
+        topic_settings({"log.replication-factor": "three"})
 
 
 def test_schema_include_envelope_and_other_spellings() -> None:

@@ -30,7 +30,8 @@ _ADDRESS = re.compile(r"http://(127\.0\.0\.1:\d+)/metrics")
 def populate_warehouse(warehouse: Path) -> None:
     """Real tables such that every FileStore series the dashboards use has data and every
     FileStore alert fires: a 2-bucket primary-key table at its stop trigger, a table with a
-    stale barrier, a table with an unreadable schema, and an append table."""
+    stale barrier, a compacted table with expired snapshots, a table with an unreadable
+    snapshot, and an append table."""
     from filestore import Catalog
 
     catalog = Catalog(str(warehouse))
@@ -39,7 +40,14 @@ def populate_warehouse(warehouse: Path) -> None:
         "shop.orders",
         pa.schema([("id", pa.int64()), ("amount", pa.float64())]),
         primary_key=["id"],
-        options={"bucket": "2", "num-sorted-run.stop-trigger": "3", "barrier.interval": "1 s"},
+        options={
+            "bucket": "2",
+            "num-sorted-run.compaction-trigger": "3",
+            "num-sorted-run.stop-trigger": "3",
+            # Keep the three runs (no compaction after commit): the state the alert watches.
+            "auto-compaction": "false",
+            "barrier.interval": "1 s",
+        },
     )
     now_ms = time.time_ns() // 1_000_000
     for i in range(3):  # three level-0 runs per bucket: at the stop trigger
@@ -61,6 +69,21 @@ def populate_warehouse(warehouse: Path) -> None:
     snapshot = w.commit(barrier=now_ms)
     w.close()
     (warehouse / "shop.db" / "broken" / "snapshot" / f"snapshot-{snapshot.id}").write_text("{")
+    # A compacted table with expired snapshots: three commits, one full compaction, then
+    # all but the newest two snapshots expired (snapshots 3 and 4 = the COMPACT one remain).
+    compacted = catalog.create_table(
+        "shop.compacted",
+        pa.schema([("id", pa.int64()), ("v", pa.int64())]),
+        primary_key=["id"],
+        options={"auto-compaction": "false"},
+    )
+    for i in range(3):
+        w = compacted.new_write("monitoring-test")
+        w.write(pa.table({"id": pa.array(range(10), pa.int64()), "v": [i] * 10}))
+        w.commit(barrier=now_ms - (3 - i) * 1000)
+        w.close()
+    compacted.compact(full=True)
+    compacted.expire(retain_min=1, retain_max=2)
     events = catalog.create_table("shop.events", pa.schema([("v", pa.string())]))
     w = events.new_write("monitoring-test")
     w.write(pa.table({"v": ["a", "b"]}))

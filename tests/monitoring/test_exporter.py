@@ -55,7 +55,23 @@ def test_exporter_reports_what_is_on_disk(warehouse: Path) -> None:
     )
     assert got[("dts_exporter_table_errors_total", (("table", "shop.broken"),))] == 1
     assert got[("dts_exporter_table_errors_total", orders)] == 0
-    assert got[("dts_filestore_tables", ())] == 4
+    assert got[("dts_filestore_tables", ())] == 5
+    # compaction and expiration, read from the snapshots on disk
+    compacted = Catalog(str(warehouse)).get_table("shop.compacted")
+    kinds = [s.commit_kind for s in compacted.snapshots()]
+    assert kinds == ["APPEND", "COMPACT"]
+    written = sum(
+        p.stat().st_size
+        for p in (warehouse / "shop.db" / "compacted").glob("bucket-*/*.parquet")
+        if p.name in {f.file_name for split in compacted.new_scan().plan() for f in split.files}
+    )
+    c = (("table", "shop.compacted"),)
+    assert got[("dts_filestore_compactions_total", c)] == 1
+    assert got[("dts_filestore_compaction_written_bytes_total", c)] == written > 0
+    assert got[("dts_filestore_snapshots_expired", c)] == 2
+    assert got[("dts_filestore_snapshots_retained", c)] == 2
+    assert got[("dts_filestore_compactions_total", orders)] == 0
+    assert got[("dts_filestore_snapshots_expired", orders)] == 0
 
 
 def test_exporter_follows_new_commits(warehouse: Path) -> None:
@@ -82,5 +98,30 @@ def test_dts_exporter_command_serves_metrics(tmp_path: Path) -> None:
     warehouse.mkdir()
     with start_exporter(warehouse) as address:
         text = httpx.get(f"http://{address}/metrics", timeout=10).text
-    assert scrape(text)[("dts_filestore_tables", ())] == 4
+    assert scrape(text)[("dts_filestore_tables", ())] == 5
     assert address.startswith("127.0.0.1:")
+
+
+def test_compactions_count_up_across_scrapes_and_expiration(warehouse: Path) -> None:
+    populate_warehouse(warehouse)
+    registry = exporter_registry(str(warehouse))
+    c = (("table", "shop.compacted"),)
+    first = scrape(generate_latest(registry).decode())
+    assert first[("dts_filestore_compactions_total", c)] == 1
+    table = Catalog(str(warehouse)).get_table("shop.compacted")
+    w = table.new_write("more")
+    w.write(pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([7, 7], pa.int64())}))
+    w.commit()
+    w.close()
+    result = table.compact(full=True)
+    assert result.snapshot is not None
+    # Expire everything before the new compaction: the counters still count it once.
+    table.expire(retain_min=1, retain_max=1)
+    second = scrape(generate_latest(registry).decode())
+    assert second[("dts_filestore_compactions_total", c)] == 2
+    assert (
+        second[("dts_filestore_compaction_written_bytes_total", c)]
+        > first[("dts_filestore_compaction_written_bytes_total", c)]
+    )
+    assert second[("dts_filestore_snapshots_expired", c)] == result.snapshot.id - 1
+    assert second[("dts_filestore_snapshots_retained", c)] == 1

@@ -126,8 +126,8 @@ def wait_for(
 
 
 def latest_barrier(table: Table) -> int | None:
-    snap = table.latest_snapshot()
-    return snap.barrier if snap is not None else None
+    """Greatest barrier committed (a compaction snapshot on top may carry none)."""
+    return max((s.barrier for s in table.snapshots() if s.barrier is not None), default=None)
 
 
 @dataclass
@@ -157,6 +157,11 @@ class WorkerProc:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        """The end of the worker's log, without librdkafka's connection chatter."""
+        keep = [line for line in self.output().splitlines() if "rdkafka" not in line]
+        return "\n".join(keep[-lines:])
 
 
 def start_worker(

@@ -45,10 +45,10 @@ def test_sigkill_at_crash_points_then_clean_run(broker, warehouse: Path, tmp_pat
             w = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path, env=env)
             if env is not None:
                 code = w.proc.wait(timeout=60)
-                assert code == -signal.SIGKILL, w.output()[-3000:]
+                assert code == -signal.SIGKILL, w.tail()
             else:
                 before = latest_barrier(table)
-                wait_for(lambda b=before: latest_barrier(table) != b, 60, "progress", w.proc)
+                wait_for(lambda b=before: latest_barrier(table) != b, 60, "progress", w)
                 time.sleep(float(crash))
                 assert w.stop(signal.SIGKILL) == -signal.SIGKILL
             print(f"crash {crash}: {time.monotonic() - t0:.1f}s", flush=True)
@@ -58,11 +58,11 @@ def test_sigkill_at_crash_points_then_clean_run(broker, warehouse: Path, tmp_pat
     t0 = time.monotonic()
     w = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path)
     try:
-        wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the clean run", w.proc)
+        wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the clean run", w)
         print(f"clean run: {time.monotonic() - t0:.1f}s, {len(barriers)} barriers", flush=True)
     finally:
         code = w.stop()
-    assert code == 0, w.output()[-3000:]
+    assert code == 0, w.tail()
     assert_all_barriers_match(table, log, barriers)
 
 
@@ -93,10 +93,10 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
                 b.proc,
             )
             first = latest_barrier(table)
-            wait_for(lambda: latest_barrier(table) != first, 60, "two workers committing", b.proc)
+            wait_for(lambda: latest_barrier(table) != first, 60, "two workers committing", b)
             time.sleep(2.0)
             # removed mid-run (Ctrl-C): a takes its buckets over
-            assert b.stop(signal.SIGINT) == 0, b.output()[-3000:]
+            assert b.stop(signal.SIGINT) == 0, b.tail()
             wait_for(
                 lambda: a.owned_buckets(table.name) == {0, 1, 2, 3},
                 60,
@@ -104,12 +104,12 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
                 a.proc,
             )
             mid = latest_barrier(table)
-            wait_for(lambda: latest_barrier(table) != mid, 60, "one worker committing", a.proc)
+            wait_for(lambda: latest_barrier(table) != mid, 60, "one worker committing", a)
             barriers = producer.stop()
-            wait_for(lambda: latest_barrier(table) == barriers[-1], 60, "all barriers", a.proc)
+            wait_for(lambda: latest_barrier(table) == barriers[-1], 60, "all barriers", a)
         finally:
             b.stop()
             code = a.stop()
     writer.close(final_barrier=False)
-    assert code == 0, a.output()[-3000:]
+    assert code == 0, a.tail()
     assert_all_barriers_match(table, log, barriers)
