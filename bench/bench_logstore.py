@@ -1,7 +1,7 @@
 """LogStore benchmark: changelog rows through the debezium-json codec and the broker.
 
 Measures, in one run on the embedded broker:
-- codec only: encode rows -> records, decode records -> rows (no broker);
+- codec only: encode rows -> records, decode records -> rows (no broker; best of 3);
 - produce: LogWriter (encode + transactional produce + barriers) vs raw
   confluent-kafka produce of the same pre-encoded bytes (same producer settings);
 - consume: LogReader (read_committed, decode, barrier gate) vs raw
@@ -43,6 +43,7 @@ SCHEMA = pa.schema(
     ]
 )
 BATCH = 50_000
+CODEC_REPEATS = 3
 PRODUCER_SETTINGS = {
     "enable.idempotence": True,
     "linger.ms": 5,
@@ -100,10 +101,16 @@ def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float 
     bk = bucketer(buckets)
     out: dict[str, float | int] = {"rows": rows, "buckets": buckets}
 
-    # -- codec only ---------------------------------------------------------------
-    t0 = time.perf_counter()
-    encoded = [encode_batch(data.slice(i, BATCH), spec, bk, ts_ms=1) for i in range(0, rows, BATCH)]
-    out["encode_rows_per_s"] = rate(rows, time.perf_counter() - t0)
+    # -- codec only (best of CODEC_REPEATS runs: the box is shared, single runs are noisy) --
+    best = float("inf")
+    encoded: list = []
+    for _ in range(CODEC_REPEATS):
+        t0 = time.perf_counter()
+        encoded = [
+            encode_batch(data.slice(i, BATCH), spec, bk, ts_ms=1) for i in range(0, rows, BATCH)
+        ]
+        best = min(best, time.perf_counter() - t0)
+    out["encode_rows_per_s"] = rate(rows, best)
     records = sum(len(e) for e in encoded)
     out["records"] = records
     keys = [k for e in encoded for k in e.keys.to_pylist()]
@@ -113,11 +120,15 @@ def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float 
         RawRecord(p, i, k.encode(), v)
         for i, (p, k, v) in enumerate(zip(parts, keys, values, strict=True))
     ]
-    t0 = time.perf_counter()
-    decoded_rows = sum(
-        decode_records(raw[i : i + BATCH], spec).table.num_rows for i in range(0, len(raw), BATCH)
-    )
-    out["decode_rows_per_s"] = rate(decoded_rows, time.perf_counter() - t0)
+    best, decoded_rows = float("inf"), 0
+    for _ in range(CODEC_REPEATS):
+        t0 = time.perf_counter()
+        decoded_rows = sum(
+            decode_records(raw[i : i + BATCH], spec).table.num_rows
+            for i in range(0, len(raw), BATCH)
+        )
+        best = min(best, time.perf_counter() - t0)
+    out["decode_rows_per_s"] = rate(decoded_rows, best)
     del raw
     if codec_only:
         return out

@@ -285,10 +285,11 @@ class _Schemas:
         self.arrow_fields = [f for f in spec.schema if not has_map(f.type)]
         # before/after images: absent images are null rows, so every field is nullable here
         self.images = pa.schema([f.with_nullable(True) for f in spec.schema])
-        self.plan: Plan = DEFAULT_PLAN
+        self.plan: Plan = DEFAULT_PLAN  # the forms the last batch used (tried first)
+        self.plan_from_schema = False
         self._envelopes: dict[tuple[Plan, bool], pa.Schema] = {}
         self._keys: dict[Plan, pa.Schema] = {}
-        self.polars_envelope: pl.DataType | None = None
+        self.polars_envelope: pl.Struct | None = None
         if self.map_columns:
             row = pl.Struct(
                 {c: polars_parse_type(spec.schema.field(c).type) for c in self.map_columns}
@@ -433,32 +434,40 @@ def _image_table(
     return pa.Table.from_arrays(arrays, schema=s.images)
 
 
-def _parse_with(values: pa.Array, s: _Schemas, plan: Plan) -> pa.Table:
-    env = _read_json(values, s.envelope(plan))
-    if env.column("op").null_count:  # schema-include records (or a missing op): parse again
+def _parse_with(values: pa.Array, s: _Schemas, plan: Plan, include: bool) -> pa.Table:
+    env = _read_json(values, s.envelope(plan, include))
+    if not include and env.column("op").null_count:  # schema-include records (or no op)
         env = _read_json(values, s.envelope(plan, include=True))
     return env
 
 
 def _parse_envelopes(values: pa.Array, s: _Schemas) -> tuple[pa.Table, Plan]:
-    """Parse a batch with the table's current plan, switching plan when the batch says so."""
-    plan = s.plan
+    """Parse a batch with the table's current plan, switching plan when the batch says so.
+
+    A plan taken from a Debezium schema (units, base64 decimals) is applied only to
+    records that carry that schema: ``"1230"`` is a decimal in our form and base64
+    in Debezium's, so guessing would misread silently.
+    """
+    plan, from_schema = s.plan, s.plan_from_schema
     try:
-        env = _parse_with(values, s, plan)
+        env = _parse_with(values, s, plan, include=from_schema)
     except _BATCH_ERRORS:
         probed = probe_plan(_first_values(values), s.spec.schema)
-        if probed == plan:
+        if probed == (plan, from_schema):
             raise
-        plan = probed
-        env = _parse_with(values, s, plan)
-    if "schema" in env.column_names:
-        semantics = batch_semantics(_combined(env.column("schema")))
-        if semantics is not None:
-            wanted = plan_from_semantics(s.spec.schema, semantics)
-            if wanted != plan:
-                plan = wanted
-                env = _parse_with(values, s, plan)
-    s.plan = plan
+        plan, from_schema = probed
+        env = _parse_with(values, s, plan, include=from_schema)
+    has_schema = "schema" in env.column_names
+    semantics = batch_semantics(_combined(env.column("schema"))) if has_schema else None
+    if semantics is not None:
+        wanted, from_schema = plan_from_semantics(s.spec.schema, semantics), True
+        if wanted != plan:
+            plan = wanted
+            env = _parse_with(values, s, plan, include=True)
+    elif from_schema:  # the batch has no schema: the column-type rule applies, not the old one
+        plan, from_schema = probe_plan(_first_values(values), s.spec.schema)
+        env = _parse_with(values, s, plan, include=False)
+    s.plan, s.plan_from_schema = plan, from_schema
     return env, plan
 
 

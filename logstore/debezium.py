@@ -148,8 +148,11 @@ def _semantics_of_schema_doc(doc: Any) -> dict[str, Semantic]:
     return out
 
 
-def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> Plan:
-    """A plan guessed from a batch's first records (only after the current plan failed)."""
+def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> tuple[Plan, bool]:
+    """A plan guessed from a batch's first records, and whether it came from a schema.
+
+    Used only after the current plan failed (or no longer applies).
+    """
     kinds: dict[str, str] = {}
     temporal = [f.name for f in schema if is_temporal(f.type)]
     for i, v in enumerate(values):
@@ -162,7 +165,7 @@ def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> P
         if not isinstance(doc, dict):
             continue
         if isinstance(doc.get("schema"), dict) and isinstance(doc.get("payload"), dict):
-            return plan_from_semantics(schema, _semantics_of_schema_doc(doc["schema"]))
+            return plan_from_semantics(schema, _semantics_of_schema_doc(doc["schema"])), True
         for image in (doc.get("before"), doc.get("after")):
             if not isinstance(image, dict):
                 continue
@@ -175,7 +178,7 @@ def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> P
         for n, k in kinds.items()
         if k == "int"
     }
-    return tuple(sorted(forms.items()))
+    return tuple(sorted(forms.items())), False
 
 
 def batch_semantics(schema_col: pa.Array) -> dict[str, Semantic] | None:

@@ -76,7 +76,7 @@ def arrow_parse_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def polars_parse_type(t: pa.DataType) -> pl.DataType:
+def polars_parse_type(t: pa.DataType) -> pl.DataType | type[pl.DataType]:
     """The dtype polars' JSON decoder parses a value of type t as (map columns)."""
     if pa.types.is_map(t):
         return pl.Map(pl.String, polars_parse_type(t.item_type))

@@ -46,12 +46,12 @@ def query_id(checkpoint: str) -> str:
     return str(json.loads(text)["id"])
 
 
-def source_barrier(checkpoint: str, batch_id: int) -> int | None:
-    """The barrier the `dts` sources of micro-batch `batch_id` end at (None: no `dts` source)."""
+def _dts_offsets(checkpoint: str, batch_id: int) -> list[dict[str, object]]:
+    """The `dts` source offsets micro-batch `batch_id` ends at (Spark's offset log)."""
     text = _read_text(f"{checkpoint.rstrip('/')}/offsets/{batch_id}")
     if text is None:
         raise BarrierError(f"Spark offset log for batch {batch_id} missing under {checkpoint!r}")
-    barriers = []
+    out = []
     for line in text.splitlines()[2:]:
         line = line.strip()
         if not line or line == "-":
@@ -60,7 +60,18 @@ def source_barrier(checkpoint: str, batch_id: int) -> int | None:
             offset = json.loads(line)
         except json.JSONDecodeError:
             continue  # another source's non-JSON offset
-        b = barrier_of(offset)
-        if b is not None:
-            barriers.append(b)
+        if isinstance(offset, dict) and offset.get("dts") is not None:
+            out.append(offset)
+    return out
+
+
+def source_barrier(checkpoint: str, batch_id: int) -> int | None:
+    """The barrier the `dts` sources of micro-batch `batch_id` end at (None: no `dts` source)."""
+    barriers = [b for o in _dts_offsets(checkpoint, batch_id) if (b := barrier_of(o)) is not None]
     return max(barriers) if barriers else None
+
+
+def source_tables(checkpoint: str, batch_id: int) -> list[str]:
+    """The `dts` tables micro-batch `batch_id` reads (the job's sources for the MetaService)."""
+    names = [str(o["table"]) for o in _dts_offsets(checkpoint, batch_id) if o.get("table")]
+    return sorted(set(names))

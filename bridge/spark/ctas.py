@@ -12,6 +12,7 @@ file; two concurrent CTAS of one name: the second `begin` fails with
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from bridge.spark import meta_jobs
 from bridge.spark.arrow_schema import spark_arrow_schema
 from bridge.spark.catalog import open_catalog
 from bridge.spark.options import METADATA_COLUMNS, WriteOptions
@@ -36,14 +38,27 @@ def _table_exists(warehouse: str, name: str) -> bool:
 
 def staged_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
     """Driver side (planning): begin the staged table and return the writer that fills it."""
-    from filestore.staging import StagedTable
-
     name = opts.common.table
     if opts.if_not_exists and not opts.replace and _table_exists(opts.common.warehouse, name):
         return SkipWriter()
     arrow = spark_arrow_schema(schema)
     arrow = pa.schema([f for f in arrow if f.name not in METADATA_COLUMNS])
-    staged = StagedTable.begin(
+    # the MetaService first: a refused job never reserves the name
+    job_id = meta_jobs.register(opts, meta_jobs.CTAS, meta_jobs.new_job_id(meta_jobs.CTAS))
+    try:
+        staged = _begin(opts, arrow, overwrite)
+    except BaseException as e:
+        with contextlib.suppress(Exception):
+            meta_jobs.finish(opts, job_id, failed=f"staging failed: {e}")
+        raise
+    return StagedTableWriter(opts, staged, job_id)
+
+
+def _begin(opts: WriteOptions, arrow: pa.Schema, overwrite: bool) -> Any:
+    from filestore.staging import StagedTable
+
+    name = opts.common.table
+    return StagedTable.begin(
         opts.common.warehouse,
         name,
         arrow,
@@ -53,33 +68,42 @@ def staged_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> Da
         replace=opts.replace or overwrite,
         owner=opts.commit_user or "spark-ctas",
     )
-    return StagedTableWriter(opts, staged)
 
 
 class StagedTableWriter(DataSourceArrowWriter):
     """Writes into a staged table; commit publishes it, abort removes it."""
 
-    def __init__(self, opts: WriteOptions, staged: Any) -> None:
+    def __init__(self, opts: WriteOptions, staged: Any, job_id: str | None = None) -> None:
         self.opts = opts
         self.staged = staged
+        self.job_id = job_id
         self.commit_user = opts.commit_user or f"spark-ctas-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
+        meta_jobs.heartbeat(self.opts, self.job_id)
         return write_task(self.staged.table, self.commit_user, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
             table = self.staged.table
-            table.new_commit(self.commit_user).commit(
+            snap = table.new_commit(self.commit_user).commit(
                 _messages(table, list(messages)), identifier=1, barrier=self.opts.barrier
             )
-        except BaseException:
-            self.staged.abort()
+            self.staged.commit()
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self.staged.abort()
+            with contextlib.suppress(Exception):
+                meta_jobs.finish(self.opts, self.job_id, failed=f"CTAS commit failed: {e}")
             raise
-        self.staged.commit()
+        meta_jobs.report(self.opts, self.job_id, snap)
+        meta_jobs.finish(self.opts, self.job_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.staged.abort()
+        try:
+            self.staged.abort()
+        finally:
+            meta_jobs.finish(self.opts, self.job_id, failed="Spark aborted the CTAS job")
 
 
 class SkipWriter(DataSourceArrowWriter):

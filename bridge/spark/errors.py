@@ -17,3 +17,7 @@ class StagingError(SparkBridgeError):
 
 class BarrierError(SparkBridgeError):
     """The barrier a streaming sink should commit could not be determined."""
+
+
+class JobRefused(SparkBridgeError):
+    """The MetaService refused to register the write (a second writer of a table, a cycle)."""

@@ -188,6 +188,8 @@ class WriteOptions:
     commit_user: str | None = None
     checkpoint: str | None = None
     barrier: int | None = None
+    meta_sources: list[str] = field(default_factory=list)
+    meta_heartbeat_timeout_ms: int = 600_000
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -210,4 +212,6 @@ class WriteOptions:
             commit_user=low.get("commit-user"),
             checkpoint=low.get("checkpointlocation"),
             barrier=_int(low, "barrier"),
+            meta_sources=_csv(low, "meta.sources"),
+            meta_heartbeat_timeout_ms=_int(low, "meta.heartbeat-timeout-ms") or 600_000,
         )

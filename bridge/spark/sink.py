@@ -7,6 +7,9 @@ nothing is visible until the driver-side `commit` turns every task's
 Streaming: one snapshot per micro-batch, idempotent by (commit user
 `spark-<query id>`, identifier = batch id), carrying the barrier of the `dts`
 source offsets the batch ended at (see `bridge.spark.checkpoint`).
+
+With option `meta.url` every write registers as a MetaService job
+(see `bridge.spark.meta_jobs`).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from bridge.spark import meta_jobs
 from bridge.spark.catalog import open_catalog, open_table
-from bridge.spark.checkpoint import query_id, source_barrier
+from bridge.spark.checkpoint import query_id, source_barrier, source_tables
 from bridge.spark.errors import OptionError, StagingError
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 
@@ -107,33 +111,50 @@ def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> Dat
             f"cannot write to {opts.common.table}: {e}. To create it from this DataFrame use "
             '.option("create", "true") (atomic CREATE TABLE AS SELECT)'
         ) from e
-    return DtsBatchWriter(opts, overwrite)
+    # registered once, here on the driver while Spark plans the write; the id is pickled
+    job_id = meta_jobs.register(opts, meta_jobs.BATCH, meta_jobs.new_job_id(meta_jobs.BATCH))
+    return DtsBatchWriter(opts, overwrite, job_id)
 
 
 class DtsBatchWriter(DataSourceArrowWriter):
     """Append or overwrite: one atomic snapshot per Spark write job."""
 
-    def __init__(self, opts: WriteOptions, overwrite: bool) -> None:
+    def __init__(self, opts: WriteOptions, overwrite: bool, job_id: str | None = None) -> None:
         self.opts = opts
         self.overwrite = overwrite
-        self.commit_user = opts.commit_user or f"spark-batch-{uuid.uuid4().hex}"
+        self.job_id = job_id
+        self.commit_user = opts.commit_user or job_id or f"spark-batch-{uuid.uuid4().hex}"
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
+        meta_jobs.heartbeat(self.opts, self.job_id)
         return write_task(self._table(), self.commit_user, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self._table()
         kind = "OVERWRITE" if self.overwrite else "APPEND"
-        table.new_commit(self.commit_user).commit(
-            _messages(table, list(messages)), identifier=1, barrier=self.opts.barrier, kind=kind
-        )
+        try:
+            snap = table.new_commit(self.commit_user).commit(
+                _messages(table, list(messages)),
+                identifier=1,
+                barrier=self.opts.barrier,
+                kind=kind,
+            )
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                meta_jobs.finish(self.opts, self.job_id, failed=f"commit failed: {e}")
+            raise
+        meta_jobs.report(self.opts, self.job_id, snap)
+        meta_jobs.finish(self.opts, self.job_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self._table()
-        table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+        try:
+            table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+        finally:
+            meta_jobs.finish(self.opts, self.job_id, failed="Spark aborted the write")
 
 
 class DtsStreamWriter(DataSourceStreamArrowWriter):
@@ -175,9 +196,32 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         ]
         return max(seen) if seen else None
 
+    def _register(self, messages: list[Any], batch_id: int) -> str | None:
+        """Register (re-attach) the query's MetaService job; a refusal drops the batch's files."""
+        if not self.opts.common.meta_url:
+            return None
+        sources = source_tables(self.opts.checkpoint, batch_id) if self.opts.checkpoint else []
+        try:
+            return meta_jobs.register(
+                self.opts,
+                meta_jobs.STREAMING,
+                meta_jobs.streaming_job_id(self._query_id()),
+                sources,
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.abort(messages, batch_id)
+            raise
+
+    def _query_id(self) -> str:
+        if self.opts.checkpoint:
+            return query_id(self.opts.checkpoint)
+        return self.commit_user.removeprefix("spark-")
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self._table()
         barrier = self.barrier_for(list(messages), batchId)
+        job_id = self._register(list(messages), batchId)
         if self.opts.target_tier == "log":
             from bridge.spark.log_sink import commit_to_log
 
@@ -188,10 +232,12 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         done = commit.committed_identifier()
         if done is not None and done >= batchId:
             commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
+            meta_jobs.report(self.opts, job_id, _committed(table, self.commit_user, batchId))
             return
         if barrier is None:
             barrier = _fresh_barrier(table)
-        commit.commit(msgs, identifier=batchId, barrier=barrier)
+        snap = commit.commit(msgs, identifier=batchId, barrier=barrier)
+        meta_jobs.report(self.opts, job_id, snap)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.target_tier == "log":
@@ -201,6 +247,14 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             return
         table = self._table()
         table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+
+
+def _committed(table: Any, commit_user: str, identifier: int) -> Any:
+    """The snapshot `commit_user` committed as `identifier` (None when expired)."""
+    for snap in reversed(table.snapshots()):
+        if snap.commit_user == commit_user and snap.commit_identifier == identifier:
+            return snap
+    return None
 
 
 def _fresh_barrier(table: Any) -> int:

@@ -301,3 +301,35 @@ def test_random_round_trip_with_maps_and_durations(seed: int) -> None:
     spec = LogSpec("t", MAPS, ["id"], 1, changelog_mode="all")
     log = random_changelog(random.Random(seed), MAPS, n_keys=20, steps=80)
     assert_tables_equal(strip_meta(decode_records(as_records(spec, log), spec).table), log)
+
+
+def test_a_schema_plan_is_never_applied_to_records_without_a_schema() -> None:
+    """After a schema-include batch (base64 decimals, micros), plain records of the same
+    table must not be read with those forms: "1230" is a decimal here, ints follow the
+    column type."""
+    schema = pa.schema(
+        [("id", pa.int64()), ("qty", pa.decimal128(10, 0)), ("at", pa.timestamp("ms"))]
+    )
+    spec = LogSpec("dbz.t", schema, ["id"], 1)
+    fields = [
+        {"type": "int64", "field": "id"},
+        {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "0"},
+            "field": "qty",
+        },
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "at"},
+    ]
+    first = with_schema(
+        {"after": {"id": 1, "qty": b64_decimal("1230", 0), "at": 5_000}, "op": "c"}, fields
+    )
+    plain = orjson.dumps({"after": {"id": 2, "qty": "1230", "at": 5_000}, "op": "c"})
+    a = decode_records([RawRecord(0, 0, None, first)], spec).table
+    b = decode_records([RawRecord(0, 1, None, plain)], spec).table
+    c = decode_records([RawRecord(0, 2, None, first)], spec).table
+    assert [(r["qty"], r["at"]) for t in (a, b, c) for r in t.to_pylist()] == [
+        (decimal.Decimal(1230), dt.datetime(1970, 1, 1, 0, 0, 0, 5000)),  # 5000 us
+        (decimal.Decimal(1230), dt.datetime(1970, 1, 1, 0, 0, 5)),  # 5000 ms (column unit)
+        (decimal.Decimal(1230), dt.datetime(1970, 1, 1, 0, 0, 0, 5000)),
+    ]

@@ -114,5 +114,6 @@ def main() -> None:
     print("driver: done", flush=True)
     spark.stop()
 
+
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ show), one sink snapshot per source barrier, in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,7 +41,9 @@ def _wait(what: str, cond: Any, timeout_s: float, proc: subprocess.Popen[bytes],
     deadline = time.monotonic() + timeout_s
     while not cond():
         if proc.poll() is not None:
-            raise AssertionError(f"driver exited ({proc.returncode}) before {what}:\n{log.read_text()}")
+            raise AssertionError(
+                f"driver exited ({proc.returncode}) before {what}:\n{log.read_text()}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}; driver log:\n{log.read_text()}")
         time.sleep(0.1)
@@ -61,10 +64,8 @@ def _driver(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=30)
 
 
@@ -107,7 +108,9 @@ def test_sigkill_driver_mid_batch_then_restart_is_exactly_once(
         _wait("a committed batch per query", lambda: min(committed()) >= 1, 120, proc, log)
         seen = {p.name for p in signals.iterdir()}
         # a task of a later micro-batch has started (and is sleeping): kill the driver now
-        _wait("a batch in flight", lambda: {p.name for p in signals.iterdir()} - seen, 30, proc, log)
+        _wait(
+            "a batch in flight", lambda: {p.name for p in signals.iterdir()} - seen, 30, proc, log
+        )
     finally:
         _kill_group(proc)
     at_kill = committed()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_helpers import make_table, rows, sort
+from spark_helpers import commit, make_table, rows, sort
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -200,7 +200,6 @@ def test_log_target_sink_writes_rows_and_source_barriers(
     FileStore bucket of the bucket-key columns."""
     from bridge.tables import bucketer_for, log_spec_for
     from logstore.reader import BarrierPassed, DataBatch, LogReader
-    from spark_helpers import commit
 
     src, src_name = _table(warehouse)
     dst_name = f"db.d{uuid.uuid4().hex[:8]}"

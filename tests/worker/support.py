@@ -113,16 +113,19 @@ def wait_for(
     cond: Callable[[], bool],
     timeout_s: float,
     what: str,
-    proc: subprocess.Popen[bytes] | None = None,
+    worker: WorkerProc | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if cond():
             return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"worker exited with {proc.returncode} while waiting for {what}")
+        if worker is not None and worker.proc.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.tail()}"
+            )
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    tail = f":\n{worker.tail()}" if worker is not None else ""
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{tail}")
 
 
 def latest_barrier(table: Table) -> int | None:

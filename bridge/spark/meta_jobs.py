@@ -1,0 +1,123 @@
+"""Registering Spark jobs with the MetaService (FLIP-276), when option `meta.url` is set.
+
+Where registration happens, and why it is deterministic across Spark's Python workers
+(every `commit` runs in a fresh driver-side worker, tasks in executor workers):
+
+- Streaming sink: job id `spark-streaming-<query id>`, the query id being the one Spark
+  keeps in `<checkpoint>/metadata` (the same in every worker and across restarts).
+  Each micro-batch's `commit` registers the job before committing; the MetaService
+  treats a repeated registration of a running job with the same tables as a re-attach
+  (and a heartbeat), so this is idempotent. Sources = the `dts` tables named in that
+  batch's offset log line (plus option `meta.sources`), sinks = the sink table. After
+  the snapshot commits, its barrier is reported (`report_barrier(table, barrier,
+  snapshot_id, job_id)`); a replayed batch reports again (idempotent), so a crash
+  between commit and report loses nothing. With `target.tier=log` no barrier is
+  reported: the FileStore snapshot for it is the worker's to commit.
+- Batch write and CTAS: job id `spark-batch-<uuid>` / `ctas-<uuid>`, registered once
+  on the driver while Spark plans the write; the id travels inside the pickled writer.
+  Tasks heartbeat once each (best effort); the driver-side `commit` reports the
+  snapshot's barrier (if it has one) and finishes the job, `abort` marks it failed.
+  Sources come only from option `meta.sources` (a data source cannot see the plan).
+
+A streaming query has no "stopped" hook in a sink: its job stays running until its
+heartbeat timeout (option `meta.heartbeat-timeout-ms`, default 10 minutes, renewed by
+every micro-batch) lapses, or call `finish_streaming_job(url, checkpoint)` after
+`query.stop()`.
+
+A refusal (a second writer of the table, a cycle) raises `JobRefused` naming the
+job that holds the table; Spark surfaces it as the write's / query's error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import Any
+
+from bridge.spark.errors import JobRefused
+from bridge.spark.options import WriteOptions
+
+STREAMING = "spark-streaming"
+BATCH = "spark-batch"
+CTAS = "ctas"
+
+
+def streaming_job_id(query_id: str) -> str:
+    return f"{STREAMING}-{query_id}"
+
+
+def new_job_id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex}"
+
+
+def _client(url: str) -> Any:
+    from bridge.meta.client import MetaClient
+
+    return MetaClient(url)
+
+
+def register(
+    opts: WriteOptions, kind: str, job_id: str, sources: list[str] | None = None
+) -> str | None:
+    """Register (or re-attach to) job `job_id` writing `opts`' table; None without meta.url."""
+    from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
+
+    url = opts.common.meta_url
+    if not url:
+        return None
+    srcs = list(dict.fromkeys([*(sources or []), *opts.meta_sources]))
+    with _client(url) as client:
+        try:
+            client.register_job(
+                kind,
+                srcs,
+                [opts.common.table],
+                job_id=job_id,
+                heartbeat_timeout_ms=opts.meta_heartbeat_timeout_ms,
+                description=f"Spark {kind} writing {opts.common.table}",
+            )
+        except (WriterConflict, CycleError, JobAlreadyExists) as e:
+            raise JobRefused(
+                f"MetaService {url} refused {kind} job {job_id} writing {opts.common.table}: "
+                f"{e.message}"
+            ) from e
+    return job_id
+
+
+def heartbeat(opts: WriteOptions, job_id: str | None) -> None:
+    """Best effort (tasks): a missed heartbeat only matters once the timeout lapses."""
+    if not opts.common.meta_url or job_id is None:
+        return
+    with contextlib.suppress(Exception), _client(opts.common.meta_url) as client:
+        client.heartbeat(job_id)
+
+
+def report(opts: WriteOptions, job_id: str | None, snapshot: Any) -> None:
+    """Report the barrier `snapshot` completed for the sink table (no-op without one)."""
+    if not opts.common.meta_url or job_id is None or snapshot is None:
+        return
+    if snapshot.barrier is None:
+        return
+    with _client(opts.common.meta_url) as client:
+        client.report_barrier(
+            opts.common.table, int(snapshot.barrier), int(snapshot.id), job_id=job_id
+        )
+
+
+def finish(opts: WriteOptions, job_id: str | None, *, failed: str | None = None) -> None:
+    """Finish a batch/CTAS job (failed with a reason when `failed` is given)."""
+    if not opts.common.meta_url or job_id is None:
+        return
+    with _client(opts.common.meta_url) as client:
+        if failed is None:
+            client.finish_job(job_id, "finished")
+        else:
+            client.finish_job(job_id, "failed", failed[:1000])
+
+
+def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> None:
+    """Mark the streaming query of `checkpoint` finished (call after `query.stop()`)."""
+    from bridge.spark.checkpoint import query_id
+
+    with _client(url) as client:
+        client.finish_job(streaming_job_id(query_id(checkpoint)), state)

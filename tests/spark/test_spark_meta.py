@@ -1,0 +1,121 @@
+"""Spark jobs registered with a real MetaService (option `meta.url`)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import commit, data_snapshots, make_table, rows, sort
+
+pytestmark = pytest.mark.spark
+
+
+def _stream(dts: Any, warehouse: Path, src: str, dst: str, ck: Path, meta_url: str) -> Any:
+    q = (
+        dts.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "file")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+        .option("maxBarriersPerTrigger", "1")
+        .load(src)
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("meta.url", meta_url)
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):  # the caller checks q.exception()
+        q.awaitTermination(120)
+    return q
+
+
+def test_streaming_and_batch_jobs_register_report_and_exclude_second_writer(
+    dts: Any, warehouse: Path, tmp_path: Path, meta_url: str
+) -> None:
+    from bridge.meta.client import MetaClient
+    from bridge.spark.checkpoint import query_id
+    from bridge.spark.meta_jobs import finish_streaming_job
+
+    src, dst = make_table(warehouse, "db.msrc"), make_table(warehouse, "db.mdst")
+    commit(src, rows(4), barrier=100)
+    commit(src, rows(4, start=4), barrier=200)
+    ck = tmp_path / "ck"
+    q = _stream(dts, warehouse, "db.msrc", "db.mdst", ck, meta_url)
+    assert q.exception() is None
+    client = MetaClient(meta_url)
+    job_id = f"spark-streaming-{query_id(str(ck))}"  # stable: derived from the checkpoint
+    job = client.get_job(job_id)
+    assert (job.kind.value, job.sources, job.sinks, job.state.value) == (
+        "spark-streaming",
+        ["db.msrc"],
+        ["db.mdst"],
+        "running",
+    )
+    snaps = {s.barrier: s.id for s in data_snapshots(dst)}
+    reported = {b.barrier: (b.snapshot_id, b.job_id) for b in client.barriers("db.mdst")}
+    assert reported == {b: (sid, job_id) for b, sid in snaps.items()} and set(snaps) == {100, 200}
+    assert [e.source for e in client.lineage("db.mdst").edges] == ["db.msrc"]
+
+    # a second writer of db.mdst is refused while the query's job runs: batch ...
+    df = dts.createDataFrame(rows(2, start=50))
+    with pytest.raises(Exception, match=f"already has a running writer: job {job_id}"):
+        df.write.format("dts").option("warehouse", str(warehouse)).option(
+            "meta.url", meta_url
+        ).mode("append").save("db.mdst")
+    # ... and streaming (another checkpoint = another query); its batch files are dropped
+    other = _stream(dts, warehouse, "db.msrc", "db.mdst", tmp_path / "ck2", meta_url)
+    assert other.exception() is not None
+    assert f"already has a running writer: job {job_id}" in str(other.exception())
+    assert sort(dst.read()) == sort(src.read()) and len(data_snapshots(dst)) == 2
+
+    # the same query restarted re-attaches to its job and reports the new barrier
+    commit(src, rows(2, start=8), barrier=300)
+    assert _stream(dts, warehouse, "db.msrc", "db.mdst", ck, meta_url).exception() is None
+    assert client.get_job(job_id).state.value == "running"
+    assert max(b.barrier for b in client.barriers("db.mdst")) == 300
+
+    # once the streaming job is finished, a batch write registers, reports and finishes
+    finish_streaming_job(meta_url, str(ck))
+    df.write.format("dts").option("warehouse", str(warehouse)).option("meta.url", meta_url).option(
+        "meta.sources", "db.msrc"
+    ).option("barrier", "400").mode("append").save("db.mdst")
+    batch = [j for j in client.list_jobs() if j.kind.value == "spark-batch"]
+    assert [(j.sources, j.sinks, j.state.value) for j in batch] == [
+        (["db.msrc"], ["db.mdst"], "finished")
+    ]
+    assert client.barriers("db.mdst")[0].job_id == batch[0].job_id  # newest first
+    assert dst.read().num_rows == 12
+    client.close()
+
+
+def test_ctas_with_meta_registers_and_finishes(dts: Any, warehouse: Path, meta_url: str) -> None:
+    from bridge.meta.client import MetaClient
+
+    df = dts.createDataFrame(rows(3))
+    df.write.format("dts").option("warehouse", str(warehouse)).option("meta.url", meta_url).option(
+        "create", "true"
+    ).mode("append").save("db.newt")
+    with MetaClient(meta_url) as client:
+        jobs = client.list_jobs()
+        assert [(j.kind.value, j.sinks, j.state.value) for j in jobs] == [
+            ("ctas", ["db.newt"], "finished")
+        ]
+        # a CTAS that fails in its tasks marks its job failed and leaves no table
+        from pyspark.sql import functions as F
+
+        @F.udf("double")
+        def boom(v: float) -> float:
+            raise ValueError("ctas failure on purpose")
+
+        with pytest.raises(Exception, match="ctas failure on purpose"):
+            df.withColumn("v", boom("v")).write.format("dts").option(
+                "warehouse", str(warehouse)
+            ).option("meta.url", meta_url).option("create", "true").mode("append").save("db.badt")
+        states = sorted((j.sinks[0], j.state.value) for j in client.list_jobs())
+        assert states == [("db.badt", "failed"), ("db.newt", "finished")]
