@@ -45,6 +45,7 @@ from filestore.data_file import (
     DataFileMeta,
     compute_value_stats,
     key_range_bytes,
+    write_parquet,
 )
 from filestore.errors import CommitConflict
 from filestore.manifest import ManifestEntry, merge_entries
@@ -226,7 +227,9 @@ def write_bucket_file(
     path = table.paths.data_file(schema.partition_keys, partition, bucket, name)
     table.io.mkdirs(path.rsplit("/", 1)[0])
     with table.io.open_output(path) as out:
-        pq.write_table(data, out, compression=opts.file_compression)
+        pk = schema.primary_key
+        sorted_columns = [*(KEY_PREFIX + k for k in pk), SEQUENCE_NUMBER, *pk]
+        write_parquet(data, out, opts.file_compression, sorted_columns)
         size = out.tell()
     return DataFileMeta(
         file_name=name,

@@ -45,15 +45,53 @@ from filestore.row_kind import (
 _SYSTEM = (SEQUENCE_NUMBER, VALUE_KIND)
 
 
+def _integer_keys(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
+    """The key as one numpy integer array, when it is a single non-null integer column."""
+    if len(key_columns) != 1:
+        return None
+    col = table.column(key_columns[0])
+    if not pa.types.is_integer(col.type) or col.null_count:
+        return None
+    return np.asarray(col.to_numpy())
+
+
+def _ties(sorted_keys: np.ndarray) -> bool:
+    return bool((sorted_keys[1:] == sorted_keys[:-1]).any())
+
+
+def _integer_sort_order(keys: np.ndarray, seqs: pa.ChunkedArray | None) -> np.ndarray:
+    """Arg-sort by key; among equal keys by sequence (``seqs``) or else by position.
+
+    Without ties any sort is right, so the fast unstable one is tried first
+    unless the keys are a few concatenated sorted runs: then numpy's stable
+    sort (timsort) merges the runs in about linear time.
+    """
+    if seqs is None:
+        descents = int(np.count_nonzero(keys[1:] < keys[:-1]))
+        if descents <= 64:  # concatenated sorted runs
+            return np.argsort(keys, kind="stable")
+    order = np.argsort(keys)
+    if not _ties(keys[order]):
+        return order
+    if seqs is None:
+        return np.argsort(keys, kind="stable")
+    return np.lexsort((np.asarray(seqs.to_numpy()), keys))
+
+
 def sort_order(
     table: pa.Table, key_columns: Sequence[str], *, in_sequence_order: bool = False
 ) -> np.ndarray:
-    """Permutation ordering rows by key, then sequence number (polars' parallel arg-sort).
+    """Permutation ordering rows by key, then sequence number.
 
     ``in_sequence_order``: the rows are already in sequence order (a memtable, or
     runs concatenated oldest first), so a stable sort on the key alone suffices,
-    and on concatenated sorted runs that is close to a linear merge.
+    and on concatenated sorted runs that is close to a linear merge. A single
+    integer key is sorted with numpy; other keys with polars' parallel arg-sort.
     """
+    keys = _integer_keys(table, key_columns)
+    if keys is not None:
+        seqs = None if in_sequence_order else table.column(SEQUENCE_NUMBER)
+        return _integer_sort_order(keys, seqs)
     cols = list(key_columns) if in_sequence_order else [*key_columns, SEQUENCE_NUMBER]
     frame = pl.from_arrow(table.select(cols), rechunk=False)
     assert isinstance(frame, pl.DataFrame)
@@ -122,13 +160,53 @@ def merge(
     """Sort then merge (see sort_order for ``in_sequence_order``)."""
     if table.num_rows <= 1:
         return merge_sorted(table, key_columns, options, drop_deletes=drop_deletes)
-    order = sort_order(table, key_columns, in_sequence_order=in_sequence_order)
     if options.merge_engine == "deduplicate":
         # decide the winners on the key columns alone, then move only the winning rows
-        keys = table.select([*key_columns, VALUE_KIND]).take(order)
-        last = _last_of_group(keys, key_columns, drop_deletes)
-        return table.take(order[last])
+        chosen = winner_indices(
+            table, key_columns, drop_deletes=drop_deletes, in_order=in_sequence_order
+        )
+        if len(chosen) == table.num_rows and bool((chosen[1:] > chosen[:-1]).all()):
+            return table  # already sorted, nothing to drop
+        return table.take(chosen)
+    order = sort_order(table, key_columns, in_sequence_order=in_sequence_order)
     return merge_sorted(table.take(order), key_columns, options, drop_deletes=drop_deletes)
+
+
+def winner_indices(
+    table: pa.Table, key_columns: Sequence[str], *, drop_deletes: bool, in_order: bool = False
+) -> np.ndarray:
+    """Deduplicate engine: row indices of the last version of each key, in key order.
+
+    ``table`` needs the key columns, ``_VALUE_KIND`` and (unless ``in_order``,
+    see sort_order) ``_SEQUENCE_NUMBER``; with ``drop_deletes`` keys whose last
+    version is a retraction are left out. Gathering only the columns a caller
+    needs with these indices is cheaper than merging the whole table.
+    """
+    if table.num_rows == 0:
+        return np.empty(0, dtype=np.int64)
+    order = sort_order(table, key_columns, in_sequence_order=in_order)
+    last = _winners(table, key_columns, order, drop_deletes)
+    return order if last.all() else order[last]
+
+
+def _winners(
+    table: pa.Table, key_columns: Sequence[str], order: np.ndarray, drop_deletes: bool
+) -> np.ndarray:
+    """Mask over ``order``: True for the last row of each key (an add, with drop_deletes)."""
+    keys = _integer_keys(table, key_columns)
+    if keys is None:
+        return _last_of_group(
+            table.select([*key_columns, VALUE_KIND]).take(order), key_columns, drop_deletes
+        )
+    sorted_keys = keys[order]
+    last = np.empty(len(order), dtype=bool)
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=last[:-1])
+    last[-1] = True
+    if drop_deletes:
+        kinds = _kinds(table)
+        if not _is_add(kinds).all():
+            last &= _is_add(kinds[order])
+    return last
 
 
 def _last_of_group(table: pa.Table, key_columns: Sequence[str], drop_deletes: bool) -> np.ndarray:

@@ -10,7 +10,9 @@ the table's merge engine (see merge.py).
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from filestore.data_file import DataFileMeta
-from filestore.merge import merge
+from filestore.merge import merge, winner_indices
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.scan import Split
 from filestore.schema import KEY_PREFIX, TableSchema
@@ -100,6 +102,7 @@ class SplitReader:
         # a filter may name any column: read everything it could need
         self.read_columns = names if filter is not None else self.output_columns
         self.key_columns = [KEY_PREFIX + k for k in schema.primary_key]
+        self._primary_key = set(schema.primary_key)
         self.options = schema.core_options
 
     def _path(self, split: Split, f: DataFileMeta) -> str:
@@ -107,52 +110,92 @@ class SplitReader:
             self.schema.partition_keys, split.partition_values, split.bucket, f.file_name
         )
 
-    def _read_file(self, split: Split, f: DataFileMeta) -> pa.Table:
+    def _read_file(
+        self, split: Split, f: DataFileMeta, system: Sequence[str] = (SEQUENCE_NUMBER, VALUE_KIND)
+    ) -> pa.Table:
+        """The key, the given system columns and the value columns the read needs.
+
+        The value copies of primary-key columns are not read: they equal the
+        ``_KEY_*`` columns, which ``_values`` uses instead.
+        """
         path = self._path(split, f)
         with self.table.io.fs.open_input_file(path) as source:
             pf = pq.ParquetFile(source)
             present = set(pf.schema_arrow.names)
-            wanted = [*self.key_columns, SEQUENCE_NUMBER, VALUE_KIND] if self.key_columns else []
-            wanted += [c for c in self.read_columns if c in present]
+            wanted = [*self.key_columns, *system] if self.key_columns else []
+            wanted += [c for c in self.read_columns if c not in self._primary_key]
             data = pf.read(columns=[c for c in wanted if c in present], use_threads=True)
         return data
 
     def _values(self, data: pa.Table) -> pa.Table:
+        """The read columns in the current schema (keys from ``_KEY_*``, missing ones null)."""
         target = pa.schema([self.schema.arrow_schema.field(c) for c in self.read_columns])
+        if self._primary_key:
+            present = set(data.column_names)
+            keys = {
+                c: data.column(KEY_PREFIX + c)
+                for c in self.read_columns
+                if c in self._primary_key and KEY_PREFIX + c in present
+            }
+            if keys:
+                rest = [c for c in data.column_names if c not in self._primary_key]
+                data = pa.Table.from_arrays(
+                    [*keys.values(), *(data.column(c) for c in rest)], names=[*keys, *rest]
+                )
         return _evolve(data, target)
+
+    def read_all(self, splits: Sequence[Split]) -> list[pa.RecordBatch]:
+        """Every split's batches, in split order; splits are merged in parallel threads.
+
+        Parquet decoding, sorting and gathering release the GIL, so buckets
+        merge concurrently (at most one thread per core).
+        """
+        workers = min(len(splits), os.cpu_count() or 1)
+        if workers <= 1:
+            return [b for split in splits for b in self.read(split)]
+        with ThreadPoolExecutor(workers, thread_name_prefix="filestore-read") as pool:
+            parts = list(pool.map(lambda s: list(self.read(s)), splits))
+        return [b for part in parts for b in part]
 
     def read(self, split: Split) -> Iterator[pa.RecordBatch]:
         if not self.key_columns:
             for f in split.files:
-                yield from self._finish(self._values(self._read_file(split, f)))
+                yield from self._finish(self._values(self._read_file(split, f, ())))
             return
         for section in _key_sections(split.files):
             section.sort(key=lambda f: f.min_sequence_number)  # oldest first
-            tables = [self._read_file(split, f) for f in section]
-            if len(tables) == 1:
-                data = tables[0]
-                kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
-                adds = (kinds == INSERT) | (kinds == UPDATE_AFTER)
-                if not adds.all():
-                    data = data.filter(pa.array(adds))
-            else:
-                kv_names = [*self.key_columns, SEQUENCE_NUMBER, VALUE_KIND]
-                # files of different schema versions: align before concatenating
-                aligned = [
-                    pa.Table.from_arrays(
-                        [t.column(c) for c in kv_names] + self._values(t).columns,
-                        names=kv_names + list(self.read_columns),
-                    )
-                    for t in tables
-                ]
-                data = merge(
-                    pa.concat_tables(aligned),
-                    self.key_columns,
-                    self.options,
-                    drop_deletes=True,
-                    in_sequence_order=_sequence_disjoint(section),
-                )
-            yield from self._finish(self._values(data))
+            yield from self._finish(self._values(self._merge_section(split, section)))
+
+    def _merge_section(self, split: Split, section: list[DataFileMeta]) -> pa.Table:
+        """The current rows of files with overlapping key ranges (oldest first)."""
+        if len(section) == 1:
+            data = self._read_file(split, section[0], (VALUE_KIND,))
+            kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+            adds = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+            return data if adds.all() else data.filter(pa.array(adds))
+        in_order = _sequence_disjoint(section)
+        engine = self.options.merge_engine
+        # files in sequence order merge on the key alone: no need for the sequence column
+        need_seq = not (in_order and engine in ("deduplicate", "first-row"))
+        kv_names = [*self.key_columns, *([SEQUENCE_NUMBER] if need_seq else []), VALUE_KIND]
+        values = [c for c in self.read_columns if c not in self._primary_key]
+        target = pa.schema([self.schema.arrow_schema.field(c) for c in values])
+        # files of different schema versions: align before concatenating
+        aligned = [
+            pa.Table.from_arrays(
+                [t.column(c) for c in kv_names] + _evolve(t, target).columns,
+                names=kv_names + values,
+            )
+            for t in (self._read_file(split, f, kv_names[len(self.key_columns) :]) for f in section)
+        ]
+        data = pa.concat_tables(aligned)
+        if engine == "deduplicate":
+            # pick the winners on the keys, then gather only the columns the read returns
+            chosen = winner_indices(data, self.key_columns, drop_deletes=True, in_order=in_order)
+            return data.select([*self.key_columns, *values]).take(chosen)
+        return merge(
+            data, self.key_columns, self.options, drop_deletes=True, in_sequence_order=in_order
+        )
 
     def _finish(self, data: pa.Table) -> Iterator[pa.RecordBatch]:
         if self.filter is not None:

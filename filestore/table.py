@@ -204,7 +204,7 @@ class Table:
             partition=partition,
         )
         reader = SplitReader(self, self.schema, columns, filter)
-        batches = [b for split in scan.plan() for b in reader.read(split)]
+        batches = reader.read_all(scan.plan())
         return pa.Table.from_batches(batches, schema=reader.output_schema())
 
     def changes(self, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:

@@ -13,15 +13,16 @@ concurrent writers never produce an order that no serial execution could.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from filestore.bucket import bucket_ids
 from filestore.data_file import (
@@ -29,6 +30,7 @@ from filestore.data_file import (
     DataFileMeta,
     compute_value_stats,
     key_range_bytes,
+    write_parquet,
 )
 from filestore.errors import FileStoreError
 from filestore.merge import merge
@@ -110,12 +112,30 @@ def split_groups(
     first = int(gid[0])
     if (gid == first).all():
         return [(key_of(first), None)]
-    order = np.argsort(gid, kind="stable")
+    # stable (rows keep their sequence order); 16-bit ids take numpy's O(n) radix sort
+    small = int(gid.max()) < np.iinfo(np.int16).max
+    order = np.argsort(gid.astype(np.int16) if small else gid, kind="stable")
     sorted_gid = gid[order]
     cuts = np.flatnonzero(np.diff(sorted_gid)) + 1
     starts = np.concatenate([[0], cuts])
     ends = np.concatenate([cuts, [n]])
     return [(key_of(int(sorted_gid[s])), order[s:e]) for s, e in zip(starts, ends, strict=True)]
+
+
+def _split_rows(
+    rows: pa.Table, partition_keys: list[str], buckets: np.ndarray
+) -> list[tuple[PartitionBucket, pa.Table]]:
+    """The rows of each partition/bucket: one take into group order, then zero-copy slices."""
+    groups = split_groups(rows, partition_keys, buckets)
+    if len(groups) == 1 and groups[0][1] is None:
+        return [(groups[0][0], rows)]
+    grouped = rows.take(pa.array(np.concatenate([idx for _, idx in groups if idx is not None])))
+    out, start = [], 0
+    for key, idx in groups:
+        size = len(idx) if idx is not None else rows.num_rows
+        out.append((key, grouped.slice(start, size)))
+        start += size
+    return out
 
 
 @dataclass
@@ -173,8 +193,7 @@ class TableWrite:
             rows = pa.Table.from_arrays(arrays, schema=self.kv_schema)
         else:
             rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seqs))
-        for key, idx in split_groups(rows, self.schema.partition_keys, buckets):
-            part = rows if idx is None else rows.take(pa.array(idx))
+        for key, part in _split_rows(rows, self.schema.partition_keys, buckets):
             buf = self._buffers.setdefault(key, _Buffer())
             buf.tables.append(part)
             size = part.nbytes
@@ -184,19 +203,42 @@ class TableWrite:
             self.flush()
 
     def flush(self) -> None:
-        """Write every buffered partition/bucket as a level-0 sorted run (not yet visible)."""
-        for key, buf in self._buffers.items():
-            data = pa.concat_tables(buf.tables)
-            if self.options.changelog_producer == "input":
-                self._write_changelog(key, data)
-            meta = self._write_file(key, data)
+        """Write every buffered partition/bucket as a level-0 sorted run (not yet visible).
+
+        Buckets are merged and written in parallel threads: sorting, Parquet
+        encoding and compression all release the GIL.
+        """
+        buffers = list(self._buffers.items())
+        if not buffers:
+            return
+        workers = min(len(buffers), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers, thread_name_prefix="filestore-flush") as pool:
+                results = list(pool.map(self._flush_bucket, buffers))
+        else:
+            results = [self._flush_bucket(item) for item in buffers]
+        # cleared only once every file is written: a failed flush can be retried
+        self._buffers.clear()
+        self._buffered_bytes = 0
+        for (key, _), (meta, changelog) in zip(buffers, results, strict=True):
+            if changelog is not None:
+                self._pending_changelog.setdefault(key, []).append(changelog)
             if meta is not None:
                 self._pending.setdefault(key, []).append(meta)
                 self._stall_if_needed(key)
-        self._buffers.clear()
-        self._buffered_bytes = 0
 
-    def _write_changelog(self, key: PartitionBucket, data: pa.Table) -> None:
+    def _flush_bucket(
+        self, item: tuple[PartitionBucket, _Buffer]
+    ) -> tuple[DataFileMeta | None, DataFileMeta | None]:
+        """(data file, changelog file) of one buffered partition/bucket."""
+        key, buf = item
+        data = pa.concat_tables(buf.tables)
+        changelog = None
+        if self.options.changelog_producer == "input":
+            changelog = self._write_changelog(key, data)
+        return self._write_file(key, data), changelog
+
+    def _write_changelog(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta:
         """changelog-producer=input: the rows as written, before merging, in sequence order."""
         from filestore.compaction import write_bucket_file
 
@@ -211,7 +253,7 @@ class TableWrite:
             file_source="APPEND",
             prefix="changelog",
         )
-        self._pending_changelog.setdefault(key, []).append(meta)
+        return meta
 
     def _committed_runs(self, key: PartitionBucket) -> int:
         from filestore.compaction import run_counts
@@ -296,8 +338,9 @@ class TableWrite:
         path = self.table.paths.data_file(self.schema.partition_keys, partition, bucket, name)
         io = self.table.io
         io.mkdirs(path.rsplit("/", 1)[0])
+        sorted_columns = [*self.key_columns, SEQUENCE_NUMBER, *self.primary_key]
         with io.open_output(path) as out:
-            pq.write_table(data, out, compression=self.options.file_compression)
+            write_parquet(data, out, self.options.file_compression, sorted_columns)
             size = out.tell()
         return DataFileMeta(
             file_name=name,

@@ -107,7 +107,7 @@ def test_output_rolled_at_target_file_size(warehouse: Path) -> None:
         "db.small",
         SCHEMA,
         primary_key=["id"],
-        options={"auto-compaction": "false", "target-file-size": "16 kb"},
+        options={"auto-compaction": "false", "target-file-size": "8 kb"},
     )
     w2 = t2.new_write("w")
     for i in range(4):

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("stream_driver.py")
 ROOT = Path(__file__).resolve().parents[2]
-BARRIERS = 5
+BARRIERS = 4
 ROWS_PER_BARRIER = 10
 
 
@@ -103,6 +103,11 @@ def test_sigkill_driver_mid_batch_then_restart_is_exactly_once(
     def committed() -> tuple[int, int]:
         return len(data_snapshots(file_dst)), len(data_snapshots(log_dst))
 
+    t0 = time.monotonic()
+
+    def progress(what: str) -> None:  # shown with -s, and in the report of a failure
+        print(f"restart test: {what} after {time.monotonic() - t0:.1f} s", flush=True)
+
     proc = _driver(args, log)
     try:
         _wait("a committed batch per query", lambda: min(committed()) >= 1, 120, proc, log)
@@ -114,6 +119,7 @@ def test_sigkill_driver_mid_batch_then_restart_is_exactly_once(
     finally:
         _kill_group(proc)
     at_kill = committed()
+    progress(f"SIGKILL with {at_kill} batches committed")
     assert proc.returncode == -signal.SIGKILL
     assert all(n < BARRIERS for n in at_kill), f"the stream had already finished: {at_kill}"
     in_flight = [
@@ -121,13 +127,15 @@ def test_sigkill_driver_mid_batch_then_restart_is_exactly_once(
     ]
     assert in_flight, "the kill should land while a planned micro-batch was uncommitted"
 
-    restart = _driver([*args, "--available-now"], log)
+    # no more sleeping in the restart run: it only has to drain
+    restart = _driver([*args, "--delay", "0", "--available-now"], log)
     try:
         assert restart.wait(timeout=150) == 0, log.read_text()
     finally:
         if restart.poll() is None:
             _kill_group(restart)
 
+    progress("restart drained")
     assert sort(file_dst.read()) == sort(file_src.read())
     assert sort(log_dst.read()) == sort(pa.concat_tables(written))
     # one sink snapshot per source barrier, each exactly once, in order

@@ -79,7 +79,7 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
                 lambda: len(producer.barriers) > 3 and latest_barrier(table) is not None,
                 60,
                 "start",
-                a.proc,
+                a,
             )
             # both members of the group hold buckets, together all of them
             wait_for(
@@ -90,7 +90,7 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
                 ),
                 60,
                 "the buckets shared by two workers",
-                b.proc,
+                b,
             )
             first = latest_barrier(table)
             wait_for(lambda: latest_barrier(table) != first, 60, "two workers committing", b)
@@ -101,7 +101,7 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
                 lambda: a.owned_buckets(table.name) == {0, 1, 2, 3},
                 60,
                 "a owning all buckets",
-                a.proc,
+                a,
             )
             mid = latest_barrier(table)
             wait_for(lambda: latest_barrier(table) != mid, 60, "one worker committing", a)
