@@ -66,9 +66,9 @@ def make_table(warehouse: str) -> Table:
 
 
 def writer_for(table: Table, bootstrap: str) -> LogWriter:
-    from bridge.worker.tiers import log_spec
+    from bridge.tables import log_spec_for
 
-    spec = log_spec(table)
+    spec = log_spec_for(table)
     keys = table.bucket_keys
     return LogWriter(
         bootstrap, spec, lambda t: bucket_ids(t, keys, BUCKETS), barrier_interval_s=None

@@ -2,7 +2,8 @@
 
 ``logstore`` knows nothing of ``filestore``; this module maps table options
 (``log.topic``, ``bucket``, ``log.consistency``, ``log.changelog-mode``,
-``log.retention``, ``barrier.interval``) to a ``LogSpec`` and injects the
+``log.retention``, ``barrier.interval``, ``log.replication-factor``,
+``log.min-insync-replicas``) to a ``LogSpec`` and injects the
 FileStore's bucket hash as the LogStore writer's ``bucketer``, so a record's
 partition is its bucket on both tiers.
 """
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from filestore.bucket import bucket_ids
 from logstore.errors import LogSpecError
-from logstore.spec import META_COLUMNS, LogSpec
+from logstore.spec import META_COLUMNS, LogSpec, topic_settings
 from logstore.writer import LogWriter
 
 # FileStore system columns never travel on the log
@@ -38,6 +39,7 @@ def log_spec_for(table: Any) -> LogSpec:
         raise LogSpecError(
             f"table {table.name} has change-tracking=false: it has no log tier (FileStore only)"
         )
+    topic = topic_settings(opts.raw)  # log.replication-factor, log.min-insync-replicas
     return LogSpec(
         topic=opts.log_topic(table.name),
         schema=_user_schema(schema.arrow_schema),
@@ -46,6 +48,8 @@ def log_spec_for(table: Any) -> LogSpec:
         consistency=opts.log_consistency,
         changelog_mode=opts.log_changelog_mode,
         retention_ms=int(opts.log_retention_ms),
+        replication_factor=int(topic["replication_factor"] or 1),
+        min_insync_replicas=topic["min_insync_replicas"],
     )
 
 

@@ -33,7 +33,7 @@ from filestore.data_file import (
     write_parquet,
 )
 from filestore.errors import FileStoreError
-from filestore.merge import merge
+from filestore.merge import merge, winner_indices
 from filestore.messages import CommitMessage
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.schema import KEY_PREFIX, TableSchema
@@ -48,6 +48,7 @@ _CLOCK_SHIFT = 20
 log = logging.getLogger(__name__)
 
 PartitionBucket = tuple[tuple[str | None, ...], int]
+_Flushed = tuple[DataFileMeta | None, DataFileMeta | None]
 
 
 def key_value_schema(schema: TableSchema) -> pa.Schema:
@@ -122,25 +123,34 @@ def split_groups(
     return [(key_of(int(sorted_gid[s])), order[s:e]) for s, e in zip(starts, ends, strict=True)]
 
 
-def _split_rows(
-    rows: pa.Table, partition_keys: list[str], buckets: np.ndarray
-) -> list[tuple[PartitionBucket, pa.Table]]:
-    """The rows of each partition/bucket: one take into group order, then zero-copy slices."""
-    groups = split_groups(rows, partition_keys, buckets)
-    if len(groups) == 1 and groups[0][1] is None:
-        return [(groups[0][0], rows)]
-    grouped = rows.take(pa.array(np.concatenate([idx for _, idx in groups if idx is not None])))
-    out, start = [], 0
-    for key, idx in groups:
-        size = len(idx) if idx is not None else rows.num_rows
-        out.append((key, grouped.slice(start, size)))
-        start += size
-    return out
+def _contiguous(table: pa.Table) -> pa.Table:
+    """The memtable as one chunk per column, so each bucket's take reads only its rows.
+
+    (A take from a chunked table concatenates the chunks first, once per bucket.)
+    Left chunked if a column would overflow 32-bit offsets.
+    """
+    if all(col.num_chunks <= 1 for col in table.columns):
+        return table
+    try:
+        return table.combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowCapacityError):
+        return table
+
+
+def _rows(memtable: pa.Table, idx: np.ndarray) -> pa.Table:
+    """Rows ``idx`` (ascending, unique) of the memtable; no copy when that is all of them."""
+    return memtable if len(idx) == memtable.num_rows else memtable.take(idx)
 
 
 @dataclass
 class _Buffer:
-    tables: list[pa.Table] = field(default_factory=list)
+    """Rows of one partition/bucket: (batch number in the memtable, row indices or None=all).
+
+    Rows are not copied out of the written batches: at flush the bucket's row
+    indices are sorted by key and its winning rows gathered in a single take.
+    """
+
+    parts: list[tuple[int, np.ndarray | None]] = field(default_factory=list)
     nbytes: int = 0
 
 
@@ -158,6 +168,7 @@ class TableWrite:
         latest = table.latest_snapshot()
         self._seq = SequenceGenerator(latest.max_sequence_number if latest else -1)
         self._buffers: dict[PartitionBucket, _Buffer] = {}
+        self._batches: list[pa.Table] = []  # the memtable: key-value rows as written
         self._buffered_bytes = 0
         self._pending: dict[PartitionBucket, list[DataFileMeta]] = {}
         self._pending_changelog: dict[PartitionBucket, list[DataFileMeta]] = {}
@@ -193,10 +204,12 @@ class TableWrite:
             rows = pa.Table.from_arrays(arrays, schema=self.kv_schema)
         else:
             rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seqs))
-        for key, part in _split_rows(rows, self.schema.partition_keys, buckets):
+        number = len(self._batches)
+        self._batches.append(rows)
+        for key, idx in split_groups(rows, self.schema.partition_keys, buckets):
             buf = self._buffers.setdefault(key, _Buffer())
-            buf.tables.append(part)
-            size = part.nbytes
+            buf.parts.append((number, idx))
+            size = rows.nbytes if idx is None else rows.nbytes * len(idx) // n
             buf.nbytes += size
             self._buffered_bytes += size
         if self._buffered_bytes >= self.options.write_buffer_size:
@@ -211,14 +224,28 @@ class TableWrite:
         buffers = list(self._buffers.items())
         if not buffers:
             return
+        memtable = _contiguous(pa.concat_tables(self._batches))
+        offsets = np.cumsum([0, *(b.num_rows for b in self._batches)])
+
+        def flush_one(item: tuple[PartitionBucket, _Buffer]) -> _Flushed:
+            key, buf = item
+            idx = np.concatenate(
+                [
+                    offsets[i] + (np.arange(self._batches[i].num_rows) if part is None else part)
+                    for i, part in buf.parts
+                ]
+            )
+            return self._flush_bucket(key, memtable, idx)
+
         workers = min(len(buffers), os.cpu_count() or 1)
         if workers > 1:
             with ThreadPoolExecutor(workers, thread_name_prefix="filestore-flush") as pool:
-                results = list(pool.map(self._flush_bucket, buffers))
+                results = list(pool.map(flush_one, buffers))
         else:
-            results = [self._flush_bucket(item) for item in buffers]
+            results = [flush_one(item) for item in buffers]
         # cleared only once every file is written: a failed flush can be retried
         self._buffers.clear()
+        self._batches.clear()
         self._buffered_bytes = 0
         for (key, _), (meta, changelog) in zip(buffers, results, strict=True):
             if changelog is not None:
@@ -227,16 +254,15 @@ class TableWrite:
                 self._pending.setdefault(key, []).append(meta)
                 self._stall_if_needed(key)
 
-    def _flush_bucket(
-        self, item: tuple[PartitionBucket, _Buffer]
-    ) -> tuple[DataFileMeta | None, DataFileMeta | None]:
-        """(data file, changelog file) of one buffered partition/bucket."""
-        key, buf = item
-        data = pa.concat_tables(buf.tables)
+    def _flush_bucket(self, key: PartitionBucket, memtable: pa.Table, idx: np.ndarray) -> _Flushed:
+        """(data file, changelog file) of one partition/bucket: rows ``idx`` of the memtable.
+
+        ``idx`` is ascending, so the rows are in the order they were written.
+        """
         changelog = None
         if self.options.changelog_producer == "input":
-            changelog = self._write_changelog(key, data)
-        return self._write_file(key, data), changelog
+            changelog = self._write_changelog(key, _rows(memtable, idx))
+        return self._write_file(key, memtable, idx), changelog
 
     def _write_changelog(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta:
         """changelog-producer=input: the rows as written, before merging, in sequence order."""
@@ -316,15 +342,30 @@ class TableWrite:
                 )
             )
 
-    def _write_file(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta | None:
+    def _write_file(
+        self, key: PartitionBucket, memtable: pa.Table, idx: np.ndarray
+    ) -> DataFileMeta | None:
         partition, bucket = key
-        seq = data.column(SEQUENCE_NUMBER)
-        min_seq, max_seq = pc.min(seq).as_py(), pc.max(seq).as_py()
-        if self.primary_key:
+        # sequence numbers increase in write order, and idx is in write order
+        seq = memtable.column(SEQUENCE_NUMBER)
+        min_seq, max_seq = seq[int(idx[0])].as_py(), seq[int(idx[-1])].as_py()
+        if self.primary_key and self.options.merge_engine == "deduplicate":
+            # winners from the keys alone, then one take of the winning rows in key order
+            keys = memtable.select([*self.key_columns, VALUE_KIND]).take(idx)
+            chosen = winner_indices(keys, self.key_columns, drop_deletes=False, in_order=True)
+            data = memtable.take(idx[chosen])
+        elif self.primary_key:
             # a memtable is in sequence order: rows were numbered as they arrived
             data = merge(
-                data, self.key_columns, self.options, drop_deletes=False, in_sequence_order=True
+                _rows(memtable, idx),
+                self.key_columns,
+                self.options,
+                drop_deletes=False,
+                in_sequence_order=True,
             )
+        else:
+            data = _rows(memtable, idx)
+        if self.primary_key:
             if data.num_rows == 0:
                 return None
             kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
@@ -424,6 +465,7 @@ class TableWrite:
         self._pending.clear()
         self._pending_changelog.clear()
         self._buffers.clear()
+        self._batches.clear()
         self._closed = True
 
     def __enter__(self) -> TableWrite:

@@ -5,7 +5,8 @@ normalizer keeps the last row per primary key and emits, per input row:
 ``+I`` for a new key, ``-U`` (old row) + ``+U`` (new row) for a changed key,
 nothing for an identical re-insert, the full ``-D`` row for a delete of a
 known key, nothing for a delete of an unknown key. ``-U`` inputs are ignored
-(rebuilt from state).
+(rebuilt from state). ``seed(rows)`` loads existing rows as state first (a
+consumer resuming from a FileStore snapshot).
 
 State is sharded by key hash; shards live in memory until the total passes
 ``max_rows_in_memory``, then the largest are spilled to Arrow IPC files and
@@ -110,23 +111,44 @@ class Normalizer:
 
     # ------------------------------------------------------------------ process
 
+    def _conform(self, table: pa.Table) -> pa.Table:
+        for f in self.spec.schema:  # state shards and batches must agree on types
+            i = table.schema.get_field_index(f.name)
+            if table.schema.field(i).type != f.type:
+                table = table.set_column(i, f.name, table.column(i).cast(f.type))
+        return table
+
+    def _with_shards(self, df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(
+            (pl.struct(self.key).hash(seed=7) % self.shards).cast(pl.Int64).alias(_SHARD)
+        )
+
+    def seed(self, rows: pa.Table | pa.RecordBatch) -> None:
+        """Load existing rows as state without emitting anything (e.g. a table's committed
+        rows when a consumer resumes from a snapshot). Needs every value column; a key
+        seeded again (or seen in a later batch) replaces its row."""
+        if rows.num_rows == 0:
+            return
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        missing = [c for c in self.values if c not in table.column_names]
+        if missing:
+            raise LogSpecError(f"{self.spec.topic}: seed rows lack columns {missing}")
+        df = pl.from_arrow(self._conform(table.select(self.values)))
+        assert isinstance(df, pl.DataFrame)
+        df = self._with_shards(df.with_columns(pl.lit("+I").alias(ROW_KIND)).with_row_index(_IDX))
+        self._update_state(df, set(df[_SHARD].unique().to_list()))
+
     def process(self, table: pa.Table) -> pa.Table:
         """Normalize one batch (value columns, ``_row_kind`` and any meta columns)."""
         extra = [c for c in table.column_names if c not in self.values and c != ROW_KIND]
         if table.num_rows == 0:
             return table
-        for f in self.spec.schema:  # state shards and batches must agree on types
-            i = table.schema.get_field_index(f.name)
-            if table.schema.field(i).type != f.type:
-                table = table.set_column(i, f.name, table.column(i).cast(f.type))
+        table = self._conform(table)
         df = pl.from_arrow(table)
         assert isinstance(df, pl.DataFrame)
         if ROW_KIND not in df.columns:
             df = df.with_columns(pl.lit("+I").alias(ROW_KIND))
-        df = df.filter(pl.col(ROW_KIND) != "-U").with_row_index(_IDX)
-        df = df.with_columns(
-            (pl.struct(self.key).hash(seed=7) % self.shards).cast(pl.Int64).alias(_SHARD)
-        )
+        df = self._with_shards(df.filter(pl.col(ROW_KIND) != "-U").with_row_index(_IDX))
         n = len(df)
         is_del = (df[ROW_KIND] == "-D").to_numpy()
 

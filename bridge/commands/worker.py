@@ -50,6 +50,28 @@ import click
     "(Apache Kafka accepts >= 6 by default).",
 )
 @click.option(
+    "--meta-url",
+    envvar="DTS_META_URL",
+    default=None,
+    help="MetaService URL: register job worker:<group>:<table> per table and report every "
+    "committed barrier. Without it the worker runs on its own; an unreachable service never "
+    "stops commits (reports are retried).",
+)
+@click.option(
+    "--meta-heartbeat-timeout-ms",
+    type=click.IntRange(100),
+    default=None,
+    help="Heartbeat timeout of the worker's MetaService jobs (default: the service's).",
+)
+@click.option(
+    "--table-scan-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between catalog scans for tables created after start (0: off; only "
+    "without --tables).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,
@@ -63,6 +85,9 @@ def worker(
     web_host: str,
     group: str,
     session_timeout: float,
+    meta_url: str | None,
+    meta_heartbeat_timeout_ms: int | None,
+    table_scan_interval: float,
     log_level: str,
 ) -> None:
     """Consume every table's log and commit one FileStore snapshot per barrier.
@@ -90,6 +115,9 @@ def worker(
         session_timeout_s=session_timeout,
         rebalance_timeout_s=session_timeout,
         heartbeat_interval_s=min(0.5, session_timeout / 6),
+        meta_url=meta_url or None,
+        meta_heartbeat_timeout_ms=meta_heartbeat_timeout_ms,
+        table_scan_interval_s=max(table_scan_interval, 0.0),
     )
     try:
         app = create_app(config)
@@ -102,6 +130,7 @@ def worker(
     click.echo(f"  tables     {', '.join(sorted(app.status.tables))}")
     click.echo(f"  status     {base}/status")
     click.echo(f"  metrics    {base}/metrics")
+    click.echo(f"  meta       {meta_url or '(none)'}")
     click.echo("  stop with Ctrl-C", nl=True)
     logging.getLogger("bridge").setLevel(log_level.upper())
     faust.Worker(

@@ -12,7 +12,8 @@ Where registration happens, and why it is deterministic across Spark's Python wo
   the snapshot commits, its barrier is reported (`report_barrier(table, barrier,
   snapshot_id, job_id)`); a replayed batch reports again (idempotent), so a crash
   between commit and report loses nothing. With `target.tier=log` no barrier is
-  reported: the FileStore snapshot for it is the worker's to commit.
+  reported: the FileStore snapshot for it is the worker's to commit (and a running
+  worker job holding the table is tolerated, see `register`).
 - Batch write and CTAS: job id `spark-batch-<uuid>` / `ctas-<uuid>`, registered once
   on the driver while Spark plans the write; the id travels inside the pickled writer.
   Tasks heartbeat once each (best effort); the driver-side `commit` reports the
@@ -31,11 +32,14 @@ job that holds the table; Spark surfaces it as the write's / query's error.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from typing import Any
 
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
+
+log = logging.getLogger(__name__)
 
 STREAMING = "spark-streaming"
 BATCH = "spark-batch"
@@ -57,9 +61,20 @@ def _client(url: str) -> Any:
 
 
 def register(
-    opts: WriteOptions, kind: str, job_id: str, sources: list[str] | None = None
+    opts: WriteOptions,
+    kind: str,
+    job_id: str,
+    sources: list[str] | None = None,
+    *,
+    beside_worker: bool = False,
 ) -> str | None:
-    """Register (or re-attach to) job `job_id` writing `opts`' table; None without meta.url."""
+    """Register (or re-attach to) job `job_id` writing `opts`' table; None without meta.url.
+
+    `beside_worker` (target.tier=log): the table's Faust worker job (`worker:...`)
+    legitimately writes the FileStore of the table whose log this job writes; the
+    MetaService admits one writer per table, so that conflict is tolerated and the
+    Spark job runs unregistered (logged), as the worker does in the opposite order.
+    """
     from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
 
     url = opts.common.meta_url
@@ -77,6 +92,10 @@ def register(
                 description=f"Spark {kind} writing {opts.common.table}",
             )
         except (WriterConflict, CycleError, JobAlreadyExists) as e:
+            holder = str(e.details.get("job_id", ""))
+            if beside_worker and isinstance(e, WriterConflict) and holder.startswith("worker:"):
+                log.warning("%s: running unregistered beside worker job %s", job_id, holder)
+                return None
             raise JobRefused(
                 f"MetaService {url} refused {kind} job {job_id} writing {opts.common.table}: "
                 f"{e.message}"

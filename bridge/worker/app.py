@@ -13,10 +13,11 @@ from faust.types import TP
 
 from bridge.worker.agents.consumption import attach_consumption_agent
 from bridge.worker.config import WorkerConfig
+from bridge.worker.meta_link import MetaLink
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
-from bridge.worker.table_worker import TableWorker
+from bridge.worker.table_worker import BarrierListener, TableWorker
 from bridge.worker.transport import DtsTransport
 from bridge.worker.web import attach_views
 
@@ -42,12 +43,17 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     ``config.tables``) bound to the real FileStore and LogStore."""
     metrics = WorkerMetrics(job=config.group)
     status = WorkerStatus(job=config.group)
+    meta = _meta_link(config, metrics)
+    on_barrier = meta.report if meta is not None else None
     if tables is None:
         from bridge.worker.tiers import build_table_workers
 
-        tables = build_table_workers(config, metrics, status)
+        tables = build_table_workers(config, metrics, status, on_barrier)
     for t in tables:
         status.tables[t.name] = t.status
+        if meta is not None:
+            t.on_barrier = on_barrier
+            meta.add_table(t.name)
     runtime = WorkerRuntime(tables, metrics, status)
 
     app = WorkerApp(
@@ -69,12 +75,37 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         broker_max_poll_records=config.batch_size,
     )
     app.runtime, app.metrics, app.status = runtime, metrics, status
+    # Faust batches topic changes for 45 s before resubscribing; new tables should not wait
+    app.topics._resubscribe_sleep_lock_seconds = config.resubscribe_delay_s  # type: ignore[attr-defined]
 
     async def commit_now() -> None:
         await asyncio.to_thread(runtime.commit_ready)
 
     for slot in runtime.by_topic.values():
         attach_consumption_agent(app, slot, config, commit_now)
+
+    if config.table_scan_interval_s > 0 and not config.tables:
+        scanner = TableScanner(config, runtime, on_barrier)
+
+        async def scan_tick() -> None:
+            for tw in await asyncio.to_thread(scanner.scan):
+                if meta is not None:
+                    meta.add_table(tw.name)
+                slot = runtime.add(tw)
+                agent = attach_consumption_agent(app, slot, config, commit_now)
+                # starting the agent iterates its topic: the conductor adds it to the
+                # subscription and the group rebalances (after resubscribe_delay_s)
+                await agent.start()
+                log.info("table %s: found by the catalog scan, consuming %s", tw.name, tw.topic)
+
+        app.timer(config.table_scan_interval_s, name="dts-table-scan")(scan_tick)
+
+    if meta is not None:
+
+        async def start_meta() -> None:
+            meta.start()
+
+        app.task(start_meta)
 
     async def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         revoked: Set[TP] = args[0] if args else kwargs.get("revoked", set())
@@ -97,10 +128,70 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         runtime.close()
+        if meta is not None:
+            await asyncio.to_thread(meta.close)
 
     app.on_before_shutdown.connect(on_shutdown)  # type: ignore[arg-type]
     attach_views(app, metrics, status)
     return app
+
+
+def _meta_link(config: WorkerConfig, metrics: WorkerMetrics) -> MetaLink | None:
+    if not config.meta_url:
+        return None
+    from bridge.meta.client import MetaClient
+
+    return MetaLink(
+        MetaClient(config.meta_url, timeout_s=5.0),
+        config.group,
+        metrics,
+        heartbeat_interval_s=config.meta_heartbeat_interval_s,
+        heartbeat_timeout_ms=config.meta_heartbeat_timeout_ms,
+        description=f"dts worker group {config.group}",
+    )
+
+
+class TableScanner:
+    """Finds tables created after the worker started (whose topic exists by now)."""
+
+    def __init__(
+        self, config: WorkerConfig, runtime: WorkerRuntime, on_barrier: BarrierListener | None
+    ) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.on_barrier = on_barrier
+
+    def scan(self) -> list[TableWorker]:
+        from bridge.tables import log_spec_for
+        from bridge.worker.tiers import build_table_worker, discover_tables
+        from filestore import Catalog
+
+        try:
+            found = discover_tables(
+                Catalog(self.config.warehouse), self.config, self.runtime.table_names
+            )
+            if not found:
+                return []
+            # subscribing to a topic that does not exist yet could auto-create it with the
+            # wrong partition count: wait until the table's writer created it
+            existing = existing_topics(self.config.bootstrap)
+            return [
+                build_table_worker(
+                    t, self.config, self.runtime.metrics, self.runtime.status, self.on_barrier
+                )
+                for t in found
+                if log_spec_for(t).topic in existing
+            ]
+        except Exception as exc:  # a half-created table, a broker hiccup: next scan retries
+            log.warning("catalog scan failed, retrying: %r", exc)
+            return []
+
+
+def existing_topics(bootstrap: str, timeout_s: float = 5.0) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return set(admin.list_topics(timeout=timeout_s).topics)
 
 
 def _refresh_lag(app: WorkerApp, runtime: WorkerRuntime) -> None:

@@ -25,6 +25,14 @@ from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import BucketStatus
 
 
+class BucketNormalizer(Protocol):
+    """Upsert log -> full changelog for one bucket (``logstore.normalize.Normalizer``)."""
+
+    def process(self, table: pa.Table) -> pa.Table: ...
+
+    def close(self) -> None: ...
+
+
 class TableWriteLike(Protocol):
     """The part of ``filestore``'s ``TableWrite`` a bucket writer needs."""
 
@@ -49,6 +57,7 @@ class BucketWriter:
         worker_id: str,
         encode_message: Callable[[Any], dict[str, Any]],
         transactional: bool = True,
+        normalizer: BucketNormalizer | None = None,
     ) -> None:
         self.bucket = bucket
         self._writer = writer
@@ -59,6 +68,7 @@ class BucketWriter:
         self._worker_id = worker_id
         self._encode = encode_message
         self._transactional = transactional
+        self._normalizer = normalizer
         self._rows = 0
         self._pending: list[pa.Table] = []
         self._stall_seen = 0.0
@@ -88,6 +98,16 @@ class BucketWriter:
             keep = np.int64(txn_first_offset) if txn_first_offset >= 0 else np.iinfo(np.int64).max
             rows = rows.filter(pc.greater_equal(rows.column("_offset"), keep))
         return rows
+
+    def normalize(self, rows: pa.Table) -> pa.Table:
+        """Upsert log rows -> full changelog (-U before +U, full -D) when the table needs it.
+
+        Called once per barrier with exactly the rows that are prepared for it, so
+        the state always matches what the bucket's prepared files hold.
+        """
+        if self._normalizer is None or rows.num_rows == 0:
+            return rows
+        return self._normalizer.process(rows)
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows:
@@ -145,4 +165,6 @@ class BucketWriter:
         self.status.owned = False
         self.status.memtable_bytes = 0
         self.status.memtable_rows = 0
+        if self._normalizer is not None:
+            self._normalizer.close()
         self._writer.close()

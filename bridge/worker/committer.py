@@ -40,7 +40,13 @@ class TableCommitLike(Protocol):
 
 
 class CommitListener(Protocol):
-    def __call__(self, barrier: int, seconds: float, records: Sequence[PreparedRecord]) -> None: ...
+    def __call__(
+        self,
+        barrier: int,
+        seconds: float,
+        records: Sequence[PreparedRecord],
+        snapshot_id: int | None,
+    ) -> None: ...
 
 
 class TableCommitter:
@@ -54,6 +60,7 @@ class TableCommitter:
         commit: TableCommitLike,
         decode_message: Callable[[dict[str, Any]], Any],
         on_commit: CommitListener | None = None,
+        snapshot_id_at: Callable[[int], int | None] | None = None,
     ) -> None:
         self.table = table
         self.num_buckets = num_buckets
@@ -61,6 +68,8 @@ class TableCommitter:
         self._commit = commit
         self._decode = decode_message
         self._on_commit = on_commit
+        # snapshot of a barrier another committer got to first (for the MetaService report)
+        self._snapshot_id_at = snapshot_id_at
         self.last_committed: int | None = commit.committed_identifier()
 
     def commit_ready(self) -> list[int]:
@@ -83,15 +92,21 @@ class TableCommitter:
         started = time.perf_counter()
         # another committer (previous owner of bucket 0) may have got there first
         already = self._commit.committed_identifier()
+        snapshot_id: int | None = None
         if already is None or already < barrier:
             messages = [self._decode(m) for r in records for m in r.messages]
             offsets = {r.bucket: r.next_offset for r in records}
             faults.reach("committing")
-            self._commit.commit(messages, identifier=barrier, barrier=barrier, log_offsets=offsets)
+            snap = self._commit.commit(
+                messages, identifier=barrier, barrier=barrier, log_offsets=offsets
+            )
             faults.reach("committed")
+            snapshot_id = getattr(snap, "id", None)
+        if snapshot_id is None and self._snapshot_id_at is not None:
+            snapshot_id = self._snapshot_id_at(barrier)
         seconds = time.perf_counter() - started
         self.store.drop(barrier)
         self.last_committed = max(barrier, already or barrier)
         log.debug("table %s: committed barrier %d in %.3fs", self.table, barrier, seconds)
         if self._on_commit is not None:
-            self._on_commit(barrier, seconds, records)
+            self._on_commit(barrier, seconds, records, snapshot_id)

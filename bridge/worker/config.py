@@ -34,3 +34,11 @@ class WorkerConfig:
     heartbeat_interval_s: float = 0.5
     rebalance_timeout_s: float = 6.0
     datadir: str | None = None  # Faust's local state dir (nothing durable is kept there)
+    # MetaService (None: run without it); jobs worker:<group>:<table>, see meta_link
+    meta_url: str | None = None
+    meta_heartbeat_interval_s: float = 2.0
+    meta_heartbeat_timeout_ms: int | None = None  # None: the service's default
+    # catalog scan for tables created after start (0: off; only without an explicit table list)
+    table_scan_interval_s: float = 5.0
+    resubscribe_delay_s: float = 1.0  # Faust waits this long to batch topic changes (default 45)
+    normalize_state_rows: int = 1_000_000  # per bucket, in memory before spilling to disk

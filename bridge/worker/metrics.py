@@ -77,5 +77,19 @@ class WorkerMetrics:
             registry=r,
         )
 
+        self.meta_errors = Counter(
+            "dts_worker_meta_errors",
+            "Failed MetaService calls (kind: unavailable, refused, lost, dropped, error); "
+            "commits go on, reports are retried",
+            ("table", "job", "kind"),
+            registry=r,
+        )
+        self.meta_pending_reports = Gauge(
+            "dts_worker_meta_pending_reports",
+            "Barrier reports waiting to be sent to the MetaService",
+            ("job",),
+            registry=r,
+        )
+
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -33,10 +33,22 @@ class WorkerRuntime:
         self.status = status
         self.by_topic: dict[str, TableSlot] = {t.topic: TableSlot(t) for t in tables}
 
+    def add(self, table: TableWorker) -> TableSlot:
+        """A table found after start; takes effect at the next rebalance."""
+        slot = TableSlot(table)
+        # copy on write: other threads iterate the mapping without a lock
+        self.by_topic = {**self.by_topic, table.topic: slot}
+        self.status.tables[table.name] = table.status
+        return slot
+
+    @property
+    def table_names(self) -> set[str]:
+        return {slot.worker.name for slot in self.by_topic.values()}
+
     def on_assigned(self, assigned: Set[TP], generation: int) -> Mapping[TP, int]:
         """New assignment: (re)open owned buckets; returns where each partition resumes."""
         resume: dict[TP, int] = {}
-        for topic, slot in self.by_topic.items():
+        for topic, slot in list(self.by_topic.items()):
             parts = sorted(tp.partition for tp in assigned if tp.topic == topic)
             with slot.data_lock:
                 offsets = slot.worker.assign(parts, generation)
@@ -48,7 +60,7 @@ class WorkerRuntime:
         return resume
 
     def on_revoked(self, revoked: Set[TP]) -> None:
-        for topic, slot in self.by_topic.items():
+        for topic, slot in list(self.by_topic.items()):
             parts = [tp.partition for tp in revoked if tp.topic == topic]
             if parts:
                 with slot.data_lock:
@@ -57,7 +69,7 @@ class WorkerRuntime:
     def commit_ready(self) -> list[tuple[str, int]]:
         """Run every committer this worker holds (non-blocking if one is busy)."""
         done: list[tuple[str, int]] = []
-        for slot in self.by_topic.values():
+        for slot in list(self.by_topic.values()):
             if slot.worker.committer is None or not slot.commit_lock.acquire(blocking=False):
                 continue
             try:
@@ -71,6 +83,6 @@ class WorkerRuntime:
         return done
 
     def close(self) -> None:
-        for slot in self.by_topic.values():
+        for slot in list(self.by_topic.values()):
             with slot.data_lock:
                 slot.worker.close()

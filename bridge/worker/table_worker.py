@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from bridge.worker import faults
 from bridge.worker.alignment import split_at_markers
-from bridge.worker.bucket import BucketWriter, TableWriteLike
+from bridge.worker.bucket import BucketNormalizer, BucketWriter, TableWriteLike
 from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableCommitter
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
@@ -32,6 +32,14 @@ RawRecord = tuple[int, int, bytes | None, bytes | None, Any, int | None]
 ROW_KIND = "_row_kind"
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where owned buckets resume: the offsets of snapshot ``snapshot_id`` (None: no snapshot)."""
+
+    offsets: dict[int, int]
+    snapshot_id: int | None = None
+
+
 @dataclass
 class TableHooks:
     """How a table worker reaches the tiers (real ones from ``bridge.worker.app``,
@@ -39,12 +47,18 @@ class TableHooks:
 
     new_write: Callable[[], TableWriteLike]
     new_commit: Callable[[], TableCommitLike]
-    resume_offsets: Callable[[], dict[int, int]]  # bucket -> next offset, from the latest snapshot
+    resume: Callable[[], ResumePoint]  # the latest snapshot with log offsets
     decode: Callable[[Sequence[RawRecord]], Any]  # -> logstore Decoded (.table, .markers, .errors)
     encode_message: Callable[[Any], dict[str, Any]]
     decode_message: Callable[[dict[str, Any]], Any]
     send_to_dlq: Callable[[Sequence[Any]], None] | None = None
-    normalize: Callable[[int, pa.Table], pa.Table] | None = None  # (bucket, rows) -> full changelog
+    # (bucket, snapshot id to seed its state from) -> normalizer; None: rows go in as stored
+    new_normalizer: Callable[[int, int | None], BucketNormalizer] | None = None
+    snapshot_id_at: Callable[[int], int | None] | None = None  # barrier -> its snapshot id
+
+
+# (table, barrier, snapshot id): a barrier was committed (the MetaService report)
+BarrierListener = Callable[[str, int, int | None], None]
 
 
 class TableWorker:
@@ -60,6 +74,7 @@ class TableWorker:
         worker_id: str,
         commit_user: str = DEFAULT_COMMIT_USER,
         transactional: bool = True,
+        on_barrier: BarrierListener | None = None,
     ) -> None:
         self.name = name
         self.topic = topic
@@ -71,6 +86,7 @@ class TableWorker:
         self.worker_id = worker_id
         self.commit_user = commit_user
         self.transactional = transactional
+        self.on_barrier = on_barrier
         self.buckets: dict[int, BucketWriter] = {}
         self.committer: TableCommitter | None = None
 
@@ -88,10 +104,14 @@ class TableWorker:
         self.revoke(list(self.buckets))
         for b in buckets:
             self.store.discard_bucket(b)
-        offsets = self.hooks.resume_offsets()
+        point = self.hooks.resume()
         resume: dict[int, int] = {}
         for b in buckets:
-            start = int(offsets.get(b, 0))
+            start = int(point.offsets.get(b, 0))
+            normalizer = None
+            if self.hooks.new_normalizer is not None:
+                # seeded from the same snapshot the offsets come from
+                normalizer = self.hooks.new_normalizer(b, point.snapshot_id)
             self.buckets[b] = BucketWriter(
                 b,
                 self.hooks.new_write(),
@@ -102,6 +122,7 @@ class TableWorker:
                 self.worker_id,
                 self.hooks.encode_message,
                 self.transactional,
+                normalizer,
             )
             resume[b] = start
         if 0 in buckets:
@@ -112,8 +133,14 @@ class TableWorker:
                 self.hooks.new_commit(),
                 self.hooks.decode_message,
                 on_commit=self._committed,
+                snapshot_id_at=self.hooks.snapshot_id_at,
             )
-            self._set_committed(self.committer.last_committed)
+            last = self.committer.last_committed
+            self._set_committed(last)
+            if last is not None and self.on_barrier is not None:
+                # a crash between a commit and its report loses nothing: report it again
+                snap = self.hooks.snapshot_id_at(last) if self.hooks.snapshot_id_at else None
+                self.on_barrier(self.name, last, snap)
         self.status.committer = self.committer is not None
         return resume
 
@@ -182,9 +209,7 @@ class TableWorker:
                 continue
             pending = writer.take_pending(first_offsets[seg.next_offset - 1])
             if pending is not None and pending.num_rows:
-                data = _data_columns(pending)
-                if self.hooks.normalize is not None:
-                    data = self.hooks.normalize(writer.bucket, data)
+                data = writer.normalize(_data_columns(pending))
                 writer.write(data)
                 self.metrics.records_out.labels(**labels).inc(data.num_rows)
             prepared.append(writer.close_barrier(seg.barrier, seg.next_offset))
@@ -217,10 +242,18 @@ class TableWorker:
         committer = self.committer
         return committer.commit_ready() if committer is not None else []
 
-    def _committed(self, barrier: int, seconds: float, records: Sequence[PreparedRecord]) -> None:
+    def _committed(
+        self,
+        barrier: int,
+        seconds: float,
+        records: Sequence[PreparedRecord],
+        snapshot_id: int | None,
+    ) -> None:
         self.metrics.commit_duration.labels(self.name, self.metrics.job).observe(seconds)
         self._set_committed(barrier)
         self.status.last_commit_ms = max((r.written_ms for r in records), default=None)
+        if self.on_barrier is not None:
+            self.on_barrier(self.name, barrier, snapshot_id)
 
     def _set_committed(self, barrier: int | None) -> None:
         if barrier is None:

@@ -3,33 +3,95 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-import pyarrow as pa
-
+from bridge.tables import log_spec_for
 from bridge.worker.config import WorkerConfig
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedStore
 from bridge.worker.state.status import TableStatus, WorkerStatus
-from bridge.worker.table_worker import RawRecord, TableHooks, TableWorker
+from bridge.worker.table_worker import (
+    BarrierListener,
+    BucketNormalizer,
+    RawRecord,
+    ResumePoint,
+    TableHooks,
+    TableWorker,
+)
 
 log = logging.getLogger(__name__)
+
+# kept for existing callers; the one definition is bridge.tables.log_spec_for
+log_spec = log_spec_for
+
+# merge engines whose merge needs the before-image of an update (a -U row)
+_RETRACTING_ENGINES = ("partial-update", "aggregation")
 
 
 class NoTablesError(RuntimeError):
     """The worker was started with nothing to consume."""
 
 
-def resume_offsets(table: Any) -> dict[int, int]:
-    """bucket -> next log offset recorded by the latest snapshot that has offsets."""
+def resume_point(table: Any) -> ResumePoint:
+    """The latest snapshot that records log offsets, and those offsets (bucket -> next)."""
     snap = table.latest_snapshot()
     if snap is not None and snap.log_offsets is None:
-        # e.g. a compaction snapshot without offsets on top: use the last one that has them
-        snap = next((s for s in reversed(table.snapshots()) if s.log_offsets is not None), None)
+        # e.g. a compaction snapshot without offsets on top: walk back to one that has them
+        snap = _latest_with_offsets(table, snap.id - 1)
     if snap is None or not snap.log_offsets:
-        return {}
-    return {int(b): int(o) for b, o in snap.log_offsets.items()}
+        return ResumePoint({}, None)
+    return ResumePoint({int(b): int(o) for b, o in snap.log_offsets.items()}, snap.id)
+
+
+def resume_offsets(table: Any) -> dict[int, int]:
+    """bucket -> next log offset recorded by the latest snapshot that has offsets."""
+    return resume_point(table).offsets
+
+
+def _latest_with_offsets(table: Any, start_id: int) -> Any:
+    """Newest snapshot at or below ``start_id`` with log offsets, reading one at a time
+    (not every snapshot of a long-lived table)."""
+    from filestore.errors import SnapshotNotFound
+
+    for sid in range(start_id, 0, -1):
+        try:
+            snap = table.snapshot(sid)
+        except SnapshotNotFound:
+            return None  # expired from here down
+        if snap.log_offsets is not None:
+            return snap
+    return None
+
+
+def snapshot_id_at(table: Any, barrier: int) -> int | None:
+    snap = table.snapshot_at_barrier(barrier)
+    return None if snap is None or snap.barrier != barrier else int(snap.id)
+
+
+def needs_normalize(table: Any, spec: Any) -> bool:
+    """An upsert-mode log stores no -U and may store key-only -D; merge engines that
+    retract (partial-update, aggregation) and changelog-producer=input need both
+    images, so the worker rebuilds them from per-bucket state."""
+    if spec.effective_changelog_mode != "upsert":
+        return False
+    opts = table.options
+    return opts.merge_engine in _RETRACTING_ENGINES or opts.changelog_producer == "input"
+
+
+def new_normalizer(
+    table: Any, spec: Any, bucket: int, snapshot_id: int | None, state_rows: int
+) -> BucketNormalizer:
+    """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
+    from logstore.normalize import Normalizer
+
+    normalizer = Normalizer(spec, max_rows_in_memory=state_rows)
+    if snapshot_id is not None:
+        columns = list(spec.schema.names)
+        for split in table.new_scan(snapshot_id, buckets=[bucket]).plan():
+            for batch in table.read_split(split, columns=columns):
+                normalizer.seed(batch)
+    return normalizer
 
 
 def table_names(catalog: Any, wanted: Sequence[str] | None) -> list[str]:
@@ -47,37 +109,18 @@ def _has_log(table: Any) -> bool:
     return bool(table.options.change_tracking)
 
 
-def log_spec(table: Any) -> Any:
-    """``bridge.tables.log_spec_for`` (the one definition), or the same composition
-    from the table's options while that module is not there."""
-    try:
-        from bridge.tables import log_spec_for
-    except ImportError:
-        from logstore.spec import LogSpec
-
-        opts = table.options
-        # nullable on the log: a debezium envelope's absent image decodes as nulls
-        schema = pa.schema([f.with_nullable(True) for f in table.arrow_schema])
-        return LogSpec(
-            topic=opts.log_topic(table.name),
-            schema=schema,
-            primary_key=list(table.primary_key),
-            buckets=opts.bucket,
-            consistency=opts.log_consistency,
-            changelog_mode=opts.log_changelog_mode,
-            retention_ms=opts.log_retention_ms,
-        )
-    return log_spec_for(table)
-
-
 def build_table_worker(
-    table: Any, config: WorkerConfig, metrics: WorkerMetrics, status: WorkerStatus
+    table: Any,
+    config: WorkerConfig,
+    metrics: WorkerMetrics,
+    status: WorkerStatus,
+    on_barrier: BarrierListener | None = None,
 ) -> TableWorker:
     from filestore import CommitMessage
     from logstore.codec import decode_records
     from logstore.dlq import DeadLetterQueue
 
-    spec = log_spec(table)
+    spec = log_spec_for(table)
     dlq: DeadLetterQueue | None = None
 
     def send_to_dlq(failures: Sequence[Any]) -> None:
@@ -90,14 +133,23 @@ def build_table_worker(
     def decode(records: Sequence[RawRecord]) -> Any:
         return decode_records(records, spec, lenient=True)
 
+    normalize = needs_normalize(table, spec)
+    if normalize:
+        log.info("table %s: upsert log normalized from per-bucket state", table.name)
     hooks = TableHooks(
         new_write=lambda: table.new_write(config.commit_user),
         new_commit=lambda: table.new_commit(config.commit_user),
-        resume_offsets=lambda: resume_offsets(table),
+        resume=lambda: resume_point(table),
         decode=decode,
         encode_message=lambda m: m.to_json(),
         decode_message=CommitMessage.from_json,
         send_to_dlq=send_to_dlq,
+        new_normalizer=(
+            (lambda b, sid: new_normalizer(table, spec, b, sid, config.normalize_state_rows))
+            if normalize
+            else None
+        ),
+        snapshot_id_at=lambda b: snapshot_id_at(table, b),
     )
     tstatus = TableStatus(table.name, spec.topic, spec.buckets)
     status.tables[table.name] = tstatus
@@ -112,22 +164,36 @@ def build_table_worker(
         config.worker_id,
         commit_user=config.commit_user,
         transactional=spec.transactional,
+        on_barrier=on_barrier,
     )
 
 
+def discover_tables(catalog: Any, config: WorkerConfig, known: Collection[str]) -> list[Any]:
+    """Tables with a log tier this worker should consume and does not yet."""
+    found = []
+    for name in table_names(catalog, config.tables):
+        if name in known:
+            continue
+        table = catalog.get_table(name)
+        if not _has_log(table):
+            continue
+        found.append(table)
+    return found
+
+
 def build_table_workers(
-    config: WorkerConfig, metrics: WorkerMetrics, status: WorkerStatus
+    config: WorkerConfig,
+    metrics: WorkerMetrics,
+    status: WorkerStatus,
+    on_barrier: BarrierListener | None = None,
 ) -> list[TableWorker]:
     from filestore import Catalog
 
     catalog = Catalog(config.warehouse)
-    workers = []
-    for name in table_names(catalog, config.tables):
-        table = catalog.get_table(name)
-        if not _has_log(table):
-            log.info("table %s has no log tier (change-tracking=false); skipped", name)
-            continue
-        workers.append(build_table_worker(table, config, metrics, status))
+    workers = [
+        build_table_worker(table, config, metrics, status, on_barrier)
+        for table in discover_tables(catalog, config, ())
+    ]
     if not workers:
         raise NoTablesError(
             f"no table with a log tier in warehouse {config.warehouse}"

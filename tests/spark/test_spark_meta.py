@@ -119,3 +119,28 @@ def test_ctas_with_meta_registers_and_finishes(dts: Any, warehouse: Path, meta_u
             ).option("meta.url", meta_url).option("create", "true").mode("append").save("db.badt")
         states = sorted((j.sinks[0], j.state.value) for j in client.list_jobs())
         assert states == [("db.badt", "failed"), ("db.newt", "finished")]
+
+
+def test_log_target_job_tolerates_the_tables_worker_only(meta_url: str) -> None:
+    """target.tier=log writes the log the table's worker materializes: a running
+    `worker:...` job holding the table is tolerated there, and nowhere else."""
+    from bridge.meta.client import MetaClient
+    from bridge.spark import meta_jobs
+    from bridge.spark.errors import JobRefused
+    from bridge.spark.options import WriteOptions
+
+    opts = WriteOptions.parse({"warehouse": "/unused", "path": "db.w", "meta.url": meta_url})
+    with MetaClient(meta_url) as client:
+        client.register_job("worker", [], ["db.w"], job_id="worker:dts-worker:db.w")
+        assert (
+            meta_jobs.register(
+                opts, "spark-streaming", "spark-streaming-q1", ["db.s"], beside_worker=True
+            )
+            is None
+        )
+        with pytest.raises(JobRefused, match="already has a running writer: job worker:"):
+            meta_jobs.register(opts, "spark-streaming", "spark-streaming-q1", ["db.s"])
+        client.finish_job("worker:dts-worker:db.w")
+        client.register_job("spark-batch", [], ["db.w"], job_id="spark-batch-other")
+        with pytest.raises(JobRefused, match="spark-batch-other"):
+            meta_jobs.register(opts, "spark-streaming", "spark-streaming-q1", beside_worker=True)

@@ -31,9 +31,9 @@ def create_table(warehouse: Path, buckets: int = 4, options: dict[str, str] | No
 
 
 def log_writer(table: Table, bootstrap: str) -> LogWriter:
-    from bridge.worker.tiers import log_spec
+    from bridge.tables import log_spec_for
 
-    spec = log_spec(table)
+    spec = log_spec_for(table)
     keys, n = table.bucket_keys, spec.buckets
     return LogWriter(bootstrap, spec, lambda t: bucket_ids(t, keys, n), barrier_interval_s=None)
 
@@ -174,6 +174,7 @@ def start_worker(
     group: str,
     log_dir: Path,
     env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> WorkerProc:
     port = free_port()
     log_path = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
@@ -195,6 +196,7 @@ def start_worker(
         "--session-timeout",
         "3",
         *[a for t in tables for a in ("--tables", t)],
+        *(extra_args or []),
     ]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "wb") as out:
@@ -244,3 +246,47 @@ def assert_all_barriers_match(table: Table, log: Changelog, barriers: list[int])
     assert ids == sorted(ids)
     for b in barriers:
         assert rows_at(table, b) == log.expected(b), f"barrier {b}"
+
+
+@dataclass
+class MetaProc:
+    """`dts meta serve` in a subprocess (a real MetaService on its own SQLite file)."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    port: int
+    db: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def start_meta(tmp_path: Path, port: int | None = None, db: str | None = None) -> MetaProc:
+    import urllib.request
+
+    port = port or free_port()
+    db = db or f"sqlite:///{tmp_path / f'meta-{uuid.uuid4().hex[:6]}.db'}"
+    log_path = tmp_path / f"meta-{port}-{uuid.uuid4().hex[:4]}.log"
+    cmd = [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", str(port), "--db", db]
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    meta = MetaProc(proc, f"http://127.0.0.1:{port}", port, db, log_path)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{meta.url}/health", timeout=1).read()
+            return meta
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                meta.stop()
+                raise AssertionError(
+                    f"MetaService did not start:\n{log_path.read_text()}"
+                ) from None
+            time.sleep(0.1)

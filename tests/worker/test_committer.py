@@ -58,7 +58,7 @@ def test_commits_complete_barriers_in_order_with_offsets(tmp_path: Path) -> None
     store, fake = _store(tmp_path), FakeCommit()
     seen: list[int] = []
     c = TableCommitter(
-        "db.t", 2, store, fake, lambda m: m["id"], on_commit=lambda b, s, r: seen.append(b)
+        "db.t", 2, store, fake, lambda m: m["id"], on_commit=lambda b, s, r, sid: seen.append(b)
     )
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
     store.put(PreparedRecord(200, 0, 21, [{"id": "b"}]))

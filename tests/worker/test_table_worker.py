@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
-from bridge.worker.table_worker import TableHooks, TableWorker
+from bridge.worker.table_worker import ResumePoint, TableHooks, TableWorker
 from logstore.codec import decode_records
 from logstore.markers import marker_headers
 from logstore.spec import LogSpec
@@ -71,7 +71,7 @@ def make(
     hooks = TableHooks(
         new_write=lambda: FakeWrite(events),
         new_commit=lambda: fc,
-        resume_offsets=lambda: dict(resume or {}),
+        resume=lambda: ResumePoint(dict(resume or {})),
         decode=lambda recs: decode_records(recs, SPEC, lenient=True),
         encode_message=lambda m: {"ids": m},
         decode_message=lambda d: d["ids"],

@@ -25,9 +25,10 @@ def _process(slot: TableSlot, raw: list[RawRecord]) -> int:
 
 def attach_consumption_agent(
     app: faust.App, slot: TableSlot, config: WorkerConfig, on_prepared: Callable[[], Any]
-) -> None:
+) -> Any:
     """Register the table's agent on ``app``; ``on_prepared`` runs after a batch
-    closed at least one barrier (lets the local committer react at once)."""
+    closed at least one barrier (lets the local committer react at once). Returns the
+    agent (started by the app, or by the caller when added to a running app)."""
     worker = slot.worker
     topic = app.topic(
         worker.topic,
@@ -54,4 +55,4 @@ def attach_consumption_agent(
                     await on_prepared()
             yield None
 
-    app.agent(topic, name=f"dts-consume.{worker.name}", concurrency=1, sink=None)(consume)
+    return app.agent(topic, name=f"dts-consume.{worker.name}", concurrency=1, sink=None)(consume)

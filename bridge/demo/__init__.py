@@ -1,0 +1,14 @@
+"""The one-command demo (`dts demo`): CDC sources, the worker, Spark streaming jobs,
+consistent reads, time travel and atomic CTAS on an embedded broker and a local warehouse.
+
+- ``model``: the tables and the derived-table definitions (Spark and the Arrow oracle)
+- ``generator``: the CDC generator writing through the LogStore
+- ``pipeline``: starting and stopping the broker, MetaService, worker and Spark jobs
+- ``checks``: the consistent reads, time travel and CTAS, and what they prove
+- ``report``: the rich tables it prints
+- ``runner``: the steps in order, with cleanup on every exit path
+"""
+
+from bridge.demo.runner import DemoOptions, DemoRun, run_demo
+
+__all__ = ["DemoOptions", "DemoRun", "run_demo"]

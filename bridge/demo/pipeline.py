@@ -1,0 +1,388 @@
+"""The demo's moving parts: broker, MetaService and worker processes, the Spark session and
+its two streaming jobs, and the relay that tells the MetaService the sources' barriers.
+
+Every starter returns an object with ``stop()``; the runner pushes those on an
+``ExitStack`` so everything stops in reverse order, also on Ctrl-C. Child processes
+run in their own session (a terminal's Ctrl-C reaches only the demo, which stops them
+in order) and, on Linux, get SIGTERM if the demo itself dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bridge.demo.model import ENRICHED, ORDERS, SOURCES, TOTALS, spark_enriched, spark_totals
+from logstore.broker import free_port
+
+
+class DemoError(RuntimeError):
+    """A part of the demo did not start or did not make progress; the message says where to look."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class ServiceProcess:
+    """A `dts` subprocess with its log file."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    address: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(line for line in text if "rdkafka" not in line)[-4000:] if text else ""
+
+    def check(self) -> None:
+        if not self.alive():
+            raise DemoError(
+                f"{self.name} exited with code {self.proc.returncode}; its log "
+                f"({self.log_path}) ends with:\n{self.tail()}"
+            )
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM (both `dts` services drain on it), SIGKILL if it does not exit in time."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def start_dts(name: str, args: list[str], log_dir: Path) -> ServiceProcess:
+    """Run ``dts <args>`` (this interpreter) in its own session, output to ``<log_dir>/<name>.log``."""
+    log_path = log_dir / f"{name}.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    preexec = _die_with_parent if sys.platform.startswith("linux") else None
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bridge.cli", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=preexec,  # services start before the demo starts any thread
+        )
+    return ServiceProcess(name, proc, log_path)
+
+
+def wait_until(
+    cond: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    check: Callable[[], None] | None = None,
+    interval_s: float = 0.2,
+) -> bool:
+    """Poll ``cond`` until true; ``check`` raises when a part died. False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        if cond():
+            return True
+        time.sleep(interval_s)
+    return False
+
+
+def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
+    """`dts meta serve` on a free port with its SQLite database under the warehouse."""
+    svc = start_dts(
+        "metaservice",
+        [
+            "meta",
+            "serve",
+            "--port",
+            "0",
+            "--warehouse",
+            warehouse,
+            "--heartbeat-timeout-ms",
+            "60000",
+        ],
+        log_dir,
+    )
+    found: list[str] = []
+
+    def listening() -> bool:
+        m = re.search(r"MetaService listening on (http://\S+)", svc.tail())
+        if m:
+            found.append(m.group(1))
+        return bool(found)
+
+    if not wait_until(listening, 60, "the MetaService", svc.check):
+        svc.stop()
+        raise DemoError(f"the MetaService did not start within 60 s; see {svc.log_path}")
+    svc.address = found[0]
+    return svc
+
+
+def start_worker(warehouse: str, bootstrap: str, log_dir: Path) -> ServiceProcess:
+    """`dts worker` for the two source tables, /metrics and /status on a free port."""
+    port = free_port()
+    svc = start_dts(
+        "worker",
+        [
+            "worker",
+            "--warehouse", warehouse,
+            "--bootstrap", bootstrap,
+            "--tables", ",".join(SOURCES),
+            "--web-port", str(port),
+            "--group", "dts-demo-worker",
+            "--session-timeout", "6",
+        ],
+        log_dir,
+    )  # fmt: skip
+    svc.address = f"http://127.0.0.1:{port}"
+    return svc
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+# ---- the MetaService relay for the sources -----------------------------------------------
+
+
+class BarrierRelay:
+    """Reports the worker's committed source barriers to the MetaService.
+
+    The worker commits one snapshot per barrier but does not talk to the MetaService,
+    so the demo registers it as a ``worker`` job writing the sources and relays each
+    new snapshot's barrier (what ``dts meta rebuild`` would do, continuously).
+    """
+
+    JOB_ID = "dts-demo-worker"
+
+    def __init__(self, warehouse: str, meta_url: str, interval_s: float = 0.5) -> None:
+        from bridge.meta.client import MetaClient
+
+        self.warehouse = warehouse
+        self.client = MetaClient(meta_url)
+        self.interval_s = interval_s
+        self.reported: dict[str, set[int]] = {t: set() for t in SOURCES}
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dts-demo-relay", daemon=True)
+
+    def start(self) -> BarrierRelay:
+        from bridge.meta.models import JobKind
+
+        self.client.register_job(
+            JobKind.WORKER, [], list(SOURCES), job_id=self.JOB_ID, heartbeat_timeout_ms=60_000
+        )
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from filestore import Catalog
+
+        catalog = Catalog(self.warehouse)
+        last_beat = 0.0
+        while not self._stop.is_set():
+            try:
+                self.relay(catalog)
+                if time.monotonic() - last_beat > 5:
+                    self.client.heartbeat(self.JOB_ID)
+                    last_beat = time.monotonic()
+            except BaseException as exc:  # noted; the runner reports it
+                self.error = exc
+            self._stop.wait(self.interval_s)
+
+    def relay(self, catalog: Any) -> int:
+        from bridge.meta.filestore_source import snapshot_barriers
+        from bridge.meta.models import TableBarrierReport
+
+        reports = []
+        for name in SOURCES:
+            points = snapshot_barriers(catalog.get_table(name).snapshots())
+            for b, p in sorted(points.items()):
+                if b not in self.reported[name]:
+                    reports.append(
+                        TableBarrierReport(
+                            table=name,
+                            barrier=b,
+                            snapshot_id=p.snapshot_id,
+                            completed_at_ms=p.completed_at_ms,
+                            job_id=self.JOB_ID,
+                        )
+                    )
+        if reports:
+            self.client.report_barriers(reports)
+            for r in reports:
+                self.reported[r.table].add(r.barrier)
+        return len(reports)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        with contextlib.suppress(Exception):
+            self.client.finish_job(self.JOB_ID)
+        self.client.close()
+
+
+# ---- Spark -------------------------------------------------------------------------------
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def start_spark(work_dir: Path, warehouse: str) -> Any:
+    """A local[2] SparkSession on 127.0.0.1, quiet (errors only), with `dts` registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from bridge.spark import register
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log4j = work_dir / "log4j2.properties"
+    log4j.write_text(_LOG4J)
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir}"
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("dts-demo")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
+        .config("spark.local.dir", str(work_dir / "spark-local"))
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.dts.warehouse", warehouse)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+@dataclass
+class StreamingJobs:
+    """The two Spark streaming jobs orders -> orders_enriched and orders -> customer_totals."""
+
+    spark: Any
+    warehouse: str
+    meta_url: str
+    checkpoints: Path
+    trigger: str = "1 second"
+    queries: dict[str, Any] = field(default_factory=dict)
+
+    def _source(self) -> Any:
+        return (
+            self.spark.readStream.format("dts")
+            .option("warehouse", self.warehouse)
+            .option("tier", "file")
+            .load(ORDERS)
+        )
+
+    def checkpoint(self, table: str) -> str:
+        return str(self.checkpoints / table)
+
+    def start(self) -> StreamingJobs:
+        plans = {
+            ENRICHED: (spark_enriched, "append"),
+            TOTALS: (spark_totals, "complete"),
+        }
+        for table, (transform, mode) in plans.items():
+            self.queries[table] = (
+                transform(self._source())
+                .writeStream.format("dts")
+                .queryName(table.replace(".", "_"))
+                .outputMode(mode)
+                .option("warehouse", self.warehouse)
+                .option("meta.url", self.meta_url)
+                .option("checkpointLocation", self.checkpoint(table))
+                .trigger(processingTime=self.trigger)
+                .start(table)
+            )
+        return self
+
+    def check(self) -> None:
+        for table, q in self.queries.items():
+            exc = q.exception()
+            if exc is not None:
+                raise DemoError(f"the Spark streaming job writing {table} failed: {exc}")
+
+    def batches(self) -> dict[str, int]:
+        """Micro-batches each job completed (Spark's count of progress reports)."""
+        out = {}
+        for table, q in self.queries.items():
+            progress = q.lastProgress
+            out[table] = int(progress["batchId"]) + 1 if progress else 0
+        return out
+
+    def stop(self) -> None:
+        from bridge.spark.meta_jobs import finish_streaming_job
+
+        for table, q in self.queries.items():
+            with contextlib.suppress(Exception):
+                q.stop()
+            with contextlib.suppress(Exception):
+                finish_streaming_job(self.meta_url, self.checkpoint(table))
+        self.queries.clear()
+
+
+def stop_spark(spark: Any) -> None:
+    """Stop the session and the JVM it launched (pyspark would keep it for the next session)."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None) if gateway is not None else None
+    with contextlib.suppress(Exception):
+        if gateway is not None:
+            gateway.shutdown()
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()  # the JVM exits when its stdin closes
+            proc.wait(timeout=15)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -1,0 +1,388 @@
+"""The demo from start to finish: start the parts, stream, read consistently, time travel, CTAS.
+
+``run_demo(options, console)`` does every step in order, printing progress, and stops
+everything it started (reverse order, via an ``ExitStack``) when it ends, fails or is
+interrupted. ``--keep-running`` leaves the pipeline up after the report until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bridge.demo import report
+from bridge.demo.checks import (
+    CtasOutcome,
+    ReadCheck,
+    TimeTravel,
+    check_read,
+    run_ctas,
+    time_travel,
+)
+from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
+from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
+from bridge.demo.pipeline import (
+    BarrierRelay,
+    DemoError,
+    ServiceProcess,
+    StreamingJobs,
+    http_ok,
+    start_meta,
+    start_spark,
+    start_worker,
+    stop_spark,
+    wait_until,
+)
+
+
+@dataclass
+class DemoOptions:
+    warehouse: str | None = None
+    keep_running: bool = False
+    stream_seconds: float = 20.0
+    round_interval_s: float = 1.0
+    catch_up_timeout_s: float = 60.0
+
+
+@dataclass
+class DemoRun:
+    """What happened, for the report."""
+
+    warehouse: str = ""
+    addresses: dict[str, str] = field(default_factory=dict)
+    generator: CdcGenerator | None = None
+    weak: ReadCheck | None = None
+    strong: ReadCheck | None = None
+    travel: TimeTravel | None = None
+    ctas: CtasOutcome | None = None
+    batches: dict[str, int] = field(default_factory=dict)
+    worker_records: dict[str, float] = field(default_factory=dict)
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """While cleaning up, a second Ctrl-C must not leave half-stopped processes behind."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class DemoRunner:
+    def __init__(self, options: DemoOptions, console: Console) -> None:
+        self.options = options
+        self.console = console
+        self.run = DemoRun()
+        self.run_dir = Path()
+        self.started = time.monotonic()
+        self._phase_started = self.started
+
+    # ---- progress -------------------------------------------------------------------------
+
+    def step(self, message: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.started:6.1f}s[/] {message}")
+
+    def phase_done(self, name: str) -> None:
+        now = time.monotonic()
+        self.run.timings.append((name, now - self._phase_started))
+        self._phase_started = now
+
+    # ---- the whole run --------------------------------------------------------------------
+
+    def execute(self) -> DemoRun:
+        stack = ExitStack()
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self._execute(stack)
+        except KeyboardInterrupt:
+            self.run.interrupted = True
+            self.console.print("\n[yellow]interrupted: stopping everything...[/]")
+        finally:
+            with signals_ignored():
+                self.step(
+                    "stopping the streaming jobs, Spark, the worker, the MetaService, the broker"
+                )
+                stack.close()
+            signal.signal(signal.SIGTERM, old_term)
+        self.run.timings.append(("stop everything", time.monotonic() - self._phase_started))
+        return self.run
+
+    def _execute(self, stack: ExitStack) -> None:
+        run_dir = self.run_dir = Path(tempfile.mkdtemp(prefix="dts-demo-"))
+        stack.callback(shutil.rmtree, run_dir, ignore_errors=True)
+        warehouse = self._warehouse(run_dir)
+        self.run.warehouse = warehouse
+        logs = run_dir / "logs"
+        logs.mkdir()
+
+        catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
+        generator, gen_thread = self._start_generator(stack, catalog, bootstrap, warehouse, meta)
+        spark = self._start_spark(stack, run_dir, warehouse, worker, gen_thread)
+        jobs = self._stream(stack, spark, catalog, warehouse, meta, worker, gen_thread)
+        self.run.weak = check_read(None, catalog, warehouse, meta.address, "weak")
+        self.step(report.read_line(self.run.weak))
+        self._finish_stream(catalog, generator, gen_thread, jobs, worker)
+
+        self.step("strong consistent read (Spark, at one barrier, through the MetaService)")
+        self.run.strong = check_read(spark, catalog, warehouse, meta.address, "strong")
+        self.step(report.read_line(self.run.strong))
+        self.phase_done("consistent reads")
+        self.step(f"time travel: {CUSTOMERS} and {ORDERS} at the first barrier vs now")
+        self.run.travel = time_travel(spark, catalog, warehouse, generator.barriers["orders"][0],
+                                      generator.barriers["customers"][0])  # fmt: skip
+        self.phase_done("time travel")
+        self.step("atomic CREATE TABLE AS SELECT (and one that fails: nothing becomes visible)")
+        self.run.ctas = run_ctas(spark, catalog, warehouse, self.run.strong)
+        self.phase_done("CTAS")
+        self.run.batches = jobs.batches()
+        self.run.worker_records = report.worker_records(worker.address)
+        report.print_report(self.console, self.run, catalog)
+        if self.options.keep_running:
+            self._keep_running(stack, generator, jobs, worker, meta, warehouse)
+
+    # ---- steps ----------------------------------------------------------------------------
+
+    def _warehouse(self, run_dir: Path) -> str:
+        if self.options.warehouse is None:
+            return str(run_dir / "warehouse")
+        path = Path(self.options.warehouse).resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        from filestore import Catalog
+
+        if DB in Catalog(str(path)).list_databases():
+            raise DemoError(
+                f"{path} already holds a '{DB}' database from an earlier demo; "
+                "give --warehouse an empty (or new) directory"
+            )
+        return str(path)
+
+    def _start_services(
+        self, stack: ExitStack, warehouse: str, logs: Path
+    ) -> tuple[Any, str, ServiceProcess, ServiceProcess]:
+        from bridge.demo.model import create_tables
+        from filestore import Catalog
+        from logstore.broker import EmbeddedBroker
+
+        self.step("starting the embedded Kafka-compatible broker (Tansu, in memory)")
+        broker = EmbeddedBroker(log_path=logs / "broker.log").start()
+        stack.callback(broker.stop)
+        self.run.addresses["broker"] = broker.bootstrap
+        catalog = Catalog(warehouse)
+        create_tables(catalog)
+        self.step(f"created {', '.join(SOURCES + DERIVED)} in {warehouse}")
+        self.step("starting the MetaService (dts meta serve) and the worker (dts worker)")
+        meta = start_meta(warehouse, logs)
+        stack.callback(meta.stop)
+        worker = start_worker(warehouse, broker.bootstrap, logs)
+        stack.callback(worker.stop)
+        self.run.addresses.update(
+            {
+                "worker /metrics": f"{worker.address}/metrics",
+                "worker /status": f"{worker.address}/status",
+                "MetaService": meta.address,
+                "MetaService /metrics": f"{meta.address}/metrics",
+            }
+        )
+        report.print_addresses(self.console, self.run.addresses, warehouse, logs)
+        self.phase_done("start broker, MetaService, worker")
+        return catalog, broker.bootstrap, meta, worker
+
+    def _start_generator(
+        self, stack: ExitStack, catalog: Any, bootstrap: str, warehouse: str, meta: ServiceProcess
+    ) -> tuple[CdcGenerator, GeneratorThread]:
+        from bridge.tables import open_log_writer
+
+        writers = {}
+        for short, name in (("orders", ORDERS), ("customers", CUSTOMERS)):
+            writer = open_log_writer(catalog.get_table(name), bootstrap, barrier_interval_s=None)
+            stack.callback(_close_writer, writer)
+            writers[short] = writer
+        generator = CdcGenerator(writers, sizes=RoundSizes())
+        self.run.generator = generator
+        generator.snapshot_initial()
+        relay = BarrierRelay(warehouse, meta.address).start()
+        stack.callback(relay.stop)
+        gen_thread = GeneratorThread(generator, self.options.round_interval_s).start()
+        stack.callback(_stop_quietly, gen_thread)
+        self.step(
+            "CDC generator running: each round inserts, updates and deletes orders, "
+            f"updates customers, then closes a barrier (every {self.options.round_interval_s:g} s)"
+        )
+        return generator, gen_thread
+
+    def _start_spark(
+        self,
+        stack: ExitStack,
+        run_dir: Path,
+        warehouse: str,
+        worker: ServiceProcess,
+        gen_thread: GeneratorThread,
+    ) -> Any:
+        self.step("starting Spark (local[2]) with the dts data source")
+        spark = start_spark(run_dir / "spark", warehouse)
+        stack.callback(stop_spark, spark)
+        self.phase_done("start Spark")
+        self.step("waiting for the worker's first snapshot of the sources")
+
+        def first_snapshots() -> bool:
+            return all(self._latest_barrier_of(n) is not None for n in SOURCES)
+
+        def alive() -> None:
+            worker.check()
+            gen_thread.check()
+
+        if not wait_until(first_snapshots, 120, "the worker's first snapshots", alive):
+            raise DemoError(
+                f"the worker committed no snapshot within 120 s; its log: {worker.log_path}\n"
+                f"{worker.tail()}"
+            )
+        if not http_ok(f"{worker.address}/status"):
+            self.step(f"[yellow]note: {worker.address}/status does not answer yet[/]")
+        self.phase_done("worker's first snapshot")
+        return spark
+
+    def _latest_barrier_of(self, name: str) -> int | None:
+        from filestore import Catalog
+
+        snap = Catalog(self.run.warehouse).get_table(name).latest_snapshot()
+        return snap.barrier if snap is not None else None
+
+    def _stream(
+        self,
+        stack: ExitStack,
+        spark: Any,
+        catalog: Any,
+        warehouse: str,
+        meta: ServiceProcess,
+        worker: ServiceProcess,
+        gen_thread: GeneratorThread,
+    ) -> StreamingJobs:
+        ck = self.run_dir / "checkpoints"  # removed with the run dir, even with --warehouse
+        jobs = StreamingJobs(spark, warehouse, meta.address, ck).start()
+        stack.callback(jobs.stop)
+        self.step(
+            f"Spark streaming jobs running: {ORDERS} -> {ENRICHED} (filter + size band), "
+            f"{ORDERS} -> {TOTALS} (per-customer totals)"
+        )
+
+        def alive() -> None:
+            worker.check()
+            gen_thread.check()
+            jobs.check()
+
+        def followed() -> bool:
+            # both jobs have committed at least two barriers: they follow the live changes
+            return all(
+                len({s.barrier for s in catalog.get_table(t).snapshots()}) >= 2 for t in DERIVED
+            )
+
+        deadline = time.monotonic() + self.options.stream_seconds
+        limit = deadline + 90
+        last = 0.0
+        while time.monotonic() < limit:
+            alive()
+            now = time.monotonic()
+            if now >= deadline and followed():
+                break
+            if now - last >= 5:
+                self.step(report.progress_line(catalog, gen_thread.generator))
+                last = now
+            time.sleep(0.5)
+        else:
+            raise DemoError("the streaming jobs made no progress within the time limit")
+        self.phase_done("streaming (generator, worker, Spark jobs)")
+        return jobs
+
+    def _finish_stream(
+        self,
+        catalog: Any,
+        generator: CdcGenerator,
+        gen_thread: GeneratorThread,
+        jobs: StreamingJobs,
+        worker: ServiceProcess,
+    ) -> None:
+        gen_thread.stop()
+        final = generator.last_barrier("orders")
+        assert final is not None
+        self.step(f"generator stopped after {generator.rounds} rounds; last orders barrier {final}")
+
+        def reached(table: str) -> bool:
+            return (
+                max((s.barrier or 0 for s in catalog.get_table(table).snapshots()), default=0)
+                >= final
+            )
+
+        def alive() -> None:
+            worker.check()
+            jobs.check()
+
+        timeout = self.options.catch_up_timeout_s
+        if not wait_until(lambda: reached(ORDERS) and reached(CUSTOMERS), timeout, "worker", alive):
+            self.step("[yellow]the worker has not committed the last barrier yet; going on[/]")
+        if wait_until(lambda: all(reached(t) for t in DERIVED), timeout, "Spark jobs", alive):
+            self.step(f"both derived tables caught up with barrier {final}")
+        else:
+            self.step(
+                "[yellow]the derived tables did not catch up in time; reading what they share[/]"
+            )
+        self.phase_done("catch up")
+
+    def _keep_running(
+        self,
+        stack: ExitStack,
+        generator: CdcGenerator,
+        jobs: StreamingJobs,
+        worker: ServiceProcess,
+        meta: ServiceProcess,
+        warehouse: str,
+    ) -> None:
+        gen_thread = GeneratorThread(generator, max(2.0, self.options.round_interval_s)).start()
+        stack.callback(_stop_quietly, gen_thread)
+        report.print_exploration(
+            self.console,
+            self.run.addresses,
+            warehouse,
+            self.run_dir / "logs",
+            kept=self.options.warehouse is not None,
+        )
+        try:
+            while True:
+                worker.check()
+                meta.check()
+                gen_thread.check()
+                jobs.check()
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
+
+
+def _close_writer(writer: Any) -> None:
+    with contextlib.suppress(Exception):
+        writer.close(final_barrier=False)
+
+
+def _stop_quietly(thread: GeneratorThread) -> None:
+    with contextlib.suppress(Exception):
+        thread.stop()
+
+
+def run_demo(options: DemoOptions, console: Console) -> DemoRun:
+    """Run the demo; returns what happened (``.interrupted`` after Ctrl-C)."""
+    return DemoRunner(options, console).execute()
