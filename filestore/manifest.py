@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,11 +107,33 @@ def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
 
 
 class ManifestStore:
-    """Reads and writes manifests and manifest lists of one table."""
+    """Reads and writes manifests and manifest lists of one table.
+
+    Manifest files are immutable (a new uuid name per write), so parsed ones are
+    kept in a small LRU: a long-lived writer (the worker) otherwise decodes the same
+    base manifests again for every prepare, compaction check and commit.
+    """
+
+    CACHE_FILES = 512
 
     def __init__(self, io: FileIO, paths: TablePaths) -> None:
         self.io = io
         self.paths = paths
+        self._cache: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def _cached(self, name: str) -> tuple[Any, ...] | None:
+        with self._cache_lock:
+            hit = self._cache.get(name)
+            if hit is not None:
+                self._cache.move_to_end(name)
+            return hit
+
+    def _remember(self, name: str, items: tuple[Any, ...]) -> None:
+        with self._cache_lock:
+            self._cache[name] = items
+            while len(self._cache) > self.CACHE_FILES:
+                self._cache.popitem(last=False)
 
     def _write_avro(self, name: str, schema: Any, records: Sequence[dict[str, Any]]) -> int:
         buf = io.BytesIO()
@@ -134,7 +158,11 @@ class ManifestStore:
         )
 
     def read_manifest(self, name: str) -> list[ManifestEntry]:
-        return [ManifestEntry.from_avro(r) for r in self._read_avro(name)]
+        hit = self._cached(name)
+        if hit is None:
+            hit = tuple(ManifestEntry.from_avro(r) for r in self._read_avro(name))
+            self._remember(name, hit)
+        return list(hit)
 
     def write_list(self, metas: Sequence[ManifestFileMeta]) -> str:
         name = f"manifest-list-{uuid.uuid4()}"
@@ -143,7 +171,11 @@ class ManifestStore:
         return name
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:
-        return [ManifestFileMeta(**r) for r in self._read_avro(name)]
+        hit = self._cached(name)
+        if hit is None:
+            hit = tuple(ManifestFileMeta(**r) for r in self._read_avro(name))
+            self._remember(name, hit)
+        return list(hit)
 
     def read_entries(self, list_names: Iterable[str | None]) -> list[ManifestEntry]:
         """All entries of the manifests in the given lists, in order."""

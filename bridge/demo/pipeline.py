@@ -3,14 +3,13 @@ its two streaming jobs, and the relay that tells the MetaService the sources' ba
 
 Every starter returns an object with ``stop()``; the runner pushes those on an
 ``ExitStack`` so everything stops in reverse order, also on Ctrl-C. Child processes
-run in their own session (a terminal's Ctrl-C reaches only the demo, which stops them
-in order) and, on Linux, get SIGTERM if the demo itself dies.
+run in their own session: a terminal's Ctrl-C reaches only the demo, which stops them
+in order (SIGTERM, then SIGKILL after a grace period).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import signal
@@ -31,12 +30,6 @@ from logstore.broker import free_port
 
 class DemoError(RuntimeError):
     """A part of the demo did not start or did not make progress; the message says where to look."""
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -85,7 +78,6 @@ def start_dts(name: str, args: list[str], log_dir: Path) -> ServiceProcess:
     """Run ``dts <args>`` (this interpreter) in its own session, output to ``<log_dir>/<name>.log``."""
     log_path = log_dir / f"{name}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    preexec = _die_with_parent if sys.platform.startswith("linux") else None
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bridge.cli", *args],
@@ -94,7 +86,6 @@ def start_dts(name: str, args: list[str], log_dir: Path) -> ServiceProcess:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
-            preexec_fn=preexec,  # services start before the demo starts any thread
         )
     return ServiceProcess(name, proc, log_path)
 
@@ -118,8 +109,9 @@ def wait_until(
 
 
 def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
-    """`dts meta serve` on a free port with its SQLite database under the warehouse."""
-    svc = start_dts(
+    """`dts meta serve` on a free port with its SQLite database under the warehouse
+    (returns at once; ``await_meta`` waits for its address)."""
+    return start_dts(
         "metaservice",
         [
             "meta",
@@ -133,6 +125,10 @@ def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
         ],
         log_dir,
     )
+
+
+def await_meta(svc: ServiceProcess, timeout_s: float = 60.0) -> str:
+    """The MetaService's address, from the first line it prints."""
     found: list[str] = []
 
     def listening() -> bool:
@@ -141,11 +137,12 @@ def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
             found.append(m.group(1))
         return bool(found)
 
-    if not wait_until(listening, 60, "the MetaService", svc.check):
-        svc.stop()
-        raise DemoError(f"the MetaService did not start within 60 s; see {svc.log_path}")
+    if not wait_until(listening, timeout_s, "the MetaService", svc.check):
+        raise DemoError(
+            f"the MetaService did not start within {timeout_s:.0f} s; see {svc.log_path}"
+        )
     svc.address = found[0]
-    return svc
+    return svc.address
 
 
 def start_worker(warehouse: str, bootstrap: str, log_dir: Path) -> ServiceProcess:
@@ -194,7 +191,8 @@ class BarrierRelay:
         self.warehouse = warehouse
         self.client = MetaClient(meta_url)
         self.interval_s = interval_s
-        self.reported: dict[str, set[int]] = {t: set() for t in SOURCES}
+        self.next_snapshot = dict.fromkeys(SOURCES, 1)  # snapshot ids start at 1
+        self.reported = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dts-demo-relay", daemon=True)
@@ -224,27 +222,37 @@ class BarrierRelay:
             self._stop.wait(self.interval_s)
 
     def relay(self, catalog: Any) -> int:
-        from bridge.meta.filestore_source import snapshot_barriers
+        """Report the barriers of snapshots committed since the last call."""
         from bridge.meta.models import TableBarrierReport
+        from filestore.errors import SnapshotNotFound
 
         reports = []
         for name in SOURCES:
-            points = snapshot_barriers(catalog.get_table(name).snapshots())
-            for b, p in sorted(points.items()):
-                if b not in self.reported[name]:
-                    reports.append(
-                        TableBarrierReport(
-                            table=name,
-                            barrier=b,
-                            snapshot_id=p.snapshot_id,
-                            completed_at_ms=p.completed_at_ms,
-                            job_id=self.JOB_ID,
-                        )
+            table = catalog.get_table(name)
+            latest = table.latest_snapshot()
+            if latest is None:
+                continue
+            for sid in range(self.next_snapshot[name], latest.id + 1):
+                self.next_snapshot[name] = sid + 1
+                try:
+                    s = table.snapshot(sid)
+                except SnapshotNotFound:  # expired meanwhile: nothing to read at it anyway
+                    continue
+                # the committer's snapshot per barrier; a COMPACT one repeats its barrier
+                if s.barrier is None or s.commit_kind == "COMPACT":
+                    continue
+                reports.append(
+                    TableBarrierReport(
+                        table=name,
+                        barrier=s.barrier,
+                        snapshot_id=s.id,
+                        completed_at_ms=s.time_millis,
+                        job_id=self.JOB_ID,
                     )
+                )
         if reports:
             self.client.report_barriers(reports)
-            for r in reports:
-                self.reported[r.table].add(r.barrier)
+        self.reported += len(reports)
         return len(reports)
 
     def stop(self) -> None:
@@ -301,6 +309,28 @@ def start_spark(work_dir: Path, warehouse: str) -> Any:
     return spark
 
 
+class SparkStarter:
+    """Starts the SparkSession in a thread (the JVM takes 15-50 s) while the rest starts."""
+
+    def __init__(self, work_dir: Path, warehouse: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="dts-demo-spark")
+        self._future = self._pool.submit(start_spark, work_dir, warehouse)
+
+    def session(self, timeout_s: float = 300.0) -> Any:
+        return self._future.result(timeout=timeout_s)
+
+    def stop(self) -> None:
+        """Wait for a start under way (a JVM launch cannot be interrupted), then stop it."""
+        try:
+            spark = self._future.result(timeout=300)
+        except Exception:
+            spark = None
+        stop_spark(spark)  # also a JVM whose session failed to start
+        self._pool.shutdown(wait=False)
+
+
 @dataclass
 class StreamingJobs:
     """The two Spark streaming jobs orders -> orders_enriched and orders -> customer_totals."""
@@ -309,7 +339,7 @@ class StreamingJobs:
     warehouse: str
     meta_url: str
     checkpoints: Path
-    trigger: str = "1 second"
+    trigger: str = "2 seconds"
     queries: dict[str, Any] = field(default_factory=dict)
 
     def _source(self) -> Any:
@@ -367,12 +397,13 @@ class StreamingJobs:
         self.queries.clear()
 
 
-def stop_spark(spark: Any) -> None:
+def stop_spark(spark: Any | None) -> None:
     """Stop the session and the JVM it launched (pyspark would keep it for the next session)."""
     from pyspark import SparkContext
 
-    with contextlib.suppress(Exception):
-        spark.stop()
+    if spark is not None:
+        with contextlib.suppress(Exception):
+            spark.stop()
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None) if gateway is not None else None
     with contextlib.suppress(Exception):

@@ -35,12 +35,12 @@ from bridge.demo.pipeline import (
     BarrierRelay,
     DemoError,
     ServiceProcess,
+    SparkStarter,
     StreamingJobs,
+    await_meta,
     http_ok,
     start_meta,
-    start_spark,
     start_worker,
-    stop_spark,
     wait_until,
 )
 
@@ -133,8 +133,13 @@ class DemoRunner:
         logs.mkdir()
 
         catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
+        starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
+        stack.callback(starter.stop)
+        self.step("starting Spark (local[2], in the background) with the dts data source")
+        meta.address = await_meta(meta)
+        self._print_addresses(meta, worker, warehouse, logs)
         generator, gen_thread = self._start_generator(stack, catalog, bootstrap, warehouse, meta)
-        spark = self._start_spark(stack, run_dir, warehouse, worker, gen_thread)
+        spark = self._await_spark(starter, worker, gen_thread)
         jobs = self._stream(stack, spark, catalog, warehouse, meta, worker, gen_thread)
         self.run.weak = check_read(None, catalog, warehouse, meta.address, "weak")
         self.step(report.read_line(self.run.weak))
@@ -192,6 +197,11 @@ class DemoRunner:
         stack.callback(meta.stop)
         worker = start_worker(warehouse, broker.bootstrap, logs)
         stack.callback(worker.stop)
+        return catalog, broker.bootstrap, meta, worker
+
+    def _print_addresses(
+        self, meta: ServiceProcess, worker: ServiceProcess, warehouse: str, logs: Path
+    ) -> None:
         self.run.addresses.update(
             {
                 "worker /metrics": f"{worker.address}/metrics",
@@ -202,7 +212,6 @@ class DemoRunner:
         )
         report.print_addresses(self.console, self.run.addresses, warehouse, logs)
         self.phase_done("start broker, MetaService, worker")
-        return catalog, broker.bootstrap, meta, worker
 
     def _start_generator(
         self, stack: ExitStack, catalog: Any, bootstrap: str, warehouse: str, meta: ServiceProcess
@@ -227,18 +236,12 @@ class DemoRunner:
         )
         return generator, gen_thread
 
-    def _start_spark(
-        self,
-        stack: ExitStack,
-        run_dir: Path,
-        warehouse: str,
-        worker: ServiceProcess,
-        gen_thread: GeneratorThread,
+    def _await_spark(
+        self, starter: SparkStarter, worker: ServiceProcess, gen_thread: GeneratorThread
     ) -> Any:
-        self.step("starting Spark (local[2]) with the dts data source")
-        spark = start_spark(run_dir / "spark", warehouse)
-        stack.callback(stop_spark, spark)
-        self.phase_done("start Spark")
+        spark = starter.session()
+        self.step("Spark is up")
+        self.phase_done("start Spark (with the generator running)")
         self.step("waiting for the worker's first snapshot of the sources")
 
         def first_snapshots() -> bool:
@@ -288,10 +291,8 @@ class DemoRunner:
             jobs.check()
 
         def followed() -> bool:
-            # both jobs have committed at least two barriers: they follow the live changes
-            return all(
-                len({s.barrier for s in catalog.get_table(t).snapshots()}) >= 2 for t in DERIVED
-            )
+            # both jobs have committed at least two micro-batches: they follow live changes
+            return all(jobs.batches().get(t, 0) >= 2 for t in DERIVED)
 
         deadline = time.monotonic() + self.options.stream_seconds
         limit = deadline + 90
@@ -324,10 +325,7 @@ class DemoRunner:
         self.step(f"generator stopped after {generator.rounds} rounds; last orders barrier {final}")
 
         def reached(table: str) -> bool:
-            return (
-                max((s.barrier or 0 for s in catalog.get_table(table).snapshots()), default=0)
-                >= final
-            )
+            return (self._latest_barrier_of(table) or 0) >= final
 
         def alive() -> None:
             worker.check()

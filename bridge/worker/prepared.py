@@ -77,10 +77,18 @@ class PreparedStore:
             return PreparedRecord.from_bytes(src.read())
 
     def barriers(self) -> dict[int, set[int]]:
-        """barrier -> buckets whose prepared record for it is published."""
+        """barrier -> buckets whose prepared record for it is published.
+
+        A barrier directory emptied by :meth:`discard_bucket` is listed with no
+        buckets, so the committer removes it once the barrier is committed instead
+        of listing it on every poll forever.
+        """
         found: dict[int, set[int]] = {}
         selector = pafs.FileSelector(self.root, allow_not_found=True, recursive=True)
         for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.Directory and info.base_name.isdigit():
+                found.setdefault(int(info.base_name), set())
+                continue
             if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
                 continue
             parent = info.path.rsplit("/", 2)[-2]

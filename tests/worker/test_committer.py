@@ -96,3 +96,15 @@ def test_two_committers_race_commit_once(tmp_path: Path) -> None:
     store.put(PreparedRecord(100, 0, 11, [{"id": "a2"}]))  # a late re-prepare of 100
     b.commit_ready()
     assert [s["identifier"] for s in fake.snapshots] == [100]
+
+
+def test_emptied_barrier_directories_are_removed_once_committed(tmp_path: Path) -> None:
+    store, fake = _store(tmp_path), FakeCommit()
+    store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
+    store.put(PreparedRecord(200, 0, 21, [{"id": "b"}]))
+    assert store.discard_bucket(0) == 2  # a new owner redoes both
+    assert store.barriers() == {100: set(), 200: set()}
+    c = TableCommitter("db.t", 1, store, fake, lambda m: m["id"])
+    store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
+    assert c.commit_ready() == [100]
+    assert store.barriers() == {200: set()}  # not committed yet: its buckets prepare it again
