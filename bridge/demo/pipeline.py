@@ -319,7 +319,13 @@ class SparkStarter:
         self._future = self._pool.submit(start_spark, work_dir, warehouse)
 
     def session(self, timeout_s: float = 300.0) -> Any:
-        return self._future.result(timeout=timeout_s)
+        from bridge.spark import register
+
+        spark = self._future.result(timeout=timeout_s)
+        # py4j pins each Python thread to a JVM thread; Spark's active session is per thread
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        register(spark)
+        return spark
 
     def stop(self) -> None:
         """Wait for a start under way (a JVM launch cannot be interrupted), then stop it."""

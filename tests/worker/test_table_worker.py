@@ -158,3 +158,27 @@ def test_reassignment_discards_uncommitted_prepared_records(tmp_path: Path) -> N
     tw.assign([1], generation=2)  # bucket 1 is redone from the snapshot: its record goes
     assert tw.store.barriers() == {100: {0}}
     assert fc.commits == []
+
+
+def test_normalizer_seeded_with_existing_rows_rebuilds_before_images() -> None:
+    from logstore.normalize import Normalizer
+
+    spec = LogSpec("dts.db.n", pa.schema([("id", pa.int64()), ("v", pa.string())]), ["id"], 1)
+    n = Normalizer(spec)
+    n.seed(pa.table({"id": [1, 2], "v": ["a", "b"]}))  # the bucket's committed rows
+    out = n.process(
+        pa.table(
+            {
+                "id": [1, 2, 3, 1],
+                "v": ["a2", None, "c", "a2"],
+                "_row_kind": ["+U", "-D", "+I", "+U"],
+            }
+        )
+    )
+    assert out.to_pylist() == [
+        {"id": 1, "v": "a", "_row_kind": "-U"},
+        {"id": 1, "v": "a2", "_row_kind": "+U"},
+        {"id": 2, "v": "b", "_row_kind": "-D"},  # the full row, from the seeded state
+        {"id": 3, "v": "c", "_row_kind": "+I"},
+    ]  # the identical re-send of id 1 adds nothing
+    assert n.state_rows == 2
