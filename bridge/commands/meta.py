@@ -11,7 +11,7 @@ import click
 
 from bridge.meta.client import DEFAULT_URL, MetaClient
 from bridge.meta.errors import MetaError
-from bridge.meta.models import ConsistencyMode, JobKind, JobState
+from bridge.meta.models import ConsistencyMode, JobKind, JobState, SinkRole
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,6 +149,14 @@ def jobs() -> None:
 @click.option(
     "--sink", "sinks", multiple=True, required=True, help="A table the job writes (repeat)."
 )
+@click.option(
+    "--role",
+    type=click.Choice([r.value for r in SinkRole]),
+    default=SinkRole.WRITER.value,
+    show_default=True,
+    help="How the job writes its sinks: writer (into the FileStore), log-writer (the "
+    "table's log) or flusher (moves the table's log into the FileStore; no sources).",
+)
 @click.option("--job-id", help="Stable id (generated when omitted).")
 @click.option(
     "--heartbeat-timeout-ms", type=click.IntRange(100), help="Service default when omitted."
@@ -159,16 +167,23 @@ def jobs_register(
     kind: str,
     sources: tuple[str, ...],
     sinks: tuple[str, ...],
+    role: str,
     job_id: str | None,
     heartbeat_timeout_ms: int | None,
     url: str,
     as_json: bool,
 ) -> None:
-    """Register a job; refused when it would make a cycle or a second writer."""
+    """Register a job; refused when it would make a cycle, a second writer or flusher of a
+    table, or a writer beside a flusher."""
     with _client(url) as c:
         job = _run(
             lambda: c.register_job(
-                kind, sources, sinks, job_id=job_id, heartbeat_timeout_ms=heartbeat_timeout_ms
+                kind,
+                sources,
+                sinks,
+                job_id=job_id,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                role=role,
             )
         )
     _print(job, as_json)

@@ -17,7 +17,14 @@ from bridge.meta.errors import (
     TableNotFound,
     WriterConflict,
 )
-from bridge.meta.models import ConsistencyMode, ConsistentVersion, Job, JobKind, JobState
+from bridge.meta.models import (
+    ConsistencyMode,
+    ConsistentVersion,
+    Job,
+    JobKind,
+    JobState,
+    SinkRole,
+)
 
 __all__ = [
     "ConsistencyMode",
@@ -31,6 +38,7 @@ __all__ = [
     "MetaError",
     "MetaUnavailable",
     "NoConsistentVersion",
+    "SinkRole",
     "TableNotFound",
     "WriterConflict",
 ]

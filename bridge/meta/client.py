@@ -27,6 +27,7 @@ from bridge.meta.models import (
     JobState,
     Lineage,
     LineageEdge,
+    SinkRole,
     TableBarrierReport,
     TableStatus,
     Trace,
@@ -80,16 +81,21 @@ class MetaClient:
         job_id: str | None = None,
         heartbeat_timeout_ms: int | None = None,
         description: str = "",
+        role: SinkRole | str = SinkRole.WRITER,
     ) -> Job:
+        """``role``: how the job writes ``sinks`` (:class:`SinkRole`; a writer by default)."""
         spec = JobSpec(
             job_id=job_id,
             kind=JobKind(kind),
             sources=list(sources),
             sinks=list(sinks),
+            role=SinkRole(role),
             heartbeat_timeout_ms=heartbeat_timeout_ms,
             description=description,
         )
-        body = spec.model_dump(mode="json", exclude_none=True)
+        # the default role is left out, so a writer also registers with a service that
+        # predates roles
+        body = spec.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         return Job.model_validate(self._call("POST", "/jobs", json=body))
 
     def list_jobs(self, state: JobState | str | None = None) -> list[Job]:
@@ -121,10 +127,16 @@ class MetaClient:
         job_id: str | None = None,
         heartbeat_timeout_ms: int | None = None,
         heartbeat_interval_s: float | None = None,
+        role: SinkRole | str = SinkRole.WRITER,
     ) -> Iterator[JobHandle]:
         """Register, heartbeat in the background, and finish (or fail, on an exception)."""
         job = self.register_job(
-            kind, sources, sinks, job_id=job_id, heartbeat_timeout_ms=heartbeat_timeout_ms
+            kind,
+            sources,
+            sinks,
+            job_id=job_id,
+            heartbeat_timeout_ms=heartbeat_timeout_ms,
+            role=role,
         )
         handle = JobHandle(self, job, heartbeat_interval_s)
         try:

@@ -71,6 +71,19 @@ class JobKind(StrEnum):
     CTAS = "ctas"
 
 
+class SinkRole(StrEnum):
+    """How a job writes its sinks; decides which jobs may run on one table together.
+
+    Per table, among running jobs: at most one ``writer`` or ``log-writer``, at most one
+    ``flusher``, and never a ``writer`` beside a ``flusher`` (both would commit the
+    table's FileStore: two sources of truth). A log writer and a flusher coexist.
+    """
+
+    WRITER = "writer"  # commits changes straight into the FileStore (file tier, batch, CTAS)
+    LOG_WRITER = "log-writer"  # produces the table's changes into its log (target.tier=log)
+    FLUSHER = "flusher"  # moves the table's own log into its FileStore (the Faust worker)
+
+
 class JobState(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"
@@ -85,6 +98,12 @@ class JobSpec(_Model):
     kind: JobKind
     sources: list[TableName] = Field(default_factory=list, max_length=1000)
     sinks: list[TableName] = Field(min_length=1, max_length=1000)
+    role: SinkRole = Field(
+        SinkRole.WRITER,
+        description="how the job writes its sinks: writer (FileStore tier), log-writer "
+        "(the table's log) or flusher (moves the table's log into its FileStore; its sources, if "
+        "any, add no lineage edges)",
+    )
     heartbeat_timeout_ms: TimeoutMs | None = Field(None, description="service default when omitted")
     description: str = Field("", max_length=1000)
 
@@ -94,6 +113,7 @@ class Job(_Model):
     kind: JobKind
     sources: list[str]
     sinks: list[str]
+    role: SinkRole = SinkRole.WRITER
     state: JobState
     description: str = ""
     registered_at_ms: int
@@ -141,7 +161,8 @@ class TableStatus(_Model):
     latest_snapshot_id: int | None
     latest_completed_at_ms: int | None
     barrier_count: int
-    writer_job_id: str | None
+    writer_job_id: str | None = Field(description="the running writer or log writer")
+    flusher_job_id: str | None = Field(None, description="the running flusher")
     upstream: list[str]
     downstream: list[str]
 

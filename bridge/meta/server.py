@@ -184,8 +184,9 @@ def _routes(app: FastAPI, store: Store) -> None:
 
     @app.post("/jobs", response_model=Job, status_code=201, tags=["jobs"])
     def register_job(spec: JobSpec) -> Job:
-        """Register a job (or re-attach to a running one with the same id and tables).
-        Refused (409) when it would make a cycle or a second writer of a table."""
+        """Register a job (or re-attach to a running one with the same id, role and tables).
+        Refused (409) when it would make a cycle, a second writer or flusher of a table, or a
+        FileStore-tier writer beside a flusher; 400 for a flusher with sources."""
         return store.register_job(spec)
 
     @app.get("/jobs", response_model=list[Job], tags=["jobs"])

@@ -9,7 +9,14 @@ inside one database transaction:
   write lock on SQLite where write transactions start with ``BEGIN IMMEDIATE``),
   then checks and writes; so two registrations that would together close a
   cycle or double a writer are serialized, never both accepted;
-- "one running writer per table" is also a primary key (``dts_writers.table_name``).
+- "one running writer per table" and "one running flusher per table" are also
+  primary keys (``dts_writers.table_name``, ``dts_flushers.table_name``).
+
+Roles (``SinkRole``): a ``writer`` commits into the table's FileStore, a
+``log-writer`` writes the table's log, a ``flusher`` (the Faust worker) moves that
+log into the FileStore. A writer or log writer takes the table's writer slot, a
+flusher its flusher slot; a writer beside a flusher is refused (both would commit
+the FileStore), a log writer beside a flusher is the normal log-table pipeline.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from bridge.meta.models import (
     JobState,
     Lineage,
     LineageEdge,
+    SinkRole,
     TableBarrierReport,
     TableStatus,
     Trace,
@@ -74,6 +82,8 @@ jobs_t = sa.Table(
     sa.Column("ended_at_ms", sa.BigInteger, nullable=True),
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("heartbeat_timeout_ms", sa.BigInteger, nullable=False),
+    # SinkRole of the job's sinks; added after the first release (see _add_role_column)
+    sa.Column("role", sa.String(16), nullable=False, server_default=SinkRole.WRITER.value),
 )
 job_tables_t = sa.Table(
     "dts_job_tables",
@@ -87,6 +97,12 @@ writers_t = sa.Table(
     "dts_writers",
     metadata,
     sa.Column("table_name", sa.String(255), primary_key=True),  # one running writer per table
+    sa.Column("job_id", sa.String(128), nullable=False, index=True),
+)
+flushers_t = sa.Table(
+    "dts_flushers",
+    metadata,
+    sa.Column("table_name", sa.String(255), primary_key=True),  # one running flusher per table
     sa.Column("job_id", sa.String(128), nullable=False, index=True),
 )
 barriers_t = sa.Table(
@@ -129,6 +145,40 @@ class MetricsView:
     latest_barrier: dict[str, int]  # table -> latest completed barrier
     depth: dict[str, int]  # table -> lineage depth (0 = root)
     groups: list[TableGroup]
+
+
+_SLOT_NAMES = {
+    SinkRole.WRITER: "writer",
+    SinkRole.LOG_WRITER: "writer",
+    SinkRole.FLUSHER: "flusher",
+}
+
+
+def _conflict(role: SinkRole, holder: SinkRole) -> str | None:
+    """Why a new job of ``role`` may not run beside a running ``holder`` of the same table
+    (None: they coexist; only a log writer and a flusher do)."""
+    if SinkRole.FLUSHER not in (role, holder):
+        return "a table has at most one running writer"
+    if role is holder:
+        return "a table has at most one running flusher (one worker group)"
+    if SinkRole.WRITER in (role, holder):
+        return (
+            "a FileStore-tier writer beside a flusher would make two sources of truth for "
+            "the table's FileStore (write its log instead: target.tier=log, role log-writer)"
+        )
+    return None
+
+
+def _add_role_column(conn: Connection) -> None:
+    """Databases created before roles existed lack ``dts_jobs.role``: their jobs are
+    writers (the only role then). Idempotent; a lost race with another instance fails
+    the transaction and ``_create_schema`` retries."""
+    columns = {c["name"] for c in sa.inspect(conn).get_columns(jobs_t.name)}
+    if "role" not in columns:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {jobs_t.name} ADD COLUMN role VARCHAR(16) NOT NULL "
+            f"DEFAULT '{SinkRole.WRITER.value}'"
+        )
 
 
 def default_url(warehouse: str | Path) -> str:
@@ -213,6 +263,7 @@ class Store:
             try:
                 with self._write.begin() as conn:
                     metadata.create_all(conn, checkfirst=True)
+                    _add_role_column(conn)
                     if conn.execute(sa.select(meta_lock.c.id)).first() is None:
                         conn.execute(meta_lock.insert().values(id=1, version=0))
                 return
@@ -237,12 +288,13 @@ class Store:
     # ---- jobs ---------------------------------------------------------------------------
 
     def register_job(self, spec: JobSpec) -> Job:
-        """Register (or re-attach to) a job; refuses a cycle or a second writer of a table."""
+        """Register (or re-attach to) a job; refuses a cycle, a second writer or flusher of
+        a table, or a writer beside a flusher (see :class:`SinkRole`)."""
         job_id = spec.job_id or f"{spec.kind.value}-{uuid.uuid4().hex[:12]}"
         sources = list(dict.fromkeys(spec.sources))
         sinks = list(dict.fromkeys(spec.sinks))
         for t in sinks:
-            if t in sources:
+            if t in sources and spec.role is not SinkRole.FLUSHER:
                 raise CycleError(
                     f"job {job_id} would read and write {t}: a cycle {t} -> {t}", path=[t, t]
                 )
@@ -260,21 +312,27 @@ class Store:
         with self._registration() as (conn, now):
             existing = self._job(conn, job_id)
             if existing is not None and existing.state is JobState.RUNNING:
-                same = (existing.kind, sorted(existing.sources), sorted(existing.sinks)) == (
-                    spec.kind,
-                    sorted(sources),
-                    sorted(sinks),
-                )
+                same = (
+                    existing.kind,
+                    existing.role,
+                    sorted(existing.sources),
+                    sorted(existing.sinks),
+                ) == (spec.kind, spec.role, sorted(sources), sorted(sinks))
                 if not same:
                     raise JobAlreadyExists(
-                        f"job {job_id} is already running with sources {existing.sources} and "
-                        f"sinks {existing.sinks}; finish it first or use another job id",
+                        f"job {job_id} is already running as {existing.role.value} with sources "
+                        f"{existing.sources} and sinks {existing.sinks}; finish it first or use "
+                        "another job id",
                         job_id=job_id,
                     )
                 self._touch(conn, job_id, now)  # a restarted process re-attaches
                 return self._job_or_raise(conn, job_id)
-            self._check_writers(conn, job_id, sinks, now)
-            new_edges = [(s, t) for s in sources for t in sinks]
+            self._check_slots(conn, job_id, spec.role, sinks, now)
+            # a flusher only moves its sinks' own logs into the FileStore: its sources (if it
+            # names any) are kept on the job but make no lineage edges (see _edges)
+            new_edges = (
+                [] if spec.role is SinkRole.FLUSHER else [(s, t) for s in sources for t in sinks]
+            )
             existing_edges = [(e.source, e.sink) for e in self._edges(conn) if e.job_id != job_id]
             cycle = graph.find_cycle(existing_edges, new_edges)
             if cycle is not None:
@@ -292,6 +350,7 @@ class Store:
                 "ended_at_ms": None,
                 "reason": "",
                 "heartbeat_timeout_ms": timeout,
+                "role": spec.role.value,
             }
             if existing is None:
                 conn.execute(jobs_t.insert().values(job_id=job_id, **row))
@@ -301,27 +360,43 @@ class Store:
             rows = [{"job_id": job_id, "table_name": t, "role": "source"} for t in sources]
             rows += [{"job_id": job_id, "table_name": t, "role": "sink"} for t in sinks]
             conn.execute(job_tables_t.insert(), rows)
-            conn.execute(writers_t.insert(), [{"table_name": t, "job_id": job_id} for t in sinks])
+            slot = flushers_t if spec.role is SinkRole.FLUSHER else writers_t
+            conn.execute(slot.insert(), [{"table_name": t, "job_id": job_id} for t in sinks])
             return self._job_or_raise(conn, job_id)
 
-    def _check_writers(self, conn: Connection, job_id: str, sinks: list[str], now: int) -> None:
-        held = conn.execute(
-            sa.select(writers_t.c.table_name, jobs_t)
-            .join(jobs_t, jobs_t.c.job_id == writers_t.c.job_id)
-            .where(writers_t.c.table_name.in_(sinks))
-            .order_by(writers_t.c.table_name)
-        ).first()
-        if held is not None:
-            m = held._mapping
+    def _check_slots(
+        self, conn: Connection, job_id: str, role: SinkRole, sinks: list[str], now: int
+    ) -> None:
+        """Refuse ``role`` on ``sinks`` where a running job holds a slot it conflicts with,
+        naming that job (the first such table in name order)."""
+        held = [*self._holders(conn, writers_t, sinks), *self._holders(conn, flushers_t, sinks)]
+        for m in sorted(held, key=lambda m: m["table_name"]):
+            holder = SinkRole(m["role"])
+            why = _conflict(role, holder)
+            if why is None:
+                continue
             age = now - m["heartbeat_at_ms"]
             raise WriterConflict(
-                f"{m['table_name']} already has a running writer: job {m['job_id']} "
-                f"({m['kind']}, last heartbeat {age} ms ago); finish or cancel it first "
+                f"{m['table_name']} already has a running {_SLOT_NAMES[holder]}: job "
+                f"{m['job_id']} ({m['kind']}, {holder.value}, last heartbeat {age} ms ago); "
+                f"{why}; finish or cancel it first "
                 f"(dts meta jobs finish {m['job_id']} --state cancelled)",
                 table=m["table_name"],
                 job_id=m["job_id"],
+                role=holder.value,
                 requested_by=job_id,
+                requested_role=role.value,
             )
+
+    def _holders(self, conn: Connection, slot: sa.Table, sinks: list[str]) -> list[Any]:
+        return [
+            r._mapping
+            for r in conn.execute(
+                sa.select(slot.c.table_name, jobs_t)
+                .join(jobs_t, jobs_t.c.job_id == slot.c.job_id)
+                .where(slot.c.table_name.in_(sinks))
+            )
+        ]
 
     def get_job(self, job_id: str) -> Job:
         self.sweep()
@@ -417,6 +492,7 @@ class Store:
             .values(state=state.value, ended_at_ms=now, reason=reason)
         )
         conn.execute(writers_t.delete().where(writers_t.c.job_id.in_(job_ids)))
+        conn.execute(flushers_t.delete().where(flushers_t.c.job_id.in_(job_ids)))
 
     def _touch(self, conn: Connection, job_id: str, now: int) -> None:
         conn.execute(jobs_t.update().where(jobs_t.c.job_id == job_id).values(heartbeat_at_ms=now))
@@ -452,6 +528,7 @@ class Store:
                 kind=JobKind(rows[i]["kind"]),
                 sources=tables[i]["source"],
                 sinks=tables[i]["sink"],
+                role=SinkRole(rows[i]["role"]),
                 state=JobState(rows[i]["state"]),
                 description=rows[i]["description"],
                 registered_at_ms=rows[i]["registered_at_ms"],
@@ -517,15 +594,21 @@ class Store:
                     job_id=job_id,
                     state=job.state.value,
                 )
-            writer = conn.execute(
-                sa.select(writers_t.c.job_id).where(writers_t.c.table_name == table)
-            ).scalar()
-            if writer != job_id:
+            writer, flusher = (
+                conn.execute(sa.select(t.c.job_id).where(t.c.table_name == table)).scalar()
+                for t in (writers_t, flushers_t)
+            )
+            if job_id not in (writer, flusher):
+                holders = [
+                    f"job {j} is its {n}"
+                    for j, n in ((writer, "writer"), (flusher, "flusher"))
+                    if j
+                ]
                 raise WriterConflict(
                     f"job {job_id} is not the writer of {table}"
-                    + (f" (job {writer} is)" if writer else ""),
+                    + (f" ({', '.join(holders)})" if holders else ""),
                     table=table,
-                    job_id=writer,
+                    job_id=flusher or writer,
                     requested_by=job_id,
                 )
             self._touch(conn, job_id, now)  # a committing job is alive
@@ -618,6 +701,7 @@ class Store:
             )
         }
         writers = dict(conn.execute(sa.select(writers_t.c.table_name, writers_t.c.job_id)).all())
+        flushers = dict(conn.execute(sa.select(flushers_t.c.table_name, flushers_t.c.job_id)).all())
         up, down = graph.adjacency(edges, reverse=True), graph.adjacency(edges)
         out = []
         for name in names:
@@ -630,6 +714,7 @@ class Store:
                     latest_completed_at_ms=r.completed_at_ms if r else None,
                     barrier_count=r.n if r else 0,
                     writer_job_id=writers.get(name),
+                    flusher_job_id=flushers.get(name),
                     upstream=sorted(up.get(name, {})),
                     downstream=sorted(down.get(name, {})),
                 )
@@ -648,6 +733,7 @@ class Store:
             .join(snk, sa.and_(snk.c.job_id == src.c.job_id, snk.c.role == "sink"))
             .join(jobs_t, jobs_t.c.job_id == src.c.job_id)
             .where(src.c.role == "source")
+            .where(jobs_t.c.role != SinkRole.FLUSHER.value)  # flushers add no lineage
             .order_by(src.c.table_name, snk.c.table_name, jobs_t.c.job_id)
         )
         return [
@@ -764,14 +850,17 @@ class Store:
         return trace_lag(table, edges, latest, writers, self._clock())
 
     def _writers_of(self, conn: Connection, tables: list[str]) -> dict[str, Job]:
-        """Per table: its running writer, else the job that registered it as sink last."""
+        """Per table: the job producing its data (a writer or log writer: running, else the
+        last registered), else its flusher (e.g. a CDC table only a worker flushes)."""
         q = (
             sa.select(job_tables_t.c.table_name, jobs_t.c.job_id)
             .join(jobs_t, jobs_t.c.job_id == job_tables_t.c.job_id)
             .where(job_tables_t.c.role == "sink")
             .where(job_tables_t.c.table_name.in_(tables))
             .order_by(
-                (jobs_t.c.state == JobState.RUNNING.value).asc(), jobs_t.c.registered_at_ms.asc()
+                (jobs_t.c.role != SinkRole.FLUSHER.value).asc(),
+                (jobs_t.c.state == JobState.RUNNING.value).asc(),
+                jobs_t.c.registered_at_ms.asc(),
             )
         )
         chosen = {name: job_id for name, job_id in conn.execute(q)}  # the last row wins

@@ -11,11 +11,14 @@ Where registration happens, and why it is deterministic across Spark's Python wo
   batch's offset log line (plus option `meta.sources`), sinks = the sink table. After
   the snapshot commits, its barrier is reported (`report_barrier(table, barrier,
   snapshot_id, job_id)`); a replayed batch reports again (idempotent), so a crash
-  between commit and report loses nothing. With `target.tier=log` no barrier is
-  reported: the FileStore snapshot for it is the worker's to commit (and a running
-  worker job holding the table is tolerated, see `register`).
+  between commit and report loses nothing. The job's role is `writer` (it commits
+  the FileStore), or with `target.tier=log` `log-writer`: it writes the table's log
+  and reports no barrier (the FileStore snapshot for it is the worker's to commit);
+  the MetaService lets a log writer run beside the table's worker job (a flusher)
+  and refuses a FileStore-tier writer there.
 - Batch write and CTAS: job id `spark-batch-<uuid>` / `ctas-<uuid>`, registered once
-  on the driver while Spark plans the write; the id travels inside the pickled writer.
+  on the driver while Spark plans the write (role `writer`); the id travels inside the
+  pickled writer.
   Tasks heartbeat once each (best effort); the driver-side `commit` reports the
   snapshot's barrier (if it has one) and finishes the job, `abort` marks it failed.
   Sources come only from option `meta.sources` (a data source cannot see the plan).
@@ -25,21 +28,22 @@ heartbeat timeout (option `meta.heartbeat-timeout-ms`, default 10 minutes, renew
 every micro-batch) lapses, or call `finish_streaming_job(url, checkpoint)` after
 `query.stop()`.
 
-A refusal (a second writer of the table, a cycle) raises `JobRefused` naming the
-job that holds the table; Spark surfaces it as the write's / query's error.
+A refusal (a second writer of the table, a FileStore-tier writer beside its worker, a
+cycle) raises `JobRefused` naming the job that holds the table; Spark surfaces it as
+the write's / query's error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import uuid
 from typing import Any
 
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
 
-log = logging.getLogger(__name__)
+WRITER = "writer"  # bridge.meta.models.SinkRole values (not imported: Spark workers stay light)
+LOG_WRITER = "log-writer"
 
 STREAMING = "spark-streaming"
 BATCH = "spark-batch"
@@ -66,14 +70,12 @@ def register(
     job_id: str,
     sources: list[str] | None = None,
     *,
-    beside_worker: bool = False,
+    role: str = WRITER,
 ) -> str | None:
     """Register (or re-attach to) job `job_id` writing `opts`' table; None without meta.url.
 
-    `beside_worker` (target.tier=log): the table's Faust worker job (`worker:...`)
-    legitimately writes the FileStore of the table whose log this job writes; the
-    MetaService admits one writer per table, so that conflict is tolerated and the
-    Spark job runs unregistered (logged), as the worker does in the opposite order.
+    `role`: `writer` (commits the FileStore) or `log-writer` (target.tier=log: writes the
+    table's log, which the table's worker job, a flusher, moves into the FileStore).
     """
     from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
 
@@ -90,12 +92,9 @@ def register(
                 job_id=job_id,
                 heartbeat_timeout_ms=opts.meta_heartbeat_timeout_ms,
                 description=f"Spark {kind} writing {opts.common.table}",
+                role=role,
             )
         except (WriterConflict, CycleError, JobAlreadyExists) as e:
-            holder = str(e.details.get("job_id", ""))
-            if beside_worker and isinstance(e, WriterConflict) and holder.startswith("worker:"):
-                log.warning("%s: running unregistered beside worker job %s", job_id, holder)
-                return None
             raise JobRefused(
                 f"MetaService {url} refused {kind} job {job_id} writing {opts.common.table}: "
                 f"{e.message}"

@@ -207,7 +207,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
                 meta_jobs.STREAMING,
                 meta_jobs.streaming_job_id(self._query_id()),
                 sources,
-                beside_worker=self.opts.target_tier == "log",
+                role=meta_jobs.LOG_WRITER if self.opts.target_tier == "log" else meta_jobs.WRITER,
             )
         except BaseException:
             with contextlib.suppress(Exception):

@@ -1,22 +1,24 @@
 """The worker's link to the MetaService: job registration, heartbeats, barrier reports.
 
 Job identity: one MetaService job per (worker deployment, table), id
-``worker:<group>:<table>``, kind ``worker``, sinks ``[table]``, no sources
-(the worker materializes the table's own log). Every process of a deployment
-registers the same job for each table it consumes; the MetaService lets a
-registration with the same id, kind and tables re-attach to the running job, so
-the processes of one group share it (and all heartbeat it) instead of refusing
-each other, and a table found later by the catalog scan gets its own job
-without touching the others. A different deployment writing the same table is
-refused as a second writer.
+``worker:<group>:<table>``, kind ``worker``, role ``flusher``, sinks ``[table]``,
+no sources (the worker materializes the table's own log, so it adds no lineage).
+Every process of a deployment registers the same job for each table it consumes;
+the MetaService lets a registration with the same id, kind, role and tables
+re-attach to the running job, so the processes of one group share it (and all
+heartbeat it) instead of refusing each other, and a table found later by the
+catalog scan gets its own job without touching the others. The job that writes
+the table's log (a Spark ``target.tier=log`` query, role ``log-writer``) runs
+beside it; a different deployment flushing the same table (a second flusher) or a
+FileStore-tier writer of the table (two sources of truth) is refused.
 
 Nothing here may stop a commit: every call runs on a background thread.
 Reports are queued (bounded) and sent in order; while the service is down they
 wait and are retried, counted in ``dts_worker_meta_errors_total``; anything
 dropped from a full queue is recovered by ``dts meta rebuild``. A refused
-registration (another job holds the table, e.g. a Spark streaming job writing
-the table's log) is logged and the table's barriers are reported without a job
-id; the registration is retried now and then.
+registration (another worker group flushes the table, or a FileStore-tier writer
+holds it) is logged and the table's barriers are reported without a job id; the
+registration is retried now and then.
 
 Jobs are not finished when a process stops: other processes of the group may
 still run. They lapse by heartbeat timeout (``heartbeat_timeout_ms``) once the
@@ -42,7 +44,7 @@ from bridge.meta.errors import (
     MetaUnavailable,
     WriterConflict,
 )
-from bridge.meta.models import JobKind, TableBarrierReport
+from bridge.meta.models import JobKind, SinkRole, TableBarrierReport
 from bridge.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class MetaClientLike(Protocol):
         job_id: str | None = None,
         heartbeat_timeout_ms: int | None = None,
         description: str = "",
+        role: Any = ...,
     ) -> Any: ...
 
     def heartbeat(self, job_id: str) -> Any: ...
@@ -177,6 +180,13 @@ class MetaLink:
             link = self._tables.get(table)
             return bool(link and link.registered)
 
+    def refusal(self, table: str) -> str | None:
+        """Why the MetaService refused the table's job (it names the job holding the
+        table), None unless refused."""
+        with self._lock:
+            link = self._tables.get(table)
+            return link.refused if link else None
+
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> MetaLink:
@@ -233,6 +243,7 @@ class MetaLink:
                 job_id=link.job_id,
                 heartbeat_timeout_ms=self.heartbeat_timeout_ms,
                 description=self.description,
+                role=SinkRole.FLUSHER,
             )
         except (WriterConflict, CycleError, JobAlreadyExists) as e:
             if link.refused is None:

@@ -121,26 +121,127 @@ def test_ctas_with_meta_registers_and_finishes(dts: Any, warehouse: Path, meta_u
         assert states == [("db.badt", "failed"), ("db.newt", "finished")]
 
 
-def test_log_target_job_tolerates_the_tables_worker_only(meta_url: str) -> None:
-    """target.tier=log writes the log the table's worker materializes: a running
-    `worker:...` job holding the table is tolerated there, and nowhere else."""
+def _worker_link(meta_url: str, group: str, table: str) -> Any:
+    """The Faust worker's real MetaService link (role flusher), registered for `table`."""
+    from bridge.meta.client import MetaClient
+    from bridge.worker.meta_link import MetaLink
+    from bridge.worker.metrics import WorkerMetrics
+
+    link = MetaLink(MetaClient(meta_url), group, WorkerMetrics(group), heartbeat_interval_s=0.1)
+    link.add_table(table)
+    link.tick()
+    return link
+
+
+def test_log_target_job_runs_beside_the_tables_worker(meta_url: str) -> None:
+    """target.tier=log (role log-writer) writes the log the table's worker (role flusher)
+    moves into the FileStore: both run registered; a second log writer, a second worker
+    group and a FileStore-tier writer of the table are refused, naming the job."""
     from bridge.meta.client import MetaClient
     from bridge.spark import meta_jobs
     from bridge.spark.errors import JobRefused
     from bridge.spark.options import WriteOptions
+    from bridge.worker.meta_link import worker_job_id
 
     opts = WriteOptions.parse({"warehouse": "/unused", "path": "db.w", "meta.url": meta_url})
-    with MetaClient(meta_url) as client:
-        client.register_job("worker", [], ["db.w"], job_id="worker:dts-worker:db.w")
-        assert (
+    worker = _worker_link(meta_url, "dts-worker", "db.w")
+    links = [worker]
+    try:
+        assert worker.registered("db.w")
+        # a FileStore-tier writer beside the worker: two sources of truth
+        with pytest.raises(JobRefused, match=r"job worker:dts-worker:db\.w .*two sources of truth"):
             meta_jobs.register(
-                opts, "spark-streaming", "spark-streaming-q1", ["db.s"], beside_worker=True
+                WriteOptions.parse({"warehouse": "/unused", "path": "db.w", "meta.url": meta_url}),
+                "spark-batch",
+                "spark-batch-1",
             )
-            is None
+        q1 = meta_jobs.register(
+            opts, "spark-streaming", "spark-streaming-q1", ["db.s"], role=meta_jobs.LOG_WRITER
         )
-        with pytest.raises(JobRefused, match="already has a running writer: job worker:"):
-            meta_jobs.register(opts, "spark-streaming", "spark-streaming-q1", ["db.s"])
-        client.finish_job("worker:dts-worker:db.w")
-        client.register_job("spark-batch", [], ["db.w"], job_id="spark-batch-other")
-        with pytest.raises(JobRefused, match="spark-batch-other"):
-            meta_jobs.register(opts, "spark-streaming", "spark-streaming-q1", beside_worker=True)
+        assert q1 == "spark-streaming-q1"
+        with MetaClient(meta_url) as client:
+            jobs = {j.job_id: (j.role.value, j.state.value) for j in client.list_jobs()}
+            assert jobs == {
+                "worker:dts-worker:db.w": ("flusher", "running"),
+                "spark-streaming-q1": ("log-writer", "running"),
+            }
+            status = client.table("db.w")
+            assert (status.writer_job_id, status.flusher_job_id) == (q1, "worker:dts-worker:db.w")
+            # lineage comes from the log writer only
+            assert [(e.source, e.job_id) for e in client.lineage("db.w").edges] == [("db.s", q1)]
+
+        # a second log writer (another query) is refused, naming the first
+        with pytest.raises(
+            JobRefused, match="already has a running writer: job spark-streaming-q1"
+        ):
+            meta_jobs.register(opts, "spark-streaming", "spark-streaming-q2", role="log-writer")
+        # a second worker group is refused, naming the first group's job
+        other = _worker_link(meta_url, "other", "db.w")
+        links.append(other)
+        assert not other.registered("db.w")
+        refusal = other.refusal("db.w")
+        assert refusal is not None and "running flusher: job worker:dts-worker:db.w" in refusal
+        with MetaClient(meta_url) as client:
+            assert worker_job_id("other", "db.w") not in {j.job_id for j in client.list_jobs()}
+    finally:
+        for link in links:
+            link.close(flush_timeout_s=0)
+
+
+@pytest.mark.kafka
+def test_log_target_stream_registers_beside_a_worker(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path, meta_url: str
+) -> None:
+    """A real `target.tier=log` query with `meta.url` while the table's worker job runs:
+    the query registers as the table's log writer and writes its log."""
+    import uuid
+
+    from bridge.meta.client import MetaClient
+    from bridge.spark.checkpoint import query_id
+    from bridge.tables import log_spec_for
+    from logstore.reader import DataBatch, LogReader
+
+    src_name, dst_name = (f"db.{p}{uuid.uuid4().hex[:8]}" for p in ("s", "d"))
+    src = make_table(warehouse, src_name)
+    dst = make_table(warehouse, dst_name, **{"log.topic": f"dts-test-{dst_name}"})
+    commit(src, rows(4), barrier=100)
+    worker = _worker_link(meta_url, "dts-worker", dst_name)
+    try:
+        assert worker.registered(dst_name)
+        ck = tmp_path / "ck"
+        q = (
+            dts.readStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("tier", "file")
+            .option("scan.mode", "from-snapshot")
+            .option("scan.snapshot-id", "1")
+            .load(src_name)
+            .writeStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("target.tier", "log")
+            .option("bootstrap", broker.bootstrap)
+            .option("meta.url", meta_url)
+            .option("checkpointLocation", str(ck))
+            .trigger(availableNow=True)
+            .start(dst_name)
+        )
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+        with MetaClient(meta_url) as client:
+            job = client.get_job(f"spark-streaming-{query_id(str(ck))}")
+            assert (job.role.value, job.state.value, job.sources, job.sinks) == (
+                "log-writer",
+                "running",
+                [src_name],
+                [dst_name],
+            )
+            status = client.table(dst_name)
+            assert status.writer_job_id == job.job_id
+            assert status.flusher_job_id == f"worker:dts-worker:{dst_name}"
+        with LogReader(
+            broker.bootstrap, log_spec_for(dst), stop_at_end=True, idle_timeout_s=10
+        ) as r:
+            written = sum(e.table.num_rows for e in r if isinstance(e, DataBatch))
+        assert written == 4
+    finally:
+        worker.close(flush_timeout_s=0)

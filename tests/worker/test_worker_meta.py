@@ -58,11 +58,13 @@ def test_links_of_one_group_share_a_job_another_group_is_refused(tmp_path: Path)
             link.tick()
         # two processes of one deployment re-attach to one running job instead of refusing
         assert a.registered("db.t") and b.registered("db.t")
-        assert not other.registered("db.t")  # a second deployment is a second writer
+        assert not other.registered("db.t")  # a second deployment is a second flusher
+        assert f"running flusher: job {worker_job_id('grp', 'db.t')}" in str(other.refusal("db.t"))
         with MetaClient(meta.url) as c:
             job = c.get_job(worker_job_id("grp", "db.t"))
-            assert (job.kind, job.sinks, job.sources, job.state) == (
+            assert (job.kind, job.role, job.sinks, job.sources, job.state) == (
                 "worker",
+                "flusher",
                 ["db.t"],
                 [],
                 "running",
