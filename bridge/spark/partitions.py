@@ -48,6 +48,19 @@ class ChangesPartition(InputPartition):
         self.ctx, self.start, self.end, self.barrier = ctx, start, end, barrier
 
 
+class ChangeStepsPartition(InputPartition):
+    """Consecutive snapshot steps read in order by ONE task.
+
+    A sink gives rows sequence numbers in the order its task writes them; steps spread
+    over parallel tasks could be written in any order, so an older change of a key could
+    win over a newer one. One task per run of steps keeps the changelog's order.
+    """
+
+    def __init__(self, steps: list[ChangesPartition]) -> None:
+        super().__init__(None)
+        self.steps = steps
+
+
 def _with_metadata(batch: Any, kind: str, barrier: int | None) -> Any:
     """Append constant `_row_kind` (unless present) and `_barrier` columns."""
     n = batch.num_rows
@@ -69,6 +82,9 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read_split(p)
     elif isinstance(p, ChangesPartition):
         yield from _read_changes(p)
+    elif isinstance(p, ChangeStepsPartition):
+        for step in p.steps:
+            yield from _read_changes(step)
     else:  # pragma: no cover - partitions come from this module only
         raise TypeError(f"unexpected partition {type(p).__name__}")
 

@@ -23,7 +23,13 @@ from bridge.spark.catalog import open_table, resolve_snapshot_id
 from bridge.spark.errors import OptionError
 from bridge.spark.filters import conjunction
 from bridge.spark.options import ReadOptions, WriteOptions
-from bridge.spark.partitions import ChangesPartition, ReadContext, SplitPartition, read_partition
+from bridge.spark.partitions import (
+    ChangesPartition,
+    ChangeStepsPartition,
+    ReadContext,
+    SplitPartition,
+    read_partition,
+)
 
 
 class DtsDataSource(DataSource):
@@ -113,13 +119,15 @@ class DtsBatchReader(DataSourceReader):
 
 
 def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
-    """One partition per snapshot step in (start, end], each tagged with its barrier.
+    """The snapshot steps in (start, end], each tagged with its barrier, in one partition.
 
-    Compaction snapshots change no rows and are skipped.
+    One task reads the steps in order (see `ChangeStepsPartition`): a later change of a
+    key must reach a sink after the earlier one. Compaction snapshots change no rows and
+    are skipped.
     """
     if end <= start:
         return []
-    parts: list[InputPartition] = []
+    parts: list[ChangesPartition] = []
     prev = start
     for snap in table.snapshots():
         if snap.id <= start or snap.id > end:
@@ -127,4 +135,6 @@ def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> li
         if snap.commit_kind != "COMPACT":
             parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
         prev = snap.id
-    return parts
+    if len(parts) > 1:
+        return [ChangeStepsPartition(parts)]
+    return list(parts)

@@ -34,7 +34,7 @@ from tests.worker.support import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 T1, T2, T3 = "db.t1", "db.t2", "db.t3"
 DERIVED = [T1, T2, T3]
@@ -115,6 +115,8 @@ def _check_queries(queries: dict[str, Any]) -> None:
             raise AssertionError(f"streaming query writing {name} stopped: {q.exception()}")
 
 
+@pytest.mark.slow
+@pytest.mark.kafka
 def test_tables_derived_from_one_cdc_table_are_read_together_or_not_at_all(  # type: ignore[no-untyped-def]
     broker, spark, warehouse: Path, tmp_path: Path, meta_url: str
 ) -> None:
@@ -288,3 +290,55 @@ def _check_with_spark(spark: Any, warehouse: Path, meta_url: str, log: Changelog
         for k, (v, n) in log.oracle[b].items()
     )
     assert got == want, f"Spark join of T1, T2, T3 at barrier {b}"
+
+
+def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type: ignore[no-untyped-def]
+    spark, warehouse: Path, tmp_path: Path
+) -> None:
+    """A derived table that catches up over several T0 snapshots in ONE micro-batch (the
+    default read limit) ends at T0's state: every key's latest change wins. (Steps read
+    by parallel tasks once let an older change land last.)"""
+    from bridge.spark import register
+    from bridge.spark.partitions import ChangeStepsPartition, ReadContext
+    from bridge.spark.source import changes_partitions
+
+    register(spark)
+    catalog = Catalog(str(warehouse))
+    catalog.create_database("db")
+    t0, t1 = (
+        catalog.create_table(n, SCHEMA, primary_key=["id"], options={"bucket": "1"})
+        for n in ("db.c0", "db.c1")
+    )
+    ids = list(range(1000))
+    for step in range(4):  # every step updates every key; the last one also deletes some
+        w = t0.new_write("cdc")
+        w.write(pa.table({"id": ids, "v": [f"s{step}"] * 1000, "n": [step] * 1000}, schema=SCHEMA))
+        if step == 3:
+            w.write(
+                pa.table({"id": ids[:10], "v": ["x"] * 10, "n": [0] * 10, "_row_kind": ["-D"] * 10})
+            )
+        w.commit(barrier=100 + step)
+    q = (
+        _t3(
+            spark.readStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("tier", "file")
+            .option("scan.mode", "from-snapshot")
+            .option("scan.snapshot-id", "1")
+            .load("db.c0")
+        )
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start("db.c1")
+    )
+    assert q.awaitTermination(120) and q.exception() is None
+    assert [s.barrier for s in t1.snapshots() if s.commit_kind == "APPEND"] == [103]
+    assert _state(t1.read()) == EXPECTED[T3](_state(t0.read()))
+    # the steps travel in one partition, read in order by one task
+    ctx = ReadContext(str(warehouse), "db.c0", ["id", "v", "n"], SCHEMA)
+    parts = changes_partitions(t0, ctx, 0, max(s.id for s in t0.snapshots()))
+    steps = [s.id for s in t0.snapshots() if s.commit_kind != "COMPACT"]
+    assert len(parts) == 1 and isinstance(parts[0], ChangeStepsPartition)
+    assert [p.end for p in parts[0].steps] == steps
