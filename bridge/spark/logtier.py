@@ -35,24 +35,10 @@ class LogOffsetsExpired(SparkBridgeError):
 
 
 def log_spec(table: Any) -> Any:
-    """The table's LogSpec (bridge.tables when present, else built from table options)."""
-    try:
-        from bridge.tables import log_spec_for
+    """The table's LogSpec: the one composition in ``bridge.tables``."""
+    from bridge.tables import log_spec_for
 
-        return log_spec_for(table)
-    except ImportError:
-        from logstore.spec import LogSpec
-
-        opts = table.schema.options
-        arrow = table.schema.arrow_schema
-        return LogSpec(
-            topic=opts.get("log.topic", f"dts.{table.name}"),
-            schema=pa.schema([f for f in arrow if not f.name.startswith("_")]),
-            primary_key=list(table.schema.primary_key or []),
-            buckets=int(table.schema.bucket),
-            consistency=opts.get("log.consistency", "transactional"),
-            changelog_mode=opts.get("log.changelog-mode", "auto"),
-        )
+    return log_spec_for(table)
 
 
 def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:

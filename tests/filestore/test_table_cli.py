@@ -1,4 +1,4 @@
-"""`dts table ...` and `dts demo` through click's runner on a real warehouse."""
+"""`dts table ...` through click's runner on a real warehouse (`dts demo`: tests/demo)."""
 
 from __future__ import annotations
 
@@ -63,12 +63,3 @@ def test_warehouse_defaults_to_env(warehouse: Path, monkeypatch) -> None:  # typ
     r = CliRunner().invoke(cli, ["table", "create", "x", "--schema", "a:int64"])
     assert r.exit_code == 0, r.output
     assert Catalog(str(warehouse)).list_tables() == ["default.x"]
-
-
-def test_demo_runs_and_keeps_warehouse_when_asked(warehouse: Path) -> None:
-    r = CliRunner().invoke(cli, ["demo", "--warehouse", str(warehouse)])
-    assert r.exit_code == 0, r.output
-    assert "time travel" in r.output and "done" in r.output
-    t = Catalog(str(warehouse)).get_table("demo.orders")
-    assert sorted(t.read().column("id").to_pylist()) == [1, 2, 4, 5]
-    assert sorted(t.read(snapshot_id=1).column("id").to_pylist()) == [1, 2, 3, 4]
