@@ -29,7 +29,7 @@ from logstore.codec import RawRecord, decode_records, encode_batch
 from logstore.reader import DataBatch, LogReader
 from logstore.spec import LogSpec
 from logstore.topics import create_topic
-from logstore.writer import LogWriter
+from logstore.writer import PRODUCER_DEFAULTS, LogWriter
 
 SCHEMA = pa.schema(
     [
@@ -44,14 +44,6 @@ SCHEMA = pa.schema(
 )
 BATCH = 50_000
 CODEC_REPEATS = 3
-PRODUCER_SETTINGS = {
-    "enable.idempotence": True,
-    "linger.ms": 5,
-    "batch.size": 1_000_000,
-    "queue.buffering.max.messages": 1_000_000,
-    "compression.type": "lz4",
-    "log_level": 3,
-}
 
 
 def changelog(n: int, seed: int = 7) -> pa.Table:
@@ -153,7 +145,7 @@ def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float 
         print(
             f"  producing {records:,} pre-encoded records with raw confluent-kafka ...", flush=True
         )
-        p = Producer({"bootstrap.servers": bs, **PRODUCER_SETTINGS})
+        p = Producer({"bootstrap.servers": bs, **PRODUCER_DEFAULTS})
         t0 = time.perf_counter()
         produce = p.produce
         for k, v, part in zip(keys, values, parts, strict=True):

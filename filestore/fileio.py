@@ -67,27 +67,15 @@ class FileIO:
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write (overwriting); atomic via rename on local disks."""
-        parent = path.rsplit("/", 1)[0]
-        self.mkdirs(parent)
         if self.is_local:
-            tmp = f"{parent}/.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            os.replace(self._local_temp(path, data, durable=False), path)
             return
-        with self.fs.open_output_stream(path) as out:
-            out.write(data)
+        self._write_stream(path, data)
 
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """Create path with data unless it exists; True when this call created it."""
-        parent = path.rsplit("/", 1)[0]
-        self.mkdirs(parent)
         if self.is_local:
-            tmp = f"{parent}/.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            tmp = self._local_temp(path, data, durable=True)
             try:
                 os.link(tmp, path)
                 return True
@@ -97,9 +85,26 @@ class FileIO:
                 os.unlink(tmp)
         if self.exists(path):
             return False
+        self._write_stream(path, data)
+        return self.read_bytes(path) == data
+
+    def _local_temp(self, path: str, data: bytes, *, durable: bool) -> str:
+        """A hidden temporary file holding data beside path (on disk when durable), to be
+        renamed or linked into place so readers never see a half-written file."""
+        parent = path.rsplit("/", 1)[0]
+        self.mkdirs(parent)
+        tmp = f"{parent}/.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if durable:  # a commit must survive a crash once it is visible
+                f.flush()
+                os.fsync(f.fileno())
+        return tmp
+
+    def _write_stream(self, path: str, data: bytes) -> None:
+        self.mkdirs(path.rsplit("/", 1)[0])
         with self.fs.open_output_stream(path) as out:
             out.write(data)
-        return self.read_bytes(path) == data
 
     def delete_file(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):

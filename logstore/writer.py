@@ -28,6 +28,17 @@ from logstore.topics import ensure_topic
 
 TAIL_SCAN_RECORDS = 2_000
 
+# Producer settings of every LogWriter (``producer_config`` overrides them); the
+# benchmark's raw-producer baseline uses the same ones.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "compression.type": "lz4",
+    "log_level": 3,
+}
+
 
 def default_transactional_id(spec: LogSpec) -> str:
     """One writer per table: restarting it fences its predecessor."""
@@ -130,15 +141,7 @@ class LogWriter:
         self._pending_rows = 0
         if create_topic:
             ensure_topic(bootstrap, spec)
-        config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "compression.type": "lz4",
-            "log_level": 3,
-        }
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS}
         self.transactional_id = None
         if spec.transactional:
             self.transactional_id = transactional_id or default_transactional_id(spec)

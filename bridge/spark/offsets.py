@@ -31,6 +31,12 @@ def _offsets_from(d: dict[str, Any] | None) -> dict[int, int]:
     return {int(p): int(o) for p, o in (d or {}).items()}
 
 
+def _offset_json(tier: str, table: str, barrier: int | None, **fields: Any) -> dict[str, Any]:
+    """One tier's offset: the fields every tier has plus ``fields``, keys sorted."""
+    d = {"barrier": barrier, "dts": VERSION, "table": table, "tier": tier, **fields}
+    return dict(sorted(d.items()))
+
+
 @dataclass(frozen=True)
 class FileOffset:
     table: str
@@ -39,14 +45,9 @@ class FileOffset:
     full: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "barrier": self.barrier,
-            "dts": VERSION,
-            "full": self.full,
-            "snapshot": self.snapshot,
-            "table": self.table,
-            "tier": "file",
-        }
+        return _offset_json(
+            "file", self.table, self.barrier, full=self.full, snapshot=self.snapshot
+        )
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> FileOffset:
@@ -63,13 +64,7 @@ class LogOffset:
     barrier: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "barrier": self.barrier,
-            "dts": VERSION,
-            "offsets": _offsets_json(self.offsets),
-            "table": self.table,
-            "tier": "log",
-        }
+        return _offset_json("log", self.table, self.barrier, offsets=_offsets_json(self.offsets))
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> LogOffset:
@@ -86,15 +81,14 @@ class HybridOffset:
     barrier: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "barrier": self.barrier,
-            "dts": VERSION,
-            "offsets": _offsets_json(self.offsets),
-            "phase": self.phase,
-            "snapshot": self.snapshot,
-            "table": self.table,
-            "tier": "hybrid",
-        }
+        return _offset_json(
+            "hybrid",
+            self.table,
+            self.barrier,
+            offsets=_offsets_json(self.offsets),
+            phase=self.phase,
+            snapshot=self.snapshot,
+        )
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> HybridOffset:

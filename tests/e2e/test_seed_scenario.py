@@ -25,6 +25,7 @@ import pytest
 from bridge.meta.client import MetaClient
 from bridge.meta.errors import NoConsistentVersion, TableNotFound
 from filestore import Catalog
+from tests.spark.spark_helpers import stream_from_first_snapshot
 from tests.worker.support import (
     SCHEMA,
     BackgroundProducer,
@@ -88,15 +89,7 @@ def _derive(
     Every query starts at T0's first snapshot and takes one barrier per micro-batch,
     so each derived table completes T0's barriers in order and they share barriers.
     """
-    src_df = (
-        spark.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "file")
-        .option("scan.mode", "from-snapshot")
-        .option("scan.snapshot-id", "1")
-        .option("maxBarriersPerTrigger", "1")
-        .load(src)
-    )
+    src_df = stream_from_first_snapshot(spark, warehouse, src, one_barrier_per_batch=True)
     return (
         transform(src_df)
         .writeStream.format("dts")
@@ -319,14 +312,7 @@ def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type
             )
         w.commit(barrier=100 + step)
     q = (
-        _t3(
-            spark.readStream.format("dts")
-            .option("warehouse", str(warehouse))
-            .option("tier", "file")
-            .option("scan.mode", "from-snapshot")
-            .option("scan.snapshot-id", "1")
-            .load("db.c0")
-        )
+        _t3(stream_from_first_snapshot(spark, warehouse, "db.c0"))
         .writeStream.format("dts")
         .option("warehouse", str(warehouse))
         .option("checkpointLocation", str(tmp_path / "ck"))

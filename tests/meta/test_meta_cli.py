@@ -53,61 +53,27 @@ def _dts(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def _register(
+    url: str, kind: str, job_id: str, *, sink: str, sources: tuple[str, ...] = ()
+) -> tuple[int, str]:
+    """``dts meta jobs register`` of one job writing ``sink``."""
+    args = ["meta", "jobs", "register", "--kind", kind, "--job-id", job_id, "--url", url]
+    for source in sources:
+        args += ["--source", source]
+    return _dts(*args, "--sink", sink)
+
+
 def test_serve_and_every_command(warehouse: Path) -> None:
     proc, url = _serve(warehouse, "--heartbeat-timeout-ms", "60000")
     try:
         u = ["--url", url]
-        code, out = _dts(
-            "meta", "jobs", "register", "--kind", "worker", "--sink", "db.t0", "--job-id", "w0", *u
-        )
+        code, out = _register(url, "worker", "w0", sink="db.t0")
         assert code == 0 and "job_id=w0" in out and "state=running" in out
-        assert (
-            _dts(
-                "meta",
-                "jobs",
-                "register",
-                "--kind",
-                "spark-streaming",
-                "--source",
-                "db.t0",
-                "--sink",
-                "db.t1",
-                "--job-id",
-                "s1",
-                *u,
-            )[0]
-            == 0
-        )
-        code, out = _dts(
-            "meta",
-            "jobs",
-            "register",
-            "--kind",
-            "spark-batch",
-            "--source",
-            "db.t1",
-            "--sink",
-            "db.t0",
-            "--job-id",
-            "bad",
-            *u,
-        )
+        assert _register(url, "spark-streaming", "s1", sources=("db.t0",), sink="db.t1")[0] == 0
+        code, out = _register(url, "spark-batch", "bad", sources=("db.t1",), sink="db.t0")
         assert code == 1 and "writer_conflict" in out and "job w0" in out
         _dts("meta", "jobs", "finish", "w0", *u)
-        code, out = _dts(
-            "meta",
-            "jobs",
-            "register",
-            "--kind",
-            "spark-batch",
-            "--source",
-            "db.t1",
-            "--sink",
-            "db.t0",
-            "--job-id",
-            "bad",
-            *u,
-        )
+        code, out = _register(url, "spark-batch", "bad", sources=("db.t1",), sink="db.t0")
         assert code == 1 and "cycle" in out and "db.t1 -> db.t0 -> db.t1" in out
         for b in (1000, 2000):
             assert (
@@ -145,35 +111,8 @@ def test_two_serve_processes_share_one_database(warehouse: Path) -> None:
     one, url1 = _serve(warehouse)
     two, url2 = _serve(warehouse)
     try:
-        assert (
-            _dts(
-                "meta",
-                "jobs",
-                "register",
-                "--kind",
-                "worker",
-                "--sink",
-                "db.t",
-                "--job-id",
-                "w1",
-                "--url",
-                url1,
-            )[0]
-            == 0
-        )
-        code, out = _dts(
-            "meta",
-            "jobs",
-            "register",
-            "--kind",
-            "worker",
-            "--sink",
-            "db.t",
-            "--job-id",
-            "w2",
-            "--url",
-            url2,
-        )
+        assert _register(url1, "worker", "w1", sink="db.t")[0] == 0
+        code, out = _register(url2, "worker", "w2", sink="db.t")
         assert code == 1 and "job w1" in out
     finally:
         _stop(one)

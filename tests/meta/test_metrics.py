@@ -17,7 +17,8 @@ from bridge.meta.client import MetaClient
 from bridge.meta.metrics import view_metrics
 from bridge.meta.models import JobKind, JobSpec, JobState, LineageEdge, TableBarrierReport
 from bridge.meta.store import Store
-from tests.meta.conftest import FakeClock, RunningServer
+from tests.meta.conftest import FakeClock
+from tests.meta_support import RunningServer
 
 T0 = 1_700_000_000_000  # barrier ids are epoch ms
 

@@ -15,7 +15,7 @@ from bridge.meta.client import MetaClient
 from bridge.meta.errors import CycleError, WriterConflict
 from bridge.meta.models import JobKind, JobSpec, JobState, TableBarrierReport
 from bridge.meta.store import Store
-from tests.meta.conftest import RunningServer
+from tests.meta_support import RunningServer
 
 
 def _race(calls: list[Callable[[], Any]]) -> list[Any]:

@@ -65,3 +65,20 @@ def barriers(t: Any) -> list[int]:
         if s.barrier is not None and s.barrier not in out:
             out.append(s.barrier)
     return out
+
+
+def stream_from_first_snapshot(
+    spark: Any, warehouse: Path, table: str, *, one_barrier_per_batch: bool = False
+) -> Any:
+    """A streaming read of ``table``'s FileStore tier from its first snapshot; with
+    ``one_barrier_per_batch`` every micro-batch completes exactly one barrier."""
+    reader = (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "file")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", "1")
+    )
+    if one_barrier_per_batch:
+        reader = reader.option("maxBarriersPerTrigger", "1")
+    return reader.load(table)

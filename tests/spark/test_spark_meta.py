@@ -7,20 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import commit, data_snapshots, make_table, rows, sort
+from spark_helpers import (
+    commit,
+    data_snapshots,
+    make_table,
+    rows,
+    sort,
+    stream_from_first_snapshot,
+)
 
 pytestmark = pytest.mark.spark
 
 
 def _stream(dts: Any, warehouse: Path, src: str, dst: str, ck: Path, meta_url: str) -> Any:
     q = (
-        dts.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "file")
-        .option("scan.mode", "from-snapshot")
-        .option("scan.snapshot-id", "1")
-        .option("maxBarriersPerTrigger", "1")
-        .load(src)
+        stream_from_first_snapshot(dts, warehouse, src, one_barrier_per_batch=True)
         .writeStream.format("dts")
         .option("warehouse", str(warehouse))
         .option("meta.url", meta_url)
@@ -210,12 +211,7 @@ def test_log_target_stream_registers_beside_a_worker(
         assert worker.registered(dst_name)
         ck = tmp_path / "ck"
         q = (
-            dts.readStream.format("dts")
-            .option("warehouse", str(warehouse))
-            .option("tier", "file")
-            .option("scan.mode", "from-snapshot")
-            .option("scan.snapshot-id", "1")
-            .load(src_name)
+            stream_from_first_snapshot(dts, warehouse, src_name)
             .writeStream.format("dts")
             .option("warehouse", str(warehouse))
             .option("target.tier", "log")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_helpers import commit, make_table, rows, sort
+from spark_helpers import commit, make_table, rows, sort, stream_from_first_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -215,13 +215,7 @@ def test_log_target_sink_writes_rows_and_source_barriers(
 
     def run() -> None:
         q = (
-            dts.readStream.format("dts")
-            .option("warehouse", str(warehouse))
-            .option("tier", "file")
-            .option("scan.mode", "from-snapshot")
-            .option("scan.snapshot-id", "1")
-            .option("maxBarriersPerTrigger", "1")
-            .load(src_name)
+            stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
             .writeStream.format("dts")
             .option("warehouse", str(warehouse))
             .option("target.tier", "log")
