@@ -21,7 +21,7 @@ from bridge.demo.model import (
     expected_enriched,
     expected_totals,
     open_totals,
-    same_rows,
+    row_diff,
     totals_from_enriched,
 )
 
@@ -39,6 +39,7 @@ class ReadCheck:
     checks: list[tuple[str, bool]] = field(default_factory=list)
     error: str | None = None
     engine: str = "Spark"
+    details: list[str] = field(default_factory=list)  # how a failed check differs
 
     @property
     def agreed(self) -> bool:
@@ -77,20 +78,19 @@ def check_read(
     check.versions = {v.table: (v.barrier, v.snapshot_id) for v in version.tables if v.listed}
     check.rows = {t: d.num_rows for t, d in data.items()}
     orders, enriched, totals = (data[t] for t in READ_TABLES)
-    check.checks = [
-        (
-            f"{ENRICHED} = orders not cancelled, with size",
-            same_rows(expected_enriched(orders), enriched, "order_id"),
-        ),
-        (
-            f"{TOTALS} = per-customer sums of {ORDERS}",
-            same_rows(expected_totals(orders), open_totals(totals), "customer_id"),
-        ),
-        (
-            f"{TOTALS} = per-customer sums of {ENRICHED}",
-            same_rows(totals_from_enriched(enriched), open_totals(totals), "customer_id"),
-        ),
-    ]
+    pairs = [
+        (f"{ENRICHED} = orders not cancelled, with size", expected_enriched(orders), enriched,
+         "order_id"),
+        (f"{TOTALS} = per-customer sums of {ORDERS}", expected_totals(orders), open_totals(totals),
+         "customer_id"),
+        (f"{TOTALS} = per-customer sums of {ENRICHED}", totals_from_enriched(enriched),
+         open_totals(totals), "customer_id"),
+    ]  # fmt: skip
+    for what, expected, actual, key in pairs:
+        diff = row_diff(expected, actual, key)
+        check.checks.append((what, not diff))
+        if diff:
+            check.details.append(f"{what}: {diff}")
     return check
 
 

@@ -102,10 +102,16 @@ def create_tables(catalog: Any) -> None:
 
 
 def spark_enriched(orders: Any) -> Any:
-    """orders (a streaming DataFrame with `_row_kind`) -> orders_enriched rows.
+    """orders (a streaming DataFrame with `_row_kind`, `_barrier`) -> orders_enriched rows.
 
     A filter and a projection keep each change's row kind, so the upserting sink
     applies retractions too (an order that becomes cancelled is deleted downstream).
+    One micro-batch may span several source snapshots, which the `dts` source reads as
+    one partition each, in snapshot order; parallel sink tasks would apply one key's
+    changes of consecutive snapshots in no particular order (an update could be undone
+    by its own older retraction). ``coalesce(1)`` makes one task that reads those
+    partitions one after the other, so the sink sees every key's changes in order.
+    (Spark refuses sorting a stream, and a shuffle does not keep the order.)
     """
     from pyspark.sql import functions as F
 
@@ -114,9 +120,14 @@ def spark_enriched(orders: Any) -> Any:
         .when(F.col("amount_cents") >= LARGE_FROM, "large")
         .otherwise("medium")
     )
-    return orders.where(F.col("status") != "cancelled").select(
-        "order_id", "customer_id", "status", "amount_cents", size.alias("size"), "_row_kind"
-    )
+    return (
+        orders.where(F.col("status") != "cancelled")
+        .select(
+            "order_id", "customer_id", "status", "amount_cents", size.alias("size"),
+            "_row_kind", "_barrier",
+        )
+        .coalesce(1)
+    )  # fmt: skip
 
 
 def spark_totals(orders: Any) -> Any:
@@ -193,3 +204,29 @@ def same_rows(a: pa.Table, b: pa.Table, key: str) -> bool:
     left = a.select(cols).sort_by(key)
     right = b.select(cols).cast(a.select(cols).schema).sort_by(key)
     return left.equals(right)
+
+
+def row_diff(expected: pa.Table, actual: pa.Table, key: str) -> str:
+    """What differs between two tables keyed by ``key``: counts and a few keys ("" if equal)."""
+    if same_rows(expected, actual, key):
+        return ""
+    cols = expected.schema.names
+    exp = expected.select(cols)
+    act = actual.select(cols).cast(exp.schema)
+    exp_keys, act_keys = exp[key], act[key]
+    missing = pc.filter(exp_keys, pc.invert(pc.is_in(exp_keys, act_keys)))
+    extra = pc.filter(act_keys, pc.invert(pc.is_in(act_keys, exp_keys)))
+    both = exp.join(act, key, join_type="inner", right_suffix="_actual")
+    differs = pc.not_equal(both[key], both[key]) if both.num_rows else None  # all false
+    for c in cols:
+        if c == key or differs is None:
+            continue
+        ne = pc.fill_null(pc.not_equal(both[c], both[f"{c}_actual"]), True)
+        same_null = pc.and_(pc.is_null(both[c]), pc.is_null(both[f"{c}_actual"]))
+        differs = pc.or_(differs, pc.and_not(ne, same_null))
+    changed = both.filter(differs)[key] if differs is not None else pa.array([], exp_keys.type)
+    sample = [*missing[:3].to_pylist(), *extra[:3].to_pylist(), *changed[:3].to_pylist()]
+    return (
+        f"{len(missing)} missing, {len(extra)} extra, {len(changed)} differ "
+        f"(e.g. {key} {', '.join(map(str, sample))})"
+    )

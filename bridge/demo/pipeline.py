@@ -227,13 +227,14 @@ class BarrierRelay:
         from filestore.errors import SnapshotNotFound
 
         reports = []
+        seen = dict(self.next_snapshot)
         for name in SOURCES:
             table = catalog.get_table(name)
             latest = table.latest_snapshot()
             if latest is None:
                 continue
+            seen[name] = latest.id + 1
             for sid in range(self.next_snapshot[name], latest.id + 1):
-                self.next_snapshot[name] = sid + 1
                 try:
                     s = table.snapshot(sid)
                 except SnapshotNotFound:  # expired meanwhile: nothing to read at it anyway
@@ -252,8 +253,13 @@ class BarrierRelay:
                 )
         if reports:
             self.client.report_barriers(reports)
+        self.next_snapshot = seen  # only once the MetaService has them
         self.reported += len(reports)
         return len(reports)
+
+    def reported_through(self, table: str) -> int:
+        """The greatest snapshot id of ``table`` whose barrier the MetaService has."""
+        return self.next_snapshot[table] - 1
 
     def stop(self) -> None:
         self._stop.set()
@@ -298,6 +304,7 @@ def start_spark(work_dir: Path, warehouse: str) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "30s")  # bounded Ctrl-C
         .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
         .config("spark.local.dir", str(work_dir / "spark-local"))
         .config("spark.driver.extraJavaOptions", java_opts)
@@ -321,7 +328,13 @@ class SparkStarter:
     def session(self, timeout_s: float = 300.0) -> Any:
         from bridge.spark import register
 
-        spark = self._future.result(timeout=timeout_s)
+        try:
+            spark = self._future.result(timeout=timeout_s)
+        except Exception as e:
+            raise DemoError(
+                f"Spark did not start ({type(e).__name__}: {str(e)[:300]}); it needs Java 17 "
+                "(java on PATH or JAVA_HOME)"
+            ) from e
         # py4j pins each Python thread to a JVM thread; Spark's active session is per thread
         spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
         register(spark)

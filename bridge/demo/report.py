@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -24,7 +25,7 @@ def _mark(ok: bool) -> str:
 def print_addresses(
     console: Console, addresses: dict[str, str], warehouse: str, logs: Path
 ) -> None:
-    t = Table(title="Running now (127.0.0.1 only)", title_justify="left")
+    t = Table(title="Running now (127.0.0.1 only)", title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("part")
     t.add_column("address")
     for name, address in addresses.items():
@@ -73,9 +74,13 @@ def worker_records(worker_url: str) -> dict[str, float]:
 
 def _tables(console: Console, run: DemoRun, catalog: Any) -> None:
     gen = run.generator
-    t = Table(title="Tables", title_justify="left")
-    for col in ("table", "role", "written by", "changes in", "snapshots", "last barrier", "rows"):
-        t.add_column(col, justify="right" if col in ("snapshots", "rows") else "left")
+    t = Table(title="Tables", title_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("table", no_wrap=True)
+    t.add_column("fed by")
+    t.add_column("changes +I ~U -D", no_wrap=True)
+    t.add_column("snapshots", justify="right")
+    t.add_column("last barrier", no_wrap=True)
+    t.add_column("rows", justify="right")
     for d in TABLES:
         table = catalog.get_table(d.name)
         snaps = table.snapshots()
@@ -83,24 +88,27 @@ def _tables(console: Console, run: DemoRun, catalog: Any) -> None:
         short = d.name.split(".")[1]
         if gen is not None and short in gen.counts:
             c = gen.counts[short]
-            writer = "CDC generator -> log -> worker"
-            changes = f"+{c.inserts} ~{c.updates} -{c.deletes}"
+            fed_by = "CDC -> log -> worker"
+            changes = f"{c.inserts} {c.updates} {c.deletes}"
         else:
-            writer = f"Spark streaming ({run.batches.get(d.name, 0)} micro-batches)"
-            changes = "from orders"
-        t.add_row(d.name, d.role, writer, changes, str(len(snaps)), str(barrier or "-"),
+            fed_by = f"Spark stream, {run.batches.get(d.name, 0)} batches"
+            changes = "-"
+        t.add_row(d.name, fed_by, changes, str(len(snaps)), str(barrier or "-"),
                   str(table.read().num_rows))  # fmt: skip
     console.print(t)
+    for d in TABLES:
+        if d.name in DERIVED:
+            console.print(f"  {d.name}: {d.role.removeprefix('derived: ')}")
     if run.worker_records:
         recs = ", ".join(f"{k}: {int(v)}" for k, v in sorted(run.worker_records.items()))
-        console.print(f"worker /metrics dts_worker_records_in_total: {recs}")
+        console.print(f"  worker /metrics dts_worker_records_in_total: {recs}")
 
 
 def _reads(console: Console, run: DemoRun) -> None:
-    t = Table(title="Consistent reads (FLIP-276)", title_justify="left")
+    t = Table(title="Consistent reads (FLIP-276)", title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("read")
-    t.add_column("table")
-    t.add_column("barrier")
+    t.add_column("table", no_wrap=True)
+    t.add_column("barrier", no_wrap=True)
     t.add_column("snapshot", justify="right")
     t.add_column("rows", justify="right")
     checks = []
@@ -118,13 +126,16 @@ def _reads(console: Console, run: DemoRun) -> None:
         for what, ok in check.checks:
             checks.append((check, what, ok))
     console.print(t)
-    c = Table(title="Do the tables agree?", title_justify="left")
+    c = Table(title="Do the tables agree?", title_justify="left", box=box.SIMPLE_HEAD)
     c.add_column("read")
     c.add_column("check")
     c.add_column("holds")
     for check, what, ok in checks:
         c.add_row(check.mode, what, _mark(ok))
     console.print(c)
+    if run.strong is not None:
+        for detail in run.strong.details:
+            console.print(f"[red]strong read: {detail}[/]")
     if run.strong is not None and run.strong.barrier is not None:
         verdict = "agreed" if run.strong.agreed else "DID NOT AGREE"
         console.print(
@@ -142,8 +153,9 @@ def _travel(console: Console, run: DemoRun) -> None:
     if tt is None:
         return
     t = Table(
-        title=f"Time travel: {CUSTOMERS} at barrier {tt.customers_barrier} (the initial load) vs now",
+        title=f"Time travel: {CUSTOMERS} at barrier {tt.customers_barrier} vs now",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
     for col in tt.changed.schema.names:
         t.add_column(col)
@@ -151,6 +163,7 @@ def _travel(console: Console, run: DemoRun) -> None:
         t.add_row(*(str(v) for v in row.values()))
     console.print(t)
     console.print(
+        f"(barrier {tt.customers_barrier} = the initial load, read with Spark's option barrier) "
         f"{tt.changed.num_rows} of {tt.customers} customers changed since then; "
         f"{ORDERS}: {tt.orders_then} rows at barrier {tt.orders_barrier}, {tt.orders_now} now"
     )
@@ -161,15 +174,19 @@ def _ctas(console: Console, run: DemoRun) -> None:
     if c is None:
         return
     t = Table(
-        title=f"CREATE TABLE {c.table} AS SELECT top customers at the strong barrier "
-        f"({c.seconds:.1f} s, {c.snapshots} snapshot)",
+        title=f"CTAS: {c.table}",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
     for col in c.rows.schema.names:
         t.add_column(col)
     for row in c.rows.to_pylist():
         t.add_row(*(str(v) for v in row.values()))
     console.print(t)
+    console.print(
+        f"CREATE TABLE {c.table} AS SELECT the top customers at the strong barrier: "
+        f"{c.seconds:.1f} s, published with {c.snapshots} snapshot"
+    )
     console.print(f"CTAS table {c.table} present with {c.rows.num_rows} rows")
     left = ", ".join(c.staging_left) or "nothing"
     console.print(
@@ -179,7 +196,7 @@ def _ctas(console: Console, run: DemoRun) -> None:
 
 
 def _timings(console: Console, run: DemoRun) -> None:
-    t = Table(title="Time per phase", title_justify="left")
+    t = Table(title="Time per phase", title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("phase")
     t.add_column("seconds", justify="right")
     for name, seconds in run.timings:
@@ -212,10 +229,8 @@ def print_exploration(
         f"dts meta lineage {ORDERS} --url {meta}",
         f"open {meta}/docs",
     ]
-    t = Table(title="Try", title_justify="left", show_header=False)
-    t.add_column("command")
+    console.print("[bold]Try[/] (in another terminal):")
     for cmd in cmds:
-        t.add_row(cmd)
-    console.print(t)
+        console.print(f"  {cmd}", soft_wrap=True, highlight=False)
     where = "kept" if kept else "removed when you stop the demo"
     console.print(f"warehouse {warehouse} ({where}); the generator keeps writing every 2 s")

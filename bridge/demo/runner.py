@@ -73,12 +73,14 @@ class DemoRun:
 
 @contextlib.contextmanager
 def signals_ignored() -> Iterator[None]:
-    """While cleaning up, a second Ctrl-C must not leave half-stopped processes behind."""
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """While cleaning up, a second Ctrl-C (or a SIGTERM) must not leave half-stopped
+    processes behind: the stop steps are bounded in time instead."""
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -91,6 +93,7 @@ class DemoRunner:
         self.console = console
         self.run = DemoRun()
         self.run_dir = Path()
+        self.relay: BarrierRelay | None = None
         self.started = time.monotonic()
         self._phase_started = self.started
 
@@ -103,6 +106,20 @@ class DemoRunner:
         now = time.monotonic()
         self.run.timings.append((name, now - self._phase_started))
         self._phase_started = now
+
+    def _on_stop(self, stack: ExitStack, name: str, fn: Any, *args: Any) -> None:
+        """Register a stop step: timed, and never raising (the next steps must run)."""
+
+        def stop() -> None:
+            started = time.monotonic()
+            try:
+                fn(*args)
+            except Exception as e:  # reported, not raised: cleanup goes on
+                self.step(f"[yellow]stopping {name} failed: {e}[/]")
+                return
+            self.step(f"stopped {name} ({time.monotonic() - started:.1f} s)")
+
+        stack.callback(stop)
 
     # ---- the whole run --------------------------------------------------------------------
 
@@ -134,7 +151,7 @@ class DemoRunner:
 
         catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
-        stack.callback(starter.stop)
+        self._on_stop(stack, "Spark", starter.stop)
         self.step("starting Spark (local[2], in the background) with the dts data source")
         meta.address = await_meta(meta)
         self._print_addresses(meta, worker, warehouse, logs)
@@ -182,21 +199,26 @@ class DemoRunner:
         self, stack: ExitStack, warehouse: str, logs: Path
     ) -> tuple[Any, str, ServiceProcess, ServiceProcess]:
         from bridge.demo.model import create_tables
+        from bridge.tables import log_spec_for
         from filestore import Catalog
         from logstore.broker import EmbeddedBroker
+        from logstore.topics import ensure_topic
 
         self.step("starting the embedded Kafka-compatible broker (Tansu, in memory)")
         broker = EmbeddedBroker(log_path=logs / "broker.log").start()
-        stack.callback(broker.stop)
+        self._on_stop(stack, "broker", broker.stop)
         self.run.addresses["broker"] = broker.bootstrap
         catalog = Catalog(warehouse)
         create_tables(catalog)
+        for name in SOURCES:  # before the worker subscribes: Faust would create them itself,
+            # with its default partition count instead of the table's buckets
+            ensure_topic(broker.bootstrap, log_spec_for(catalog.get_table(name)))
         self.step(f"created {', '.join(SOURCES + DERIVED)} in {warehouse}")
         self.step("starting the MetaService (dts meta serve) and the worker (dts worker)")
         meta = start_meta(warehouse, logs)
-        stack.callback(meta.stop)
+        self._on_stop(stack, "MetaService", meta.stop)
         worker = start_worker(warehouse, broker.bootstrap, logs)
-        stack.callback(worker.stop)
+        self._on_stop(stack, "worker", worker.stop)
         return catalog, broker.bootstrap, meta, worker
 
     def _print_addresses(
@@ -220,16 +242,17 @@ class DemoRunner:
 
         writers = {}
         for short, name in (("orders", ORDERS), ("customers", CUSTOMERS)):
-            writer = open_log_writer(catalog.get_table(name), bootstrap, barrier_interval_s=None)
-            stack.callback(_close_writer, writer)
-            writers[short] = writer
+            writers[short] = open_log_writer(
+                catalog.get_table(name), bootstrap, barrier_interval_s=None
+            )
+            self._on_stop(stack, f"{short} log writer", _close_writer, writers, short)
         generator = CdcGenerator(writers, sizes=RoundSizes())
         self.run.generator = generator
         generator.snapshot_initial()
-        relay = BarrierRelay(warehouse, meta.address).start()
-        stack.callback(relay.stop)
+        relay = self.relay = BarrierRelay(warehouse, meta.address).start()
+        self._on_stop(stack, "MetaService relay", relay.stop)
         gen_thread = GeneratorThread(generator, self.options.round_interval_s).start()
-        stack.callback(_stop_quietly, gen_thread)
+        self._on_stop(stack, "CDC generator", gen_thread.stop)
         self.step(
             "CDC generator running: each round inserts, updates and deletes orders, "
             f"updates customers, then closes a barrier (every {self.options.round_interval_s:g} s)"
@@ -279,7 +302,7 @@ class DemoRunner:
     ) -> StreamingJobs:
         ck = self.run_dir / "checkpoints"  # removed with the run dir, even with --warehouse
         jobs = StreamingJobs(spark, warehouse, meta.address, ck).start()
-        stack.callback(jobs.stop)
+        self._on_stop(stack, "Spark streaming jobs", jobs.stop)
         self.step(
             f"Spark streaming jobs running: {ORDERS} -> {ENRICHED} (filter + size band), "
             f"{ORDERS} -> {TOTALS} (per-customer totals)"
@@ -334,6 +357,11 @@ class DemoRunner:
         timeout = self.options.catch_up_timeout_s
         if not wait_until(lambda: reached(ORDERS) and reached(CUSTOMERS), timeout, "worker", alive):
             self.step("[yellow]the worker has not committed the last barrier yet; going on[/]")
+        # the MetaService knows the sources' barriers from the relay: let it see the last one
+        latest = catalog.get_table(ORDERS).latest_snapshot()
+        if latest is not None and self.relay is not None:
+            relay = self.relay
+            wait_until(lambda: relay.reported_through(ORDERS) >= latest.id, 10, "relay", alive)
         if wait_until(lambda: all(reached(t) for t in DERIVED), timeout, "Spark jobs", alive):
             self.step(f"both derived tables caught up with barrier {final}")
         else:
@@ -352,7 +380,7 @@ class DemoRunner:
         warehouse: str,
     ) -> None:
         gen_thread = GeneratorThread(generator, max(2.0, self.options.round_interval_s)).start()
-        stack.callback(_stop_quietly, gen_thread)
+        self._on_stop(stack, "CDC generator", gen_thread.stop)
         report.print_exploration(
             self.console,
             self.run.addresses,
@@ -371,14 +399,12 @@ class DemoRunner:
             self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
 
 
-def _close_writer(writer: Any) -> None:
-    with contextlib.suppress(Exception):
+def _close_writer(writers: dict[str, Any], short: str) -> None:
+    """Close and drop the writer: its Kafka producer is destroyed before the broker stops
+    (a live one keeps logging reconnect errors)."""
+    writer = writers.pop(short, None)
+    if writer is not None:
         writer.close(final_barrier=False)
-
-
-def _stop_quietly(thread: GeneratorThread) -> None:
-    with contextlib.suppress(Exception):
-        thread.stop()
 
 
 def run_demo(options: DemoOptions, console: Console) -> DemoRun:

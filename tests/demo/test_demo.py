@@ -1,0 +1,157 @@
+"""`dts demo` end to end, as a user runs it: a subprocess, its output, and what it leaves behind.
+
+Every process the demo starts (broker, MetaService, worker, the Spark JVM and its Python
+workers) inherits the environment, so a marker variable finds any survivor in /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from filestore import Catalog
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka]
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "DTS_DEMO_TEST_RUN"
+
+
+def _env(tmp: Path, run_id: str) -> dict[str, str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {
+        **os.environ,
+        MARKER: run_id,
+        "TMPDIR": str(tmp),  # the demo's run dir (logs, checkpoints, Spark scratch) goes here
+        "COLUMNS": "200",  # rich wraps at the terminal width; keep report lines whole
+        "PYTHONUNBUFFERED": "1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+def _start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
+    with open(out, "wb") as f:
+        return subprocess.Popen(
+            [sys.executable, "-m", "bridge.cli", "demo", *args],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,  # our SIGINT goes to the demo only, as a terminal's would
+        )
+
+
+def _marked_processes(run_id: str) -> list[str]:
+    """Processes (other than ours) whose environment carries this run's marker."""
+    needle = f"{MARKER}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{entry.name}: {cmd[:200]}")
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _assert_nothing_left(run_id: str, output: str, tmp: Path) -> None:
+    deadline = time.monotonic() + 30  # the Spark JVM exits shortly after its driver
+    while (left := _marked_processes(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, "processes left running:\n" + "\n".join(left)
+    ports = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", output)}
+    assert ports, "the demo printed the addresses of what it runs"
+    for port in sorted(ports):
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
+    assert not list(tmp.glob("dts-demo-*")), "the demo's temp dir was removed"
+
+
+def _tail(output: str, n: int = 60) -> str:
+    return "\n".join(output.splitlines()[-n:])
+
+
+@pytest.mark.timeout(330)
+def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
+    run_id = uuid.uuid4().hex
+    warehouse = tmp_path / "kept-warehouse"
+    out = tmp_path / "demo.out"
+    proc = _start(["--warehouse", str(warehouse)], _env(tmp_path / "tmp", run_id), out)
+    try:
+        code = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    output = out.read_text(errors="replace")
+    assert code == 0, _tail(output)
+
+    # it showed where to look while it ran
+    assert re.search(r"worker /metrics\s+.*http://127\.0\.0\.1:\d+/metrics", output)
+    assert re.search(r"worker /status\s+.*http://127\.0\.0\.1:\d+/status", output)
+    assert re.search(r"MetaService\s+.*http://127\.0\.0\.1:\d+", output)
+    # the strong read agreed at one barrier; the weak one was printed for contrast
+    m = re.search(r"strong consistent read at barrier (\d+): agreed", output)
+    assert m, _tail(output)
+    assert "weak read (each table's latest" in output
+    assert "Time travel: demo.customers at barrier" in output
+    assert "CTAS table demo.top_customers present with 5 rows" in output
+    assert "table visible: no; staging left: nothing" in output
+
+    # --warehouse kept everything the demo made
+    cat = Catalog(str(warehouse))
+    assert set(cat.list_tables("demo")) == {
+        "demo.customers",
+        "demo.orders",
+        "demo.orders_enriched",
+        "demo.customer_totals",
+        "demo.top_customers",
+    }
+    top = cat.get_table("demo.top_customers")
+    assert top.read().num_rows == 5 and len(top.snapshots()) == 1
+    barrier = int(m.group(1))
+    for name in ("demo.orders", "demo.orders_enriched", "demo.customer_totals"):
+        assert barrier in {s.barrier for s in cat.get_table(name).snapshots()}, name
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")
+
+
+@pytest.mark.timeout(240)
+def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    run_id = uuid.uuid4().hex
+    out = tmp_path / "demo.out"
+    proc = _start([], _env(tmp_path / "tmp", run_id), out)
+    try:
+        # interrupt once every part runs: services, generator, Spark and its streaming jobs
+        deadline = time.monotonic() + 180
+        while "Spark streaming jobs running" not in out.read_text(errors="replace"):
+            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert time.monotonic() < deadline, "the demo did not reach its streaming phase"
+            time.sleep(0.5)
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    output = out.read_text(errors="replace")
+    assert code == 130, _tail(output)
+    assert "interrupted: stopping everything" in output
+    assert "stopped: every process the demo started has exited" in output
+    # Spark's own Python runners may print a traceback when their query is stopped
+    # mid-batch; the demo itself must not fail
+    assert "bridge/demo/" not in output and "bridge/commands/" not in output, _tail(output)
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")
