@@ -14,13 +14,18 @@ Semantics:
 - first-row: the row with the lowest sequence among +I/+U wins; -U/-D are ignored.
 - partial-update: -D removes the key (later rows start from nothing), -U is
   ignored, +I/+U overwrite the fields they carry as non-null.
-- aggregation: like partial-update, but each value field is combined with its
-  ``fields.<name>.aggregate-function`` (default last_non_null_value).
+- aggregation (Paimon semantics): each value field is combined with its
+  ``fields.<name>.aggregate-function`` (default last_non_null_value); -U rows
+  retract: ``sum`` subtracts them, a field with ``fields.<name>.ignore-retract``
+  skips them, any other function refuses them (RetractionNotSupported). A -D
+  retracts the same way, or with ``aggregation.remove-record-on-delete`` resets
+  the key like partial-update.
 
 With ``drop_deletes=False`` (flushing a memtable, compacting to a level that
 is not the last) the result keeps what older runs still need: the final
-retraction of a deduplicate key, and for partial-update/aggregation the -D that
-resets a key, followed by the merged row.
+retraction of a deduplicate key, for partial-update/aggregation the -D that
+resets a key, followed by the merged row, and for aggregation a key holding only
+retractions as one -U row.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore.errors import InvalidOption
 from filestore.options import CoreOptions
 from filestore.row_kind import (
     DELETE,
@@ -236,15 +242,49 @@ def _first_row(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     return table if starts.all() else table.filter(pa.array(starts))
 
 
+class RetractionNotSupported(InvalidOption):
+    """An aggregation table got a -U/-D row for a column whose function cannot retract."""
+
+
+def check_retractable(table_name: str, columns: Sequence[str], options: CoreOptions) -> None:
+    """Refuse retractions (-U, or -D that does not remove the key) for ``columns`` whose
+    aggregate function cannot take a value back, naming the columns and the fixes."""
+    bad = options.unretractable_columns(columns)
+    if bad:
+        raise _retraction_error(table_name, bad, options)
+
+
+def _retraction_error(
+    table_name: str | None, bad: Sequence[str], options: CoreOptions
+) -> InvalidOption:
+    funcs = ", ".join(f"{c!r} ({options.aggregate_function(c)})" for c in bad)
+    hint = (
+        ""
+        if options.aggregation_remove_record_on_delete
+        else ("; for -D rows 'aggregation.remove-record-on-delete'='true' removes the key instead")
+    )
+    return RetractionNotSupported(
+        f"{f'table {table_name}: ' if table_name else ''}-U/-D rows retract values, but the aggregate function of "
+        f"column {funcs} cannot retract; set 'fields.{bad[0]}.ignore-retract'='true' to "
+        f"ignore retractions for it{hint}"
+    )
+
+
 def _partial_or_aggregate(
     table: pa.Table, key_columns: Sequence[str], options: CoreOptions, drop_deletes: bool
 ) -> pa.Table:
     kinds = _kinds(table)
-    if (kinds == UPDATE_BEFORE).any():  # -U is ignored by these engines
+    aggregate = options.merge_engine == "aggregation"
+    if not aggregate and (kinds == UPDATE_BEFORE).any():  # partial-update ignores -U
         table = table.filter(pa.array(kinds != UPDATE_BEFORE))
         kinds = _kinds(table)
     if table.num_rows == 0:
         return table
+    # a -D resets the key under partial-update, and under aggregation with
+    # remove-record-on-delete; otherwise aggregation retracts it like a -U
+    resets = not aggregate or options.aggregation_remove_record_on_delete
+    if not (resets and (kinds == DELETE).any()):
+        return _aggregate_groups(table, key_columns, options, drop_deletes)
     starts = group_starts(table, key_columns)
     group_id = np.cumsum(starts) - 1
     positions = np.arange(table.num_rows)
@@ -254,20 +294,32 @@ def _partial_or_aggregate(
     keep = positions >= last_delete
     deletes = table.filter(pa.array(keep & (kinds == DELETE))) if not drop_deletes else None
     rows = table.filter(pa.array(keep & (kinds != DELETE)))
-    merged = _aggregate_groups(rows, key_columns, options) if rows.num_rows else rows
+    merged = _aggregate_groups(rows, key_columns, options, drop_deletes) if rows.num_rows else rows
     if deletes is None or deletes.num_rows == 0:
         return merged
     return sort_by_key(pa.concat_tables([deletes, merged]), key_columns)
 
 
-def _aggregate_groups(rows: pa.Table, key_columns: Sequence[str], options: CoreOptions) -> pa.Table:
-    """One row per key: the key, max sequence, last kind, and each value field reduced."""
+def _aggregate_groups(
+    rows: pa.Table, key_columns: Sequence[str], options: CoreOptions, drop_deletes: bool
+) -> pa.Table:
+    """One row per key: the key, max sequence, a kind, and each value field reduced.
+
+    Aggregation with retractions (-U, or -D that does not reset): ``sum`` subtracts
+    them, functions with ``ignore-retract`` skip them, other configured functions
+    refuse them. A key whose rows are all retractions stays a key; when merging runs
+    (``drop_deletes=False``) it is kept as one -U row carrying the retracted sum, so
+    a later merge with older runs subtracts it (merging stays associative).
+    """
     starts = group_starts(rows, key_columns)
     start_idx = np.flatnonzero(starts)
     n = rows.num_rows
     end_idx = np.append(start_idx[1:], n) - 1
     group_id = np.cumsum(starts) - 1
     partial = options.merge_engine == "partial-update"
+    kinds = _kinds(rows)
+    adds = _is_add(kinds)
+    retracting = not partial and not adds.all()
     out = {}
     for name in rows.column_names:
         col = rows.column(name)
@@ -275,35 +327,103 @@ def _aggregate_groups(rows: pa.Table, key_columns: Sequence[str], options: CoreO
             out[name] = col.take(pa.array(start_idx))
         elif name in _SYSTEM:
             out[name] = col.take(pa.array(end_idx))  # sorted: the last row has the max sequence
+        elif partial:
+            out[name] = _reduce(col, "last_non_null_value", start_idx, end_idx, group_id)
+        elif not retracting or f"fields.{name}.aggregate-function" not in options.raw:
+            # unconfigured columns (key copies, partition columns: constant per key) see
+            # every row; writes refuse retractions for unconfigured value columns
+            func = options.aggregate_function(name)
+            if retracting and options.ignore_retract(name):
+                out[name] = _reduce(col, func, start_idx, end_idx, group_id, adds)
+            else:
+                out[name] = _reduce(col, func, start_idx, end_idx, group_id)
         else:
-            func = "last_non_null_value" if partial else options.aggregate_function(name)
-            out[name] = _reduce(col, func, start_idx, end_idx, group_id)
+            out[name] = _reduce_retracting(
+                name, col, options, start_idx, end_idx, group_id, adds, drop_deletes
+            )
+    if retracting:
+        out[VALUE_KIND] = _group_kinds(kinds, adds, start_idx, drop_deletes)
     return pa.Table.from_arrays([out[n] for n in rows.column_names], schema=rows.schema)
 
 
-def _reduce(
+def _last_add(adds: np.ndarray, start_idx: np.ndarray) -> np.ndarray:
+    """Per group: position of its last +I/+U row, -1 when it has none."""
+    return np.maximum.reduceat(np.where(adds, np.arange(len(adds)), -1), start_idx)
+
+
+def _group_kinds(
+    kinds: np.ndarray, adds: np.ndarray, start_idx: np.ndarray, drop_deletes: bool
+) -> pa.Array:
+    """The last add's kind; a group of retractions only is -U while runs are merged
+    (it still has to retract from older runs) and +I in a final result."""
+    last_add = _last_add(adds, start_idx)
+    lone = INSERT if drop_deletes else UPDATE_BEFORE
+    chosen = np.where(last_add >= 0, kinds[np.maximum(last_add, 0)], lone)
+    return pa.array(chosen.astype(np.int8), pa.int8())
+
+
+def _reduce_retracting(
+    name: str,
     col: pa.ChunkedArray,
+    options: CoreOptions,
+    start_idx: np.ndarray,
+    end_idx: np.ndarray,
+    group_id: np.ndarray,
+    adds: np.ndarray,
+    drop_deletes: bool,
+) -> pa.Array | pa.ChunkedArray:
+    func = options.aggregate_function(name)
+    if options.ignore_retract(name):
+        return _reduce(col, func, start_idx, end_idx, group_id, adds)
+    if func != "sum":
+        raise _retraction_error(None, [name], options)
+    signed = pc.if_else(pa.array(adds), col, pc.negate(col))
+    total = _reduce(signed, "sum", start_idx, end_idx, group_id)
+    if drop_deletes:
+        return total
+    # a group of retractions only is written as a -U row: store what it takes back
+    lone = pa.array(_last_add(adds, start_idx) < 0)
+    return pc.if_else(lone, pc.negate(total), total)
+
+
+def _reduce(
+    col: pa.ChunkedArray | pa.Array,
     func: str,
     start_idx: np.ndarray,
     end_idx: np.ndarray,
     group_id: np.ndarray,
+    use: np.ndarray | None = None,
 ) -> pa.Array | pa.ChunkedArray:
+    """Reduce each group of ``col``; ``use`` (mask) limits it to some rows."""
     n = len(col)
-    if func == "last_value":
-        return col.take(pa.array(end_idx))
-    if func == "first_value":
-        return col.take(pa.array(start_idx))
+    positions = np.arange(n)
+    if func in ("last_value", "first_value"):
+        if use is None:
+            return col.take(pa.array(end_idx if func == "last_value" else start_idx))
+        if func == "last_value":
+            chosen = np.maximum.reduceat(np.where(use, positions, -1), start_idx)
+        else:
+            chosen = np.minimum.reduceat(np.where(use, positions, n), start_idx)
+        return _take_or_null(col, chosen)
     if func in ("last_non_null_value", "first_non_null_value"):
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        positions = np.arange(n)
+        if use is not None:
+            valid &= use
         if func == "last_non_null_value":
             chosen = np.maximum.reduceat(np.where(valid, positions, -1), start_idx)
         else:
             chosen = np.minimum.reduceat(np.where(valid, positions, n), start_idx)
-        missing = (chosen < 0) | (chosen >= n)
-        idx = pa.array(np.where(missing, 0, chosen), mask=missing)
-        return col.take(idx)
+        return _take_or_null(col, chosen)
+    if use is not None:
+        col = pc.if_else(pa.array(use), col, pa.scalar(None, col.type))
     # sum / min / max: Arrow's hash aggregation over a dense group id keeps group order
     grouped = pa.table({"g": pa.array(group_id), "v": col}).group_by("g", use_threads=False)
     result = grouped.aggregate([("v", func)]).column(f"v_{func}")
     return result.cast(col.type, safe=False) if result.type != col.type else result
+
+
+def _take_or_null(col: pa.ChunkedArray | pa.Array, chosen: np.ndarray) -> pa.Array:
+    n = len(col)
+    missing = (chosen < 0) | (chosen >= n)
+    idx = pa.array(np.where(missing, 0, chosen), mask=missing)
+    return col.take(idx)

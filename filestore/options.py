@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from filestore.errors import InvalidOption
@@ -18,6 +18,9 @@ AGGREGATE_FUNCTIONS = (
     "first_value",
     "first_non_null_value",
 )
+# aggregate functions that can take back a value (Paimon: FieldAggregator.retract)
+RETRACTABLE_FUNCTIONS = ("sum",)
+FILE_FORMATS = ("parquet",)
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20}
 _SIZE_UNITS |= {"gb": 1 << 30, "g": 1 << 30}
@@ -70,6 +73,16 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     return raw.lower() == "true"
 
 
+def _file_format(options: Mapping[str, str]) -> str:
+    value = options.get("file.format", "parquet")
+    if value == "orc":
+        raise InvalidOption(
+            "option 'file.format': 'orc' is not supported (data files are written as Parquet "
+            f"only); supported: {', '.join(FILE_FORMATS)}"
+        )
+    return _choice(options, "file.format", "parquet", FILE_FORMATS)
+
+
 def _stop_trigger(options: Mapping[str, str]) -> int:
     """num-sorted-run.stop-trigger: default compaction trigger + 3, never below the trigger."""
     trigger = _int(options, "num-sorted-run.compaction-trigger", 5, 1)
@@ -111,6 +124,8 @@ class CoreOptions:
     log_changelog_mode: str = "auto"
     barrier_interval_ms: int = 1000
     log_retention_ms: int = 7 * 86_400_000
+    # aggregation engine: a -D removes the whole key instead of retracting its values
+    aggregation_remove_record_on_delete: bool = False
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> CoreOptions:
@@ -124,7 +139,7 @@ class CoreOptions:
             write_buffer_size=parse_size(
                 raw.get("write-buffer-size", "256 mb"), "write-buffer-size"
             ),
-            file_format=_choice(raw, "file.format", "parquet", ("parquet", "orc")),
+            file_format=_file_format(raw),
             file_compression=raw.get("file.compression", "zstd"),
             target_file_size=parse_size(raw.get("target-file-size", "128 mb"), "target-file-size"),
             manifest_merge_min_count=_int(raw, "manifest.merge-min-count", 30, 2),
@@ -155,6 +170,9 @@ class CoreOptions:
                 raw.get("barrier.interval", "1 s"), "barrier.interval"
             ),
             log_retention_ms=parse_duration_ms(raw.get("log.retention", "7 d"), "log.retention"),
+            aggregation_remove_record_on_delete=_bool(
+                raw, "aggregation.remove-record-on-delete", False
+            ),
         )
         for key, value in raw.items():
             is_agg = key.startswith("fields.") and key.endswith(".aggregate-function")
@@ -162,11 +180,31 @@ class CoreOptions:
                 raise InvalidOption(
                     f"option {key!r}: {value!r} is not one of {', '.join(AGGREGATE_FUNCTIONS)}"
                 )
+            if key.startswith("fields.") and key.endswith(".ignore-retract"):
+                _bool(raw, key, False)
         return resolved
 
     def aggregate_function(self, column: str) -> str:
         """Aggregate function of a value column (aggregation merge engine)."""
         return self.raw.get(f"fields.{column}.aggregate-function", "last_non_null_value")
+
+    def ignore_retract(self, column: str) -> bool:
+        """``fields.<col>.ignore-retract``: -U/-D rows leave this column's aggregate alone."""
+        return _bool(self.raw, f"fields.{column}.ignore-retract", False)
+
+    def unretractable_columns(
+        self, columns: Sequence[str], *, configured_only: bool = False
+    ) -> list[str]:
+        """Columns whose aggregate function cannot take back a -U/-D row (and that do
+        not set ``fields.<col>.ignore-retract``). ``configured_only``: only columns with an
+        explicit ``fields.<col>.aggregate-function``."""
+        return [
+            c
+            for c in columns
+            if self.aggregate_function(c) not in RETRACTABLE_FUNCTIONS
+            and not self.ignore_retract(c)
+            and (not configured_only or f"fields.{c}.aggregate-function" in self.raw)
+        ]
 
     def log_topic(self, full_name: str) -> str:
         return self.raw.get("log.topic", f"dts.{full_name}")

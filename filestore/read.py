@@ -172,7 +172,15 @@ class SplitReader:
             data = self._read_file(split, section[0], (VALUE_KIND,))
             kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
             adds = (kinds == INSERT) | (kinds == UPDATE_AFTER)
-            return data if adds.all() else data.filter(pa.array(adds))
+            if adds.all():
+                return data
+            if self.options.merge_engine == "aggregation":
+                # retractions (a key holding only -U rows) still count: merge the file
+                # (key-sorted, each key's rows in sequence order)
+                return merge(
+                    data, self.key_columns, self.options, drop_deletes=True, in_sequence_order=True
+                )
+            return data.filter(pa.array(adds))
         in_order = _sequence_disjoint(section)
         engine = self.options.merge_engine
         # files in sequence order merge on the key alone: no need for the sequence column

@@ -33,9 +33,16 @@ from filestore.data_file import (
     write_parquet,
 )
 from filestore.errors import FileStoreError
-from filestore.merge import merge, winner_indices
+from filestore.merge import check_retractable, merge, winner_indices
 from filestore.messages import CommitMessage
-from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
+from filestore.row_kind import (
+    DELETE,
+    INSERT,
+    SEQUENCE_NUMBER,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    VALUE_KIND,
+)
 from filestore.schema import KEY_PREFIX, TableSchema
 from filestore.validate import conform
 
@@ -180,6 +187,19 @@ class TableWrite:
         self._runs_at: tuple[int | None, dict[PartitionBucket, int]] | None = None
 
     # -- writing ---------------------------------------------------------
+    def _check_retractions(self, kinds: pa.Array | pa.ChunkedArray) -> None:
+        """Aggregation: refuse -U (and -D that retracts) for value columns whose
+        function cannot retract, before anything is buffered."""
+        kinds_np = np.asarray(kinds.to_numpy(zero_copy_only=False))
+        retract = kinds_np == UPDATE_BEFORE
+        if not self.options.aggregation_remove_record_on_delete:
+            retract |= kinds_np == DELETE
+        if not retract.any():
+            return
+        fixed = {*self.primary_key, *self.schema.partition_keys}
+        values = [c for c in self.schema.column_names if c not in fixed]
+        check_retractable(self.table.name, values, self.options)
+
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
         """Buffer rows (optional ``_row_kind``: +I, -U, +U, -D; default upsert)."""
         if self._closed:
@@ -195,6 +215,8 @@ class TableWrite:
                     f"table {self.table.name} has no primary key: rows can only be appended "
                     "(_row_kind +I/+U), not retracted"
                 )
+        if self.primary_key and self.options.merge_engine == "aggregation":
+            self._check_retractions(kinds)
         seqs = self._seq.take(n)
         buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.bucket)
         if self.primary_key:

@@ -34,8 +34,9 @@ class UpsertSums:
 
     The worker normalizes the upsert log: a changed key becomes -U old / +U new, an
     identical re-send nothing, a delete the full -D row, a delete of an unknown key
-    nothing. The FileStore's aggregation engine ignores -U and lets -D reset a key,
-    so a key's sum is the sum of the values it changed to since its last delete.
+    nothing. The FileStore's aggregation engine retracts -U (sum subtracts it) and,
+    with aggregation.remove-record-on-delete, lets -D remove the key, so a key's sum
+    is its latest upstream value and a deleted key is gone.
     """
 
     def __init__(self) -> None:
@@ -49,7 +50,7 @@ class UpsertSums:
         if k not in self.last:
             self.sums[k] = n
         elif self.last[k] != n:
-            self.sums[k] += n
+            self.sums[k] += n - self.last[k]  # -U old, +U new
         self.last[k] = n
         self.ids.append(k)
         self.ns.append(n)
@@ -79,6 +80,7 @@ def test_sum_table_from_upsert_log_is_right_across_a_restart(  # type: ignore[no
             "bucket": "2",
             "merge-engine": "aggregation",
             "fields.n.aggregate-function": "sum",
+            "aggregation.remove-record-on-delete": "true",
             "log.changelog-mode": "upsert",
         },
     )
@@ -90,7 +92,7 @@ def test_sum_table_from_upsert_log_is_right_across_a_restart(  # type: ignore[no
     writer.write(sums.take())
     first = writer.barrier()
     for k in range(5):
-        sums.upsert(k, 100 + k)  # changed: adds
+        sums.upsert(k, 100 + k)  # changed: -U old, +U new
     sums.upsert(5, 6)  # an identical re-send: adds nothing
     sums.upsert(7, 8)  # in the same barrier as its change below
     sums.upsert(7, 70)
@@ -130,7 +132,8 @@ def test_sum_table_from_upsert_log_is_right_across_a_restart(  # type: ignore[no
     assert code == 0, w.tail()
     assert state() == sums.sums
     assert 7 not in state() and 8 not in state()
-    assert state()[0] == 1 + 100 + 1000
+    assert state()[0] == 1000  # 1, then -U 1 +U 100, then -U 100 +U 1000
+    assert state()[6] == 60 and state()[1] == 101
 
 
 def test_table_created_after_start_is_consumed_without_restart(  # type: ignore[no-untyped-def]
