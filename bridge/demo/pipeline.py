@@ -1,5 +1,5 @@
 """The demo's moving parts: broker, MetaService and worker processes, the Spark session and
-its two streaming jobs, and the relay that tells the MetaService the sources' barriers.
+its two streaming jobs.
 
 Every starter returns an object with ``stop()``; the runner pushes those on an
 ``ExitStack`` so everything stops in reverse order, also on Ctrl-C. Child processes
@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,8 +144,10 @@ def await_meta(svc: ServiceProcess, timeout_s: float = 60.0) -> str:
     return svc.address
 
 
-def start_worker(warehouse: str, bootstrap: str, log_dir: Path) -> ServiceProcess:
-    """`dts worker` for the two source tables, /metrics and /status on a free port."""
+def start_worker(warehouse: str, bootstrap: str, meta_url: str, log_dir: Path) -> ServiceProcess:
+    """`dts worker` for the two source tables, /metrics and /status on a free port. It
+    creates the tables' topics, registers with the MetaService (role ``flusher``) and
+    reports each committed barrier there."""
     port = free_port()
     svc = start_dts(
         "worker",
@@ -157,6 +158,7 @@ def start_worker(warehouse: str, bootstrap: str, log_dir: Path) -> ServiceProces
             "--tables", ",".join(SOURCES),
             "--web-port", str(port),
             "--group", "dts-demo-worker",
+            "--meta-url", meta_url,
             "--session-timeout", "6",
         ],
         log_dir,
@@ -172,102 +174,16 @@ def http_ok(url: str) -> bool:
         return False
 
 
-# ---- the MetaService relay for the sources -----------------------------------------------
+def meta_has_barrier(meta_url: str, table: str, barrier: int) -> bool:
+    """Whether the MetaService knows ``table`` completed ``barrier`` (the worker reports it)."""
+    from bridge.meta.client import MetaClient
 
-
-class BarrierRelay:
-    """Reports the worker's committed source barriers to the MetaService.
-
-    The worker commits one snapshot per barrier but does not talk to the MetaService,
-    so the demo registers it as a ``worker`` job writing the sources and relays each
-    new snapshot's barrier (what ``dts meta rebuild`` would do, continuously).
-    """
-
-    JOB_ID = "dts-demo-worker"
-
-    def __init__(self, warehouse: str, meta_url: str, interval_s: float = 0.5) -> None:
-        from bridge.meta.client import MetaClient
-
-        self.warehouse = warehouse
-        self.client = MetaClient(meta_url)
-        self.interval_s = interval_s
-        self.next_snapshot = dict.fromkeys(SOURCES, 1)  # snapshot ids start at 1
-        self.reported = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dts-demo-relay", daemon=True)
-
-    def start(self) -> BarrierRelay:
-        from bridge.meta.models import JobKind
-
-        self.client.register_job(
-            JobKind.WORKER, [], list(SOURCES), job_id=self.JOB_ID, heartbeat_timeout_ms=60_000
-        )
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        from filestore import Catalog
-
-        catalog = Catalog(self.warehouse)
-        last_beat = 0.0
-        while not self._stop.is_set():
-            try:
-                self.relay(catalog)
-                if time.monotonic() - last_beat > 5:
-                    self.client.heartbeat(self.JOB_ID)
-                    last_beat = time.monotonic()
-            except BaseException as exc:  # noted; the runner reports it
-                self.error = exc
-            self._stop.wait(self.interval_s)
-
-    def relay(self, catalog: Any) -> int:
-        """Report the barriers of snapshots committed since the last call."""
-        from bridge.meta.models import TableBarrierReport
-        from filestore.errors import SnapshotNotFound
-
-        reports = []
-        seen = dict(self.next_snapshot)
-        for name in SOURCES:
-            table = catalog.get_table(name)
-            latest = table.latest_snapshot()
-            if latest is None:
-                continue
-            seen[name] = latest.id + 1
-            for sid in range(self.next_snapshot[name], latest.id + 1):
-                try:
-                    s = table.snapshot(sid)
-                except SnapshotNotFound:  # expired meanwhile: nothing to read at it anyway
-                    continue
-                # the committer's snapshot per barrier; a COMPACT one repeats its barrier
-                if s.barrier is None or s.commit_kind == "COMPACT":
-                    continue
-                reports.append(
-                    TableBarrierReport(
-                        table=name,
-                        barrier=s.barrier,
-                        snapshot_id=s.id,
-                        completed_at_ms=s.time_millis,
-                        job_id=self.JOB_ID,
-                    )
-                )
-        if reports:
-            self.client.report_barriers(reports)
-        self.next_snapshot = seen  # only once the MetaService has them
-        self.reported += len(reports)
-        return len(reports)
-
-    def reported_through(self, table: str) -> int:
-        """The greatest snapshot id of ``table`` whose barrier the MetaService has."""
-        return self.next_snapshot[table] - 1
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-        with contextlib.suppress(Exception):
-            self.client.finish_job(self.JOB_ID)
-        self.client.close()
+    try:
+        with MetaClient(meta_url, timeout_s=2.0) as client:
+            latest = client.table(table).latest_barrier
+    except Exception:  # not reported yet (unknown table) or a slow answer: poll again
+        return False
+    return latest is not None and latest >= barrier
 
 
 # ---- Spark -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ interrupted. ``--keep-running`` leaves the pipeline up after the report until Ct
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import signal
 import tempfile
@@ -32,13 +33,13 @@ from bridge.demo.checks import (
 from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
 from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
 from bridge.demo.pipeline import (
-    BarrierRelay,
     DemoError,
     ServiceProcess,
     SparkStarter,
     StreamingJobs,
     await_meta,
     http_ok,
+    meta_has_barrier,
     start_meta,
     start_worker,
     wait_until,
@@ -93,7 +94,6 @@ class DemoRunner:
         self.console = console
         self.run = DemoRun()
         self.run_dir = Path()
-        self.relay: BarrierRelay | None = None
         self.started = time.monotonic()
         self._phase_started = self.started
 
@@ -153,14 +153,13 @@ class DemoRunner:
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
         self._on_stop(stack, "Spark", starter.stop)
         self.step("starting Spark (local[2], in the background) with the dts data source")
-        meta.address = await_meta(meta)
         self._print_addresses(meta, worker, warehouse, logs)
-        generator, gen_thread = self._start_generator(stack, catalog, bootstrap, warehouse, meta)
+        generator, gen_thread = self._start_generator(stack, catalog, bootstrap)
         spark = self._await_spark(starter, worker, gen_thread)
         jobs = self._stream(stack, spark, catalog, warehouse, meta, worker, gen_thread)
         self.run.weak = check_read(None, catalog, warehouse, meta.address, "weak")
         self.step(report.read_line(self.run.weak))
-        self._finish_stream(catalog, generator, gen_thread, jobs, worker)
+        self._finish_stream(generator, gen_thread, jobs, worker)
 
         self.step("strong consistent read (Spark, at one barrier, through the MetaService)")
         self.run.strong = check_read(spark, catalog, warehouse, meta.address, "strong")
@@ -199,10 +198,8 @@ class DemoRunner:
         self, stack: ExitStack, warehouse: str, logs: Path
     ) -> tuple[Any, str, ServiceProcess, ServiceProcess]:
         from bridge.demo.model import create_tables
-        from bridge.tables import log_spec_for
         from filestore import Catalog
         from logstore.broker import EmbeddedBroker
-        from logstore.topics import ensure_topic
 
         self.step("starting the embedded Kafka-compatible broker (Tansu, in memory)")
         broker = EmbeddedBroker(log_path=logs / "broker.log").start()
@@ -210,14 +207,14 @@ class DemoRunner:
         self.run.addresses["broker"] = broker.bootstrap
         catalog = Catalog(warehouse)
         create_tables(catalog)
-        for name in SOURCES:  # before the worker subscribes: Faust would create them itself,
-            # with its default partition count instead of the table's buckets
-            ensure_topic(broker.bootstrap, log_spec_for(catalog.get_table(name)))
         self.step(f"created {', '.join(SOURCES + DERIVED)} in {warehouse}")
         self.step("starting the MetaService (dts meta serve) and the worker (dts worker)")
         meta = start_meta(warehouse, logs)
         self._on_stop(stack, "MetaService", meta.stop)
-        worker = start_worker(warehouse, broker.bootstrap, logs)
+        # the worker reports its barriers there (and creates the sources' topics, partitions =
+        # buckets, before it subscribes)
+        meta.address = await_meta(meta)
+        worker = start_worker(warehouse, broker.bootstrap, meta.address, logs)
         self._on_stop(stack, "worker", worker.stop)
         return catalog, broker.bootstrap, meta, worker
 
@@ -236,7 +233,7 @@ class DemoRunner:
         self.phase_done("start broker, MetaService, worker")
 
     def _start_generator(
-        self, stack: ExitStack, catalog: Any, bootstrap: str, warehouse: str, meta: ServiceProcess
+        self, stack: ExitStack, catalog: Any, bootstrap: str
     ) -> tuple[CdcGenerator, GeneratorThread]:
         from bridge.tables import open_log_writer
 
@@ -249,8 +246,6 @@ class DemoRunner:
         generator = CdcGenerator(writers, sizes=RoundSizes())
         self.run.generator = generator
         generator.snapshot_initial()
-        relay = self.relay = BarrierRelay(warehouse, meta.address).start()
-        self._on_stop(stack, "MetaService relay", relay.stop)
         gen_thread = GeneratorThread(generator, self.options.round_interval_s).start()
         self._on_stop(stack, "CDC generator", gen_thread.stop)
         self.step(
@@ -336,7 +331,6 @@ class DemoRunner:
 
     def _finish_stream(
         self,
-        catalog: Any,
         generator: CdcGenerator,
         gen_thread: GeneratorThread,
         jobs: StreamingJobs,
@@ -357,11 +351,14 @@ class DemoRunner:
         timeout = self.options.catch_up_timeout_s
         if not wait_until(lambda: reached(ORDERS) and reached(CUSTOMERS), timeout, "worker", alive):
             self.step("[yellow]the worker has not committed the last barrier yet; going on[/]")
-        # the MetaService knows the sources' barriers from the relay: let it see the last one
-        latest = catalog.get_table(ORDERS).latest_snapshot()
-        if latest is not None and self.relay is not None:
-            relay = self.relay
-            wait_until(lambda: relay.reported_through(ORDERS) >= latest.id, 10, "relay", alive)
+        # the worker reports each committed barrier to the MetaService from a background
+        # thread: let the MetaService see the sources' last ones before the consistent reads
+        url = self.run.addresses["MetaService"]
+        for source in SOURCES:
+            last = self._latest_barrier_of(source)
+            if last is not None:
+                reported = functools.partial(meta_has_barrier, url, source, last)
+                wait_until(reported, 10, "MetaService", alive)
         if wait_until(lambda: all(reached(t) for t in DERIVED), timeout, "Spark jobs", alive):
             self.step(f"both derived tables caught up with barrier {final}")
         else:

@@ -18,6 +18,7 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
 from bridge.worker.table_worker import BarrierListener, TableWorker
+from bridge.worker.tiers import TopicGate
 from bridge.worker.transport import DtsTransport
 from bridge.worker.web import attach_views
 
@@ -45,10 +46,11 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     status = WorkerStatus(job=config.group)
     meta = _meta_link(config, metrics)
     on_barrier = meta.report if meta is not None else None
+    gate = TopicGate(config.bootstrap, metrics)
     if tables is None:
         from bridge.worker.tiers import build_table_workers
 
-        tables = build_table_workers(config, metrics, status, on_barrier)
+        tables = build_table_workers(config, metrics, status, on_barrier, gate)
     for t in tables:
         status.tables[t.name] = t.status
         if meta is not None:
@@ -85,7 +87,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         attach_consumption_agent(app, slot, config, commit_now)
 
     if config.table_scan_interval_s > 0 and not config.tables:
-        scanner = TableScanner(config, runtime, on_barrier)
+        scanner = TableScanner(config, runtime, on_barrier, gate)
 
         async def scan_tick() -> None:
             for tw in await asyncio.to_thread(scanner.scan):
@@ -152,17 +154,23 @@ def _meta_link(config: WorkerConfig, metrics: WorkerMetrics) -> MetaLink | None:
 
 
 class TableScanner:
-    """Finds tables created after the worker started (whose topic exists by now)."""
+    """Finds tables created after the worker started; creates their topic if absent
+    (``TopicGate``: a topic a subscription auto-created would have the wrong partition
+    count) and retries tables refused earlier."""
 
     def __init__(
-        self, config: WorkerConfig, runtime: WorkerRuntime, on_barrier: BarrierListener | None
+        self,
+        config: WorkerConfig,
+        runtime: WorkerRuntime,
+        on_barrier: BarrierListener | None,
+        gate: TopicGate,
     ) -> None:
         self.config = config
         self.runtime = runtime
         self.on_barrier = on_barrier
+        self.gate = gate
 
     def scan(self) -> list[TableWorker]:
-        from bridge.tables import log_spec_for
         from bridge.worker.tiers import build_table_worker, discover_tables
         from filestore import Catalog
 
@@ -170,28 +178,15 @@ class TableScanner:
             found = discover_tables(
                 Catalog(self.config.warehouse), self.config, self.runtime.table_names
             )
-            if not found:
-                return []
-            # subscribing to a topic that does not exist yet could auto-create it with the
-            # wrong partition count: wait until the table's writer created it
-            existing = existing_topics(self.config.bootstrap)
             return [
                 build_table_worker(
                     t, self.config, self.runtime.metrics, self.runtime.status, self.on_barrier
                 )
-                for t in found
-                if log_spec_for(t).topic in existing
+                for t in self.gate.admit(found)
             ]
         except Exception as exc:  # a half-created table, a broker hiccup: next scan retries
             log.warning("catalog scan failed, retrying: %r", exc)
             return []
-
-
-def existing_topics(bootstrap: str, timeout_s: float = 5.0) -> set[str]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    return set(admin.list_topics(timeout=timeout_s).topics)
 
 
 def _refresh_lag(app: WorkerApp, runtime: WorkerRuntime) -> None:

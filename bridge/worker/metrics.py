@@ -76,6 +76,13 @@ class WorkerMetrics:
             _TB,
             registry=r,
         )
+        self.tables_refused = Counter(
+            "dts_worker_tables_refused",
+            "Tables the worker refused to consume (e.g. their topic's partition count is not "
+            "the table's bucket count); the other tables go on",
+            _T,
+            registry=r,
+        )
 
         self.meta_errors = Counter(
             "dts_worker_meta_errors",

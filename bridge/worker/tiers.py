@@ -33,6 +33,47 @@ class NoTablesError(RuntimeError):
     """The worker was started with nothing to consume."""
 
 
+class TopicGate:
+    """Creates each table's topic (partitions = buckets, the table's topic settings)
+    before the worker subscribes to it, and remembers the tables it had to refuse.
+
+    Subscribing to a topic that does not exist lets a broker with auto-creation make it
+    with its default partition count, which breaks partition = bucket for good; so the
+    worker creates it first, exactly as the table's LogWriter would. An existing topic
+    with another partition count refuses the table (logged and counted once per reason);
+    the other tables go on, and a refused table is tried again by the next catalog scan.
+    """
+
+    def __init__(self, bootstrap: str, metrics: WorkerMetrics) -> None:
+        self.bootstrap = bootstrap
+        self.metrics = metrics
+        self.refused: dict[str, str] = {}
+
+    def admit(self, tables: Sequence[Any]) -> list[Any]:
+        """The tables whose topic exists (created if absent) with the right partition count."""
+        from logstore.errors import TopicError
+        from logstore.topics import ensure_topic
+
+        ready = []
+        for table in tables:
+            try:
+                ensure_topic(self.bootstrap, log_spec_for(table))
+            except TopicError as exc:
+                self._refuse(table.name, str(exc))
+                continue
+            if self.refused.pop(table.name, None) is not None:
+                log.info("table %s: its topic is usable now", table.name)
+            ready.append(table)
+        return ready
+
+    def _refuse(self, name: str, reason: str) -> None:
+        if self.refused.get(name) == reason:
+            return  # already logged and counted; the scan retries it quietly
+        self.refused[name] = reason
+        self.metrics.tables_refused.labels(name, self.metrics.job).inc()
+        log.error("table %s refused, the other tables go on: %s", name, reason)
+
+
 def resume_point(table: Any) -> ResumePoint:
     """The latest snapshot that records log offsets, and those offsets (bucket -> next)."""
     snap = table.latest_snapshot()
@@ -186,18 +227,21 @@ def build_table_workers(
     metrics: WorkerMetrics,
     status: WorkerStatus,
     on_barrier: BarrierListener | None = None,
+    gate: TopicGate | None = None,
 ) -> list[TableWorker]:
     from filestore import Catalog
 
+    gate = gate or TopicGate(config.bootstrap, metrics)
     catalog = Catalog(config.warehouse)
     workers = [
         build_table_worker(table, config, metrics, status, on_barrier)
-        for table in discover_tables(catalog, config, ())
+        for table in gate.admit(discover_tables(catalog, config, ()))
     ]
     if not workers:
+        refused = "".join(f"; {name} refused: {why}" for name, why in gate.refused.items())
         raise NoTablesError(
             f"no table with a log tier in warehouse {config.warehouse}"
             + (f" among {', '.join(config.tables)}" if config.tables else "")
-            + "; create one with `dts table create` first"
+            + (refused or "; create one with `dts table create` first")
         )
     return workers
