@@ -18,13 +18,16 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/dts demo
 
-# The monitoring tests run a real Prometheus (Debian package `prometheus`): installed here
-# when missing and we are root with apt-get; otherwise those tests skip with a note.
+# Real services some tests run: Prometheus (monitoring) and PostgreSQL (MetaService on a
+# shared database), from Debian. Installed here when missing and we are root with apt-get;
+# otherwise those tests skip with a note.
 test-tools:
-	@command -v prometheus >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	@missing=""; command -v prometheus >/dev/null || missing="prometheus"; \
+	  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	  --no-install-recommends prometheus >/dev/null; } \
-	  || echo "note: prometheus is not installed (needs root); its tests will be skipped"
+	  --no-install-recommends $$missing >/dev/null; } \
+	  || echo "note: could not install$$missing (needs root); those tests will be skipped"
 
 test: $(STAMP) test-tools
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q tests
