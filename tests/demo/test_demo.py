@@ -155,3 +155,45 @@ def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
     # mid-batch; the demo itself must not fail
     assert "bridge/demo/" not in output and "bridge/commands/" not in output, _tail(output)
     _assert_nothing_left(run_id, output, tmp_path / "tmp")
+
+
+@pytest.mark.timeout(330)
+def test_keep_running_stays_up_until_ctrl_c(tmp_path: Path) -> None:
+    """`dts demo --keep-running`: the pipeline keeps committing after the report; Ctrl-C
+    stops it cleanly (exit 0) and leaves nothing behind."""
+    import httpx
+
+    run_id = uuid.uuid4().hex
+    out = tmp_path / "demo.out"
+    proc = _start(["--keep-running"], _env(tmp_path / "tmp", run_id), out)
+    try:
+        deadline = time.monotonic() + 300
+        while "Still running: explore" not in out.read_text(errors="replace"):
+            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert time.monotonic() < deadline, "the demo never reached --keep-running"
+            time.sleep(0.5)
+        time.sleep(1)
+        output = out.read_text(errors="replace")
+        status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", output)
+        assert status_url, _tail(output)
+
+        def committed() -> int:
+            tables = httpx.get(status_url.group(1), timeout=5).json()["tables"]
+            return max(int(t.get("last_barrier_committed") or 0) for t in tables.values())
+
+        first = committed()
+        # the generator writes every 2 s and the worker keeps committing barriers
+        while committed() <= first:
+            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert time.monotonic() < deadline, "no barrier committed while kept running"
+            time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    output = out.read_text(errors="replace")
+    assert code == 0, _tail(output)
+    assert "Ctrl-C: stopping the demo" in output
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")
