@@ -43,7 +43,7 @@ from filestore.row_kind import (
 )
 from filestore.scan import Split, TableScan
 from filestore.schema import KEY_PREFIX
-from filestore.snapshot import APPEND, COMPACT, Snapshot
+from filestore.snapshot import APPEND, COMPACT, OVERWRITE, Snapshot
 
 if TYPE_CHECKING:
     from filestore.table import Table
@@ -165,6 +165,8 @@ def _stored_changelog(table: Table, snaps: Sequence[Snapshot]) -> pa.Table | Non
     for snap in snaps:
         if snap.commit_kind == COMPACT:
             continue  # compaction changes files, not rows
+        if snap.commit_kind == OVERWRITE:
+            return None  # its input rows omit the rows it replaced: diff instead
         if snap.changelog_manifest_list is None:
             if snap.commit_kind != APPEND or snap.delta_record_count != 0:
                 return None

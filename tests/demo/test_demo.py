@@ -84,6 +84,26 @@ def _tail(output: str, n: int = 60) -> str:
     return "\n".join(output.splitlines()[-n:])
 
 
+def _wait_for_output(proc: subprocess.Popen[bytes], out: Path, text: str, timeout_s: float) -> None:
+    """Wait until the demo printed ``text``; fail if it exits or takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while text not in out.read_text(errors="replace"):
+        assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+        assert time.monotonic() < deadline, f"the demo never printed {text!r}"
+        time.sleep(0.5)
+
+
+def _interrupt(proc: subprocess.Popen[bytes]) -> int:
+    """Ctrl-C as a terminal sends it; the exit code (killed after 120 s: a failure)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 @pytest.mark.timeout(330)
 def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     run_id = uuid.uuid4().hex
@@ -135,18 +155,10 @@ def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
     proc = _start([], _env(tmp_path / "tmp", run_id), out)
     try:
         # interrupt once every part runs: services, generator, Spark and its streaming jobs
-        deadline = time.monotonic() + 180
-        while "Spark streaming jobs running" not in out.read_text(errors="replace"):
-            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
-            assert time.monotonic() < deadline, "the demo did not reach its streaming phase"
-            time.sleep(0.5)
+        _wait_for_output(proc, out, "Spark streaming jobs running", 180)
         time.sleep(2)
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        code = _interrupt(proc)
     output = out.read_text(errors="replace")
     assert code == 130, _tail(output)
     assert "interrupted: stopping everything" in output
@@ -167,12 +179,8 @@ def test_keep_running_stays_up_until_ctrl_c(tmp_path: Path) -> None:
     out = tmp_path / "demo.out"
     proc = _start(["--keep-running"], _env(tmp_path / "tmp", run_id), out)
     try:
-        deadline = time.monotonic() + 300
-        while "Still running: explore" not in out.read_text(errors="replace"):
-            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
-            assert time.monotonic() < deadline, "the demo never reached --keep-running"
-            time.sleep(0.5)
-        time.sleep(1)
+        _wait_for_output(proc, out, "Still running: explore", 300)
+        deadline = time.monotonic() + 120
         output = out.read_text(errors="replace")
         status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", output)
         assert status_url, _tail(output)
@@ -187,12 +195,8 @@ def test_keep_running_stays_up_until_ctrl_c(tmp_path: Path) -> None:
             assert proc.poll() is None, _tail(out.read_text(errors="replace"))
             assert time.monotonic() < deadline, "no barrier committed while kept running"
             time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        code = _interrupt(proc)
     output = out.read_text(errors="replace")
     assert code == 0, _tail(output)
     assert "Ctrl-C: stopping the demo" in output

@@ -114,3 +114,23 @@ def test_append_only_changes(warehouse: Path) -> None:
     s3 = t.latest_snapshot().id  # type: ignore[union-attr]
     got = sorted((r["_row_kind"], r["id"]) for r in t.changes(s1, s3).to_pylist())
     assert got == [("+I", 1), ("+I", 3)]
+
+
+def test_overwrite_with_input_changelog_reports_the_replaced_rows(warehouse: Path) -> None:
+    """An OVERWRITE's stored input changelog lacks the rows it replaced: changes() diffs."""
+    cat = Catalog(str(warehouse))
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    t = cat.create_table(
+        "db.ow", schema, primary_key=["id"], options={"changelog-producer": "input"}
+    )
+    w = t.new_write("ow")
+    w.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema))
+    first = w.commit(identifier=1)
+    w.write(pa.table({"id": [3], "v": ["c"]}, schema=schema))
+    messages = w.prepare()
+    w.close()
+    second = t.new_commit("ow").commit(messages, identifier=2, kind="OVERWRITE")
+    assert first is not None and second is not None
+    assert t.read().to_pylist() == [{"id": 3, "v": "c"}]
+    got = sorted((r["id"], r["_row_kind"]) for r in t.changes(first.id, second.id).to_pylist())
+    assert got == [(1, "-D"), (2, "-D"), (3, "+I")]
