@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -28,9 +27,6 @@ from filestore.bucket import bucket_ids
 from filestore.data_file import (
     FILE_SOURCE_APPEND,
     DataFileMeta,
-    compute_value_stats,
-    key_range_bytes,
-    write_parquet,
 )
 from filestore.errors import FileStoreError
 from filestore.merge import check_retractable, merge, winner_indices
@@ -387,37 +383,23 @@ class TableWrite:
             )
         else:
             data = _rows(memtable, idx)
-        if self.primary_key:
-            if data.num_rows == 0:
-                return None
-            kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
-            deletes = int(((kinds != INSERT) & (kinds != UPDATE_AFTER)).sum())
-            key_range = key_range_bytes(data.select(self.key_columns))
-        else:
+        if self.primary_key and data.num_rows == 0:
+            return None
+        if not self.primary_key:
             data = data.drop_columns([SEQUENCE_NUMBER])
-            deletes, key_range = 0, b""
-        stats, nulls = compute_value_stats(data, self.schema.column_names)
-        name = f"data-{uuid.uuid4()}-0.parquet"
-        path = self.table.paths.data_file(self.schema.partition_keys, partition, bucket, name)
-        io = self.table.io
-        io.mkdirs(path.rsplit("/", 1)[0])
-        sorted_columns = [*self.key_columns, SEQUENCE_NUMBER, *self.primary_key]
-        with io.open_output(path) as out:
-            write_parquet(data, out, self.options.file_compression, sorted_columns)
-            size = out.tell()
-        return DataFileMeta(
-            file_name=name,
-            file_size=size,
-            row_count=data.num_rows,
-            min_sequence_number=min_seq,
-            max_sequence_number=max_seq,
-            schema_id=self.schema.id,
+        from filestore.compaction import write_bucket_file
+
+        meta = write_bucket_file(
+            self.table,
+            self.schema,
+            partition,
+            bucket,
+            data,
             level=0,
-            key_range=key_range,
-            value_stats=stats,
-            null_counts=nulls,
-            delete_row_count=deletes,
+            file_source=FILE_SOURCE_APPEND,
         )
+        # the file covers every sequence number of its memtable rows, losers included
+        return replace(meta, min_sequence_number=min_seq, max_sequence_number=max_seq)
 
     # -- committing -----------------------------------------------------
     def prepare(self) -> list[CommitMessage]:
