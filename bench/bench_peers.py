@@ -2,7 +2,9 @@
 
     python -m bench.bench_peers --rows 1000000 --out bench/results/peers.json
 
-Phases (each measured in its own subprocess, so peak RSS = that phase's ru_maxrss):
+Phases (each measured in its own subprocess, so peak RSS = that phase's ru_maxrss; each
+write phase first writes 1,000 rows into a throwaway table, so the timed write measures
+throughput rather than one-time start-up):
 - write: upsert of N rows into a 4-bucket primary-key table (this project's TableWrite;
   pypaimon ``write_arrow`` on a primary-key table; deltalake ``merge`` upsert; raw
   ``pyarrow.parquet.write_table`` as the ceiling);
@@ -108,8 +110,19 @@ def _dts_write_all(t: Any, tables: list[Any]) -> list[int]:
     return snaps
 
 
+WARMUP_ROWS = 1_000
+
+
+def _warmup(data: Any, work: Path, write: Any) -> None:
+    """One small write into a throwaway table first, for every system alike: the timed
+    write then measures throughput, not one-time start-up (lazy imports, first calls)."""
+    (work / "warmup").mkdir()
+    write(data.slice(0, WARMUP_ROWS), work / "warmup")
+
+
 def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
     base = _load(data, "base.parquet")
+    _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
     t = _dts_table(work)
     started = time.perf_counter()
     _dts_write_all(t, [base])
@@ -181,6 +194,7 @@ def phase_raw_write(data: Path, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     base = _load(data, "base.parquet")
+    _warmup(base, work, lambda d, w: pq.write_table(d, w / "raw.parquet", compression="zstd"))
     started = time.perf_counter()
     pq.write_table(base, work / "raw.parquet", compression="zstd")
     return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
@@ -235,6 +249,11 @@ def _paimon_write(table: Any, schema: Any, data: Any) -> None:
 
 def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
     base = _load(data, "base.parquet")
+    def paimon_once(d: Any, w: Path) -> None:
+        table, schema = _paimon_table(w)
+        _paimon_write(table, schema, d)
+
+    _warmup(base, work, paimon_once)
     table, schema = _paimon_table(work)
     started = time.perf_counter()
     _paimon_write(table, schema, base)
@@ -274,6 +293,7 @@ def _delta_create(work: Path, schema: Any) -> str:
 
 def phase_delta_write(data: Path, work: Path) -> dict[str, Any]:
     base = _load(data, "base.parquet")
+    _warmup(base, work, lambda d, w: _delta_merge(_delta_create(w, d.schema), d))
     path = _delta_create(work, base.schema)
     started = time.perf_counter()
     _delta_merge(path, base)
@@ -435,6 +455,12 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per phase (pypaimon: 1); the fastest counts"
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="PHASE",
+        help="run only these phases (e.g. dts_write delta_write)",
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -449,6 +475,11 @@ def main() -> None:
         generate(data, args.rows)
         order = ["raw_write", "dts_write", "paimon_write", "delta_write", "raw_read", "dts_read"]
         order += ["paimon_read", "delta_read", "dts_changes", "dts_compact", "dts_memory"]
+        if args.only:
+            unknown = set(args.only) - set(order)
+            if unknown:
+                parser.error(f"unknown phase(s) {sorted(unknown)}; phases are {order}")
+            order = [name for name in order if name in args.only]
         for i, name in enumerate(order, 1):
             peer = name in PEER_PHASES
             if peer and peers_python is None:

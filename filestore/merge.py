@@ -51,6 +51,11 @@ from filestore.row_kind import (
 _SYSTEM = (SEQUENCE_NUMBER, VALUE_KIND)
 
 
+def take_rows(table: pa.Table, indices: np.ndarray) -> pa.Table:
+    """Rows ``indices`` of ``table``, for indices this package computed (known in range)."""
+    return pc.take(table, pa.array(indices), boundscheck=False)
+
+
 def _integer_keys(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
     """The key as one numpy integer array, when it is a single non-null integer column."""
     if len(key_columns) != 1:
@@ -111,7 +116,7 @@ def sort_by_key(
     """Rows ordered by key, then sequence number."""
     if table.num_rows <= 1:
         return table
-    return table.take(sort_order(table, key_columns, in_sequence_order=in_sequence_order))
+    return take_rows(table, sort_order(table, key_columns, in_sequence_order=in_sequence_order))
 
 
 def group_starts(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray:
@@ -173,9 +178,9 @@ def merge(
         )
         if len(chosen) == table.num_rows and bool((chosen[1:] > chosen[:-1]).all()):
             return table  # already sorted, nothing to drop
-        return table.take(chosen)
+        return take_rows(table, chosen)
     order = sort_order(table, key_columns, in_sequence_order=in_sequence_order)
-    return merge_sorted(table.take(order), key_columns, options, drop_deletes=drop_deletes)
+    return merge_sorted(take_rows(table, order), key_columns, options, drop_deletes=drop_deletes)
 
 
 def winner_indices(

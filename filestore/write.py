@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +29,7 @@ from filestore.data_file import (
     DataFileMeta,
 )
 from filestore.errors import FileStoreError
-from filestore.merge import check_retractable, merge, winner_indices
+from filestore.merge import check_retractable, merge, take_rows, winner_indices
 from filestore.messages import CommitMessage
 from filestore.row_kind import (
     DELETE,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from filestore.table import Table
 
 _CLOCK_SHIFT = 20
+_FEW_GROUPS = 8
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def split_groups(
 ) -> list[tuple[PartitionBucket, np.ndarray | None]]:
     """[((partition values, bucket), row indices or None for all rows)], vectorized."""
     n = table.num_rows
-    gid = buckets.astype(np.int64)
+    gid = buckets  # widened to int64 by the first partition column
     factor = int(buckets.max()) + 1 if n else 1
     dictionaries: list[pa.Array] = []
     for arr in partition_strings(table, partition_keys):
@@ -116,6 +117,10 @@ def split_groups(
     first = int(gid[0])
     if (gid == first).all():
         return [(key_of(first), None)]
+    present = np.flatnonzero(np.bincount(gid)) if gid.max() < 4 * n else None
+    if present is not None and len(present) <= _FEW_GROUPS:
+        # a few groups: one comparison pass each beats sorting the ids
+        return [(key_of(int(g)), np.flatnonzero(gid == g)) for g in present]
     # stable (rows keep their sequence order); 16-bit ids take numpy's O(n) radix sort
     small = int(gid.max()) < np.iinfo(np.int16).max
     order = np.argsort(gid.astype(np.int16) if small else gid, kind="stable")
@@ -142,19 +147,7 @@ def _contiguous(table: pa.Table) -> pa.Table:
 
 def _rows(memtable: pa.Table, idx: np.ndarray) -> pa.Table:
     """Rows ``idx`` (ascending, unique) of the memtable; no copy when that is all of them."""
-    return memtable if len(idx) == memtable.num_rows else memtable.take(idx)
-
-
-@dataclass
-class _Buffer:
-    """Rows of one partition/bucket: (batch number in the memtable, row indices or None=all).
-
-    Rows are not copied out of the written batches: at flush the bucket's row
-    indices are sorted by key and its winning rows gathered in a single take.
-    """
-
-    parts: list[tuple[int, np.ndarray | None]] = field(default_factory=list)
-    nbytes: int = 0
+    return memtable if len(idx) == memtable.num_rows else take_rows(memtable, idx)
 
 
 class TableWrite:
@@ -170,8 +163,8 @@ class TableWrite:
         self.kv_schema = key_value_schema(self.schema) if self.primary_key else None
         latest = table.latest_snapshot()
         self._seq = SequenceGenerator(latest.max_sequence_number if latest else -1)
-        self._buffers: dict[PartitionBucket, _Buffer] = {}
-        self._batches: list[pa.Table] = []  # the memtable: key-value rows as written
+        # the memtable: key-value rows as written; routed to buckets at flush
+        self._batches: list[pa.Table] = []
         self._buffered_bytes = 0
         self._pending: dict[PartitionBucket, list[DataFileMeta]] = {}
         self._pending_changelog: dict[PartitionBucket, list[DataFileMeta]] = {}
@@ -214,7 +207,6 @@ class TableWrite:
         if self.primary_key and self.options.merge_engine == "aggregation":
             self._check_retractions(kinds)
         seqs = self._seq.take(n)
-        buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.bucket)
         if self.primary_key:
             key_cols = [rows.column(k) for k in self.primary_key]
             arrays = [*key_cols, pa.array(seqs), kinds, *rows.columns]
@@ -222,48 +214,41 @@ class TableWrite:
             rows = pa.Table.from_arrays(arrays, schema=self.kv_schema)
         else:
             rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seqs))
-        number = len(self._batches)
         self._batches.append(rows)
-        for key, idx in split_groups(rows, self.schema.partition_keys, buckets):
-            buf = self._buffers.setdefault(key, _Buffer())
-            buf.parts.append((number, idx))
-            size = rows.nbytes if idx is None else rows.nbytes * len(idx) // n
-            buf.nbytes += size
-            self._buffered_bytes += size
+        self._buffered_bytes += rows.nbytes
         if self._buffered_bytes >= self.options.write_buffer_size:
             self.flush()
+
+    def _groups(self, rows: pa.Table) -> list[tuple[PartitionBucket, np.ndarray | None]]:
+        buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.bucket)
+        return split_groups(rows, self.schema.partition_keys, buckets)
 
     def flush(self) -> None:
         """Write every buffered partition/bucket as a level-0 sorted run (not yet visible).
 
-        Buckets are merged and written in parallel threads: sorting, Parquet
-        encoding and compression all release the GIL.
+        Work runs in parallel threads: hashing rows to buckets (numpy), then per
+        bucket sorting, gathering, Parquet encoding and compression, which all
+        release the GIL.
         """
-        buffers = list(self._buffers.items())
-        if not buffers:
+        batches = self._batches
+        if not batches:
             return
-        memtable = _contiguous(pa.concat_tables(self._batches))
-        offsets = np.cumsum([0, *(b.num_rows for b in self._batches)])
-
-        def flush_one(item: tuple[PartitionBucket, _Buffer]) -> _Flushed:
-            key, buf = item
-            idx = np.concatenate(
-                [
-                    offsets[i] + (np.arange(self._batches[i].num_rows) if part is None else part)
-                    for i, part in buf.parts
-                ]
-            )
-            return self._flush_bucket(key, memtable, idx)
-
-        workers = min(len(buffers), os.cpu_count() or 1)
-        if workers > 1:
-            with ThreadPoolExecutor(workers, thread_name_prefix="filestore-flush") as pool:
-                results = list(pool.map(flush_one, buffers))
-        else:
-            results = [flush_one(item) for item in buffers]
+        workers = os.cpu_count() or 1
+        with ThreadPoolExecutor(workers, thread_name_prefix="filestore-flush") as pool:
+            # copying the memtable into one chunk runs beside the hashing
+            contiguous = pool.submit(lambda: _contiguous(pa.concat_tables(batches)))
+            groups = pool.map(self._groups, batches)
+            offsets = np.cumsum([0, *(b.num_rows for b in batches)])
+            parts: dict[PartitionBucket, list[np.ndarray]] = {}
+            for start, batch, batch_groups in zip(offsets, batches, groups, strict=False):
+                for key, idx in batch_groups:
+                    rows = np.arange(batch.num_rows) if idx is None else idx
+                    parts.setdefault(key, []).append(start + rows)
+            buffers = [(key, np.concatenate(idx)) for key, idx in parts.items()]
+            memtable = contiguous.result()
+            results = list(pool.map(lambda kv: self._flush_bucket(kv[0], memtable, kv[1]), buffers))
         # cleared only once every file is written: a failed flush can be retried
-        self._buffers.clear()
-        self._batches.clear()
+        self._batches = []
         self._buffered_bytes = 0
         for (key, _), (meta, changelog) in zip(buffers, results, strict=True):
             if changelog is not None:
@@ -360,6 +345,16 @@ class TableWrite:
                 )
             )
 
+    def _bucket_keys(self, memtable: pa.Table, idx: np.ndarray) -> pa.Table:
+        """Key columns (and _VALUE_KIND) of rows ``idx``: what deciding winners needs."""
+        column = memtable.column(self.key_columns[0])
+        if len(self.key_columns) == 1 and pa.types.is_integer(column.type):
+            # one integer key: a numpy gather of a single column, no kinds needed
+            # (winners keep retractions in a level-0 run)
+            values = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            return pa.table({self.key_columns[0]: values.to_numpy()[idx]})
+        return take_rows(memtable.select([*self.key_columns, VALUE_KIND]), idx)
+
     def _write_file(
         self, key: PartitionBucket, memtable: pa.Table, idx: np.ndarray
     ) -> DataFileMeta | None:
@@ -369,9 +364,13 @@ class TableWrite:
         min_seq, max_seq = seq[int(idx[0])].as_py(), seq[int(idx[-1])].as_py()
         if self.primary_key and self.options.merge_engine == "deduplicate":
             # winners from the keys alone, then one take of the winning rows in key order
-            keys = memtable.select([*self.key_columns, VALUE_KIND]).take(idx)
-            chosen = winner_indices(keys, self.key_columns, drop_deletes=False, in_order=True)
-            data = memtable.take(idx[chosen])
+            chosen = winner_indices(
+                self._bucket_keys(memtable, idx),
+                self.key_columns,
+                drop_deletes=False,
+                in_order=True,
+            )
+            data = take_rows(memtable, idx[chosen])
         elif self.primary_key:
             # a memtable is in sequence order: rows were numbered as they arrived
             data = merge(
@@ -468,7 +467,6 @@ class TableWrite:
                 )
         self._pending.clear()
         self._pending_changelog.clear()
-        self._buffers.clear()
         self._batches.clear()
         self._closed = True
 

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from filestore import Catalog
+from filestore.data_file import compute_value_stats, deserialize_batch
 from filestore.merge import sort_order, winner_indices
 from filestore.row_kind import DELETE, INSERT, SEQUENCE_NUMBER, VALUE_KIND
 
@@ -115,5 +116,33 @@ def test_data_files_use_plain_delta_encoding_for_keys(warehouse: Path) -> None:
     assert "DELTA_BINARY_PACKED" in encodings["_KEY_id"]
     assert "DELTA_BINARY_PACKED" in encodings[SEQUENCE_NUMBER]
     assert "RLE_DICTIONARY" not in encodings["x"]  # floats are rarely repeated
+    assert "BYTE_STREAM_SPLIT" in encodings["x"]
     assert "RLE_DICTIONARY" in encodings["s"]
     assert t.read().num_rows == 1000
+
+
+@pytest.mark.parametrize("row_group_size", [None, 3])
+def test_string_stats_from_the_footer_equal_computed_ones(row_group_size: int | None) -> None:
+    # nested columns before a string column shift its footer position; several row
+    # groups (one all-null) make the footer bounds a combination or unusable
+    data = pa.table(
+        {
+            "m": pa.array(
+                [{"a": 1}, None, {"b": 2}, None, None, {"c": 3}, None],
+                pa.map_(pa.string(), pa.int64()),
+            ),
+            "st": pa.array([{"x": "q", "y": 1}] * 7),
+            "s": ["zz", None, "ab\u00e9", None, None, None, "m"],
+            "b": pa.array([b"\xff", b"\x00", None, b"a", b"b", b"c", b"d"]),
+            "big": ["x" * 5000, "y", "z", "a", "b", "c", "d"],  # too long for footer stats
+        }
+    )
+    footer: list[pq.FileMetaData] = []
+    pq.write_table(
+        data, pa.BufferOutputStream(), row_group_size=row_group_size, metadata_collector=footer
+    )
+    columns = ["s", "b", "big"]
+    with_footer = deserialize_batch(compute_value_stats(data, columns, footer[0])[0])
+    computed = deserialize_batch(compute_value_stats(data, columns)[0])
+    assert with_footer.equals(computed)
+    assert with_footer.column(0).to_pylist() == ["ab\u00e9", "zz"]

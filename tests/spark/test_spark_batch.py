@@ -99,3 +99,14 @@ def test_failed_batch_write_leaves_nothing_visible(dts: Any, warehouse: Path) ->
     assert t.read().num_rows == 4 and len(data_snapshots(t)) == 1
     files_after = {p for p in (warehouse / "db.db" / "f").rglob("*.parquet")}
     assert files_after == files_before  # aborted task files were removed
+
+
+def test_spark_own_parquet_reader_reads_data_files(spark: Any, warehouse: Path) -> None:
+    # data files are plain Parquet (delta-packed keys, byte-stream-split doubles):
+    # Spark's built-in reader must read them without the `dts` source
+    t = make_table(warehouse, buckets=1)
+    commit(t, rows(50))
+    files = [str(p) for p in warehouse.rglob("data-*.parquet")]
+    assert files
+    got = spark.read.parquet(*files).select("id", "k", "v").toArrow()
+    assert sort(got) == sort(t.read())
