@@ -249,6 +249,7 @@ def _paimon_write(table: Any, schema: Any, data: Any) -> None:
 
 def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
     base = _load(data, "base.parquet")
+
     def paimon_once(d: Any, w: Path) -> None:
         table, schema = _paimon_table(w)
         _paimon_write(table, schema, d)
