@@ -10,7 +10,10 @@ throughput rather than one-time start-up):
   ``pyarrow.parquet.write_table`` as the ceiling);
 - read: full merge-read after the N rows plus 5 overlapping upsert batches of N/5 rows
   (half updates, half new keys); raw = ``read_table`` of the same number of rows;
-- changes (this project): ``Table.changes()`` between the first and the last snapshot;
+- changes (this project): ``Table.changes()`` between the first and the last snapshot,
+  computed by diff (changelog-producer=none) and read from the changelog stored by
+  lookup compactions (changelog-producer=lookup; ``write_seconds`` is what writing
+  with a lookup compaction after every commit cost);
 - compact (this project): full compaction of the read table;
 - memory (this project): ``--memory-rows`` rows through one TableWrite with the default
   write buffer; peak RSS must stay under 2 GiB (the rate counts time in TableWrite only,
@@ -148,6 +151,23 @@ def phase_dts_changes(data: Path, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     rows = t.changes(snaps[0], snaps[-1]).num_rows
     return {"seconds": time.perf_counter() - started, "rows": rows}
+
+
+def phase_dts_changes_lookup(data: Path, work: Path) -> dict[str, Any]:
+    # changelog-producer=lookup: each upsert batch is followed by its lookup compaction,
+    # which stores the changelog; changes() then reads the stored files
+    from filestore import Catalog
+
+    base = _load(data, "base.parquet")
+    options = {"bucket": str(BUCKETS), "changelog-producer": "lookup"}
+    t = Catalog(str(work)).create_table("bench.t", base.schema, primary_key=["id"], options=options)
+    started = time.perf_counter()
+    _dts_write_all(t, [base, *_batches(data)])
+    writing = time.perf_counter() - started
+    snaps = [s.id for s in t.snapshots()]
+    started = time.perf_counter()
+    rows = t.changes(snaps[0], snaps[-1]).num_rows
+    return {"seconds": time.perf_counter() - started, "rows": rows, "write_seconds": writing}
 
 
 def phase_dts_compact(data: Path, work: Path) -> dict[str, Any]:
@@ -317,6 +337,7 @@ PHASES = {
     "dts_write": phase_dts_write,
     "dts_read": phase_dts_read,
     "dts_changes": phase_dts_changes,
+    "dts_changes_lookup": phase_dts_changes_lookup,
     "dts_compact": phase_dts_compact,
     "raw_write": phase_raw_write,
     "raw_read": phase_raw_read,
@@ -475,7 +496,8 @@ def main() -> None:
         print(f"generating {args.rows:,} rows + {BATCHES} upsert batches in {data}", flush=True)
         generate(data, args.rows)
         order = ["raw_write", "dts_write", "paimon_write", "delta_write", "raw_read", "dts_read"]
-        order += ["paimon_read", "delta_read", "dts_changes", "dts_compact", "dts_memory"]
+        order += ["paimon_read", "delta_read", "dts_changes", "dts_changes_lookup", "dts_compact"]
+        order += ["dts_memory"]
         if args.only:
             unknown = set(args.only) - set(order)
             if unknown:

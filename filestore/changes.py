@@ -8,12 +8,15 @@ Table option ``changelog-producer`` decides where the changes come from:
   change files but not rows. Needs only the two snapshots.
 - ``input``: the writer stores its input rows (before merging) as changelog
   files; changes() concatenates those of every snapshot in (start, end].
-- ``lookup``: the committer looks up the current value of every key a commit
-  writes (in the snapshot it commits on top of, recomputed if it has to retry)
-  and stores the exact -U/+U, +I, -D as changelog files.
+- ``lookup``: compaction produces it (see lookup.py): every compaction of
+  level-0 files looks up the old value of each key they touch in the levels
+  above and stores the exact -U/+U, +I, -D as changelog files of its COMPACT
+  snapshot; changes() concatenates those of the COMPACT snapshots in range.
 
-With ``input``/``lookup``, a range that holds a snapshot without changelog
-(written before the option was set, or an OVERWRITE) falls back to the diff.
+With ``input``, a range that holds a snapshot without changelog (written before
+the option was set, or an OVERWRITE) falls back to the diff. With ``lookup`` the
+stored changelog covers a range only when neither end holds level-0 files (rows
+not yet compacted, so not yet in any changelog); otherwise the diff is used.
 """
 
 from __future__ import annotations
@@ -26,10 +29,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from filestore.compaction import align, key_value_schema, read_bucket_file, write_bucket_file
+from filestore.compaction import align, read_bucket_file
 from filestore.errors import SnapshotNotFound
-from filestore.merge import merge
-from filestore.messages import CommitMessage
 from filestore.read import SplitReader
 from filestore.row_kind import (
     DELETE,
@@ -42,8 +43,7 @@ from filestore.row_kind import (
     kinds_to_strings,
 )
 from filestore.scan import Split, TableScan
-from filestore.schema import KEY_PREFIX
-from filestore.snapshot import APPEND, COMPACT, OVERWRITE, Snapshot
+from filestore.snapshot import COMPACT, OVERWRITE, Snapshot
 
 if TYPE_CHECKING:
     from filestore.table import Table
@@ -157,19 +157,69 @@ def diff_snapshots(table: Table, start: Snapshot, end: Snapshot) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _stored_changelog(table: Table, snaps: Sequence[Snapshot]) -> pa.Table | None:
-    """Concatenated changelog files of the snapshots; None if one of them lacks its changelog."""
+def _has_level0(table: Table, snap: Snapshot) -> bool:
+    from filestore.compaction import live_by_bucket
+
+    return any(e.file.level == 0 for es in live_by_bucket(table, snap).values() for e in es)
+
+
+def _carries_changelog(producer: str, snap: Snapshot) -> bool | None:
+    """Whether changes() reads this snapshot's changelog (None: it cannot, diff instead)."""
+    if snap.commit_kind == OVERWRITE:
+        return None  # its rows replace others the stored changelog does not list
+    if producer == "lookup":
+        # an APPEND's level-0 rows enter the changelog when they are compacted
+        return snap.commit_kind == COMPACT
+    if snap.commit_kind == COMPACT:
+        return False  # compaction changes files, not rows
+    if snap.changelog_manifest_list is None and snap.delta_record_count != 0:
+        return None  # written before changelog-producer was set
+    return True
+
+
+def _settled(table: Table, snap: Snapshot, limit: int) -> Snapshot | None:
+    """lookup: the first snapshot from ``snap`` (up to id ``limit``, across COMPACT
+    snapshots only, so with the same rows) that holds no level-0 files, i.e. whose
+    changes are all in stored changelog; None when there is none."""
+    while _has_level0(table, snap):
+        if snap.id >= limit:
+            return None
+        try:
+            nxt = table.snapshot(snap.id + 1)
+        except SnapshotNotFound:
+            return None
+        if nxt.commit_kind != COMPACT:
+            return None
+        snap = nxt
+    return snap
+
+
+def _stored_changelog(table: Table, start: Snapshot, end: Snapshot) -> pa.Table | None:
+    """Concatenated changelog files of (start, end]; None when they do not cover the range.
+
+    With ``lookup``, an end holding level-0 files moves on to the compaction that
+    stored their changes, and a start holding them past the compaction whose
+    changelog holds changes made up to the start (neither changes the rows).
+    """
+    producer = table.options.changelog_producer
+    if producer == "lookup":
+        latest = table.snapshot_manager.latest_id() or end.id
+        settled_start, settled_end = _settled(table, start, end.id), _settled(table, end, latest)
+        if settled_start is None or settled_end is None:
+            return None
+        start, end = settled_start, settled_end
+    try:
+        snaps = [table.snapshot(i) for i in range(start.id + 1, end.id + 1)]
+    except SnapshotNotFound:
+        return None
     schema = table.schema
     target = schema.arrow_schema
     parts = []
     for snap in snaps:
-        if snap.commit_kind == COMPACT:
-            continue  # compaction changes files, not rows
-        if snap.commit_kind == OVERWRITE:
-            return None  # its input rows omit the rows it replaced: diff instead
-        if snap.changelog_manifest_list is None:
-            if snap.commit_kind != APPEND or snap.delta_record_count != 0:
-                return None
+        carries = _carries_changelog(producer, snap)
+        if carries is None:
+            return None
+        if not carries or snap.changelog_manifest_list is None:
             continue
         for e in table.manifest_store.read_entries([snap.changelog_manifest_list]):
             data = read_bucket_file(table, e.partition, e.bucket, e.file)
@@ -197,11 +247,7 @@ def table_changes(table: Table, start_snapshot_id: int, end_snapshot_id: int) ->
     if start.id == end.id:
         return _with_kind(table.arrow_schema.empty_table(), INSERT)
     if table.options.changelog_producer != "none":
-        try:
-            snaps = [table.snapshot(i) for i in range(start.id + 1, end.id + 1)]
-        except SnapshotNotFound:
-            snaps = None
-        stored = _stored_changelog(table, snaps) if snaps is not None else None
+        stored = _stored_changelog(table, start, end)
         if stored is not None:
             return stored
         log.info(
@@ -211,87 +257,3 @@ def table_changes(table: Table, start_snapshot_id: int, end_snapshot_id: int) ->
             end.id,
         )
     return diff_snapshots(table, start, end)
-
-
-# -- changelog-producer=lookup ------------------------------------------------
-def _as_kv(values: pa.Table, schema_kv: pa.Schema, keys: Sequence[str], seq: int) -> pa.Table:
-    """Current rows as key-value rows older than anything a writer adds (sequence ``seq``)."""
-    n = values.num_rows
-    arrays = {KEY_PREFIX + k: values.column(k) for k in keys}
-    arrays[SEQUENCE_NUMBER] = pa.array(np.full(n, seq, dtype=np.int64))
-    arrays[VALUE_KIND] = pa.array(np.full(n, INSERT, dtype=np.int8))
-    for c in values.column_names:
-        arrays[c] = values.column(c)
-    return align(pa.table(arrays), schema_kv)
-
-
-def lookup_changelog(
-    table: Table, latest: Snapshot | None, messages: Sequence[CommitMessage]
-) -> list[CommitMessage]:
-    """Messages with changelog files computed against the state at ``latest``."""
-    schema = table.schema
-    if not schema.primary_key:
-        return list(messages)
-    keys = list(schema.primary_key)
-    kv = key_value_schema(schema)
-    kv_keys = [KEY_PREFIX + k for k in keys]
-    reader = SplitReader(table, schema)
-    current = _splits(table, latest) if latest is not None else {}
-    out = []
-    for m in messages:
-        if not m.new_files:
-            out.append(m)
-            continue
-        files = sorted(m.new_files, key=lambda f: f.min_sequence_number)
-        written = pa.concat_tables(
-            [align(read_bucket_file(table, m.partition, m.bucket, f), kv) for f in files]
-        )
-        old_all = _read(table, reader, current.get((m.partition, m.bucket)))
-        touched = pl.from_arrow(written.select(kv_keys))
-        assert isinstance(touched, pl.DataFrame)
-        touched = touched.rename(dict(zip(kv_keys, keys, strict=True))).unique()
-        old_frame = _frame(old_all, _O)
-        hit = old_frame.join(touched, on=keys, how="semi", nulls_equal=True)[_O].to_numpy()
-        old = old_all.take(pa.array(hit))
-        low = min(f.min_sequence_number for f in files) - 1
-        merged = merge(
-            pa.concat_tables([_as_kv(old, kv, keys, low), written]),
-            kv_keys,
-            schema.core_options,
-            drop_deletes=True,
-        )
-        new = align(merged.select(schema.column_names), old.schema)
-        changes = diff_states(old, new, keys)
-        if changes.num_rows == 0:
-            out.append(m)
-            continue
-        meta = write_bucket_file(
-            table,
-            schema,
-            m.partition,
-            m.bucket,
-            _changelog_kv(changes, kv, keys, low + 1),
-            level=0,
-            file_source=APPEND,
-            prefix="changelog",
-        )
-        out.append(
-            CommitMessage(
-                m.partition,
-                m.bucket,
-                m.total_buckets,
-                m.new_files,
-                m.deleted_files,
-                (*m.changelog_files, meta),
-            )
-        )
-    return out
-
-
-def _changelog_kv(changes: pa.Table, kv: pa.Schema, keys: Sequence[str], seq: int) -> pa.Table:
-    from filestore.row_kind import parse_row_kinds
-
-    kinds = parse_row_kinds(changes.column(ROW_KIND_COLUMN))
-    values = changes.drop_columns([ROW_KIND_COLUMN])
-    data = _as_kv(values, kv, keys, seq)
-    return data.set_column(data.schema.get_field_index(VALUE_KIND), VALUE_KIND, kinds)

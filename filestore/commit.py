@@ -96,21 +96,14 @@ class TableCommit:
                     return snap or latest
             if not messages and barrier is None and log_offsets is None and kind == APPEND:
                 return latest
-            attempt = messages
-            if kind == APPEND and self.table.options.changelog_producer == "lookup":
-                from filestore.changes import lookup_changelog
-
-                attempt = lookup_changelog(self.table, latest, messages)
             snapshot, written = self._build(
-                latest, attempt, identifier, barrier, log_offsets, kind, overwrite_partition
+                latest, messages, identifier, barrier, log_offsets, kind, overwrite_partition
             )
             if self.snapshots.try_commit(snapshot):
                 self._after_commit(snapshot, messages, kind)
                 return snapshot
             for name in written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.table.paths.manifest(name))
-            if attempt is not messages:  # and so is the changelog looked up for it
-                self._delete_changelog(attempt, messages)
         raise CommitConflict(
             f"table {self.table.name}: gave up after {max_retries} retries against concurrent "
             "commits; retry the commit"
@@ -147,18 +140,6 @@ class TableCommit:
             log.warning(
                 "table %s: housekeeping after commit %d failed: %s", self.table.name, snapshot.id, e
             )
-
-    def _delete_changelog(
-        self, attempt: Sequence[CommitMessage], original: Sequence[CommitMessage]
-    ) -> None:
-        keep = {f.file_name for m in original for f in m.changelog_files}
-        keys = self.table.schema.partition_keys
-        for m in attempt:
-            for f in m.changelog_files:
-                if f.file_name not in keep:
-                    self.io.delete_file(
-                        self.table.paths.data_file(keys, m.partition, m.bucket, f.file_name)
-                    )
 
     def _live(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
         if snapshot is None:

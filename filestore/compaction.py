@@ -131,6 +131,11 @@ class UniversalPicker:
             return None
         return self._unit(runs, len(runs))
 
+    def level0(self, runs: Sequence[SortedRun]) -> CompactUnit | None:
+        """Every level-0 run, up into the levels (Paimon's ForceUpLevel0Compaction)."""
+        count = sum(1 for r in runs if r.level == 0)
+        return self._by_size_ratio(runs, count, force=True) if count else None
+
     def _by_size_ratio(
         self, runs: Sequence[SortedRun], count: int, *, force: bool
     ) -> CompactUnit | None:
@@ -344,12 +349,22 @@ def _append_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> Com
     return CompactUnit(0, tuple(small), drop_deletes=False)
 
 
+def _lookup(table: Table) -> bool:
+    return bool(table.schema.primary_key) and table.options.changelog_producer == "lookup"
+
+
 def plan_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
     if not table.schema.primary_key:
         return _append_unit(table, files, full)
     runs = sorted_runs(files)
     picker = picker_for(table)
-    return picker.full(runs) if full else picker.pick(runs)
+    if full:
+        return picker.full(runs)
+    unit = picker.pick(runs)
+    if unit is None and _lookup(table):
+        # changelog-producer=lookup: level-0 rows reach the changelog only when compacted
+        unit = picker.level0(runs)
+    return unit
 
 
 class _CompactCommit(TableCommit):
@@ -421,8 +436,11 @@ class Compactor:
         try:
             for i, ((part, bucket), total, unit) in enumerate(plans):
                 new_files = rewrite(self.table, part, bucket, unit)
+                changelog = self._changelog(part, bucket, unit, groups[(part, bucket)])
                 messages.append(
-                    CommitMessage(part, bucket, total, tuple(new_files), tuple(unit.files))
+                    CommitMessage(
+                        part, bucket, total, tuple(new_files), tuple(unit.files), changelog
+                    )
                 )
                 if unit.drop_deletes:
                     top = max(f.max_sequence_number for f in unit.files)
@@ -441,6 +459,23 @@ class Compactor:
         result.buckets = len(plans)
         result.seconds = time.monotonic() - started
         return result
+
+    def _changelog(
+        self,
+        partition: tuple[str | None, ...],
+        bucket: int,
+        unit: CompactUnit,
+        entries: Sequence[ManifestEntry],
+    ) -> tuple[DataFileMeta, ...]:
+        """changelog-producer=lookup: the changes of the unit's level-0 files (lookup.py)."""
+        level0 = [f for f in unit.files if f.level == 0]
+        if not level0 or not _lookup(self.table):
+            return ()
+        from filestore.lookup import lookup_changelog
+
+        upper = [e.file for e in entries if e.file.level > 0]
+        meta = lookup_changelog(self.table, partition, bucket, level0, upper)
+        return () if meta is None else (meta,)
 
 
 def _count(
@@ -471,7 +506,14 @@ def compact_after_commit(
         return None
     groups = live_by_bucket(table, snapshot)
     trigger = table.options.num_sorted_run_compaction_trigger
-    due = [k for k in wanted if k in groups and _run_count(table, groups[k]) >= trigger]
+    lookup = _lookup(table)
+
+    def is_due(entries: Sequence[ManifestEntry]) -> bool:
+        if lookup and any(e.file.level == 0 for e in entries):
+            return True  # lookup: compact every commit's level-0 files into the changelog
+        return _run_count(table, entries) >= trigger
+
+    due = [k for k in wanted if k in groups and is_due(groups[k])]
     if not due:
         return None
     try:

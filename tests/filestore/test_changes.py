@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,63 @@ def test_lookup_and_diff_give_update_pairs(warehouse: Path) -> None:
         i = rows.index(("-U", 1, "a1"))
         assert rows[i + 1] == ("+U", 1, "b1")
         assert t.changes(s2, s2).num_rows == 0
+    # lookup: each commit's level-0 files are compacted right after it, and that
+    # COMPACT snapshot carries the changelog
     lookup = Catalog(str(warehouse)).get_table("db.lookup")
-    assert all(s.changelog_manifest_list for s in lookup.snapshots())
+    kinds = [(s.commit_kind, s.changelog_record_count) for s in lookup.snapshots()]
+    pairs = [("APPEND", 0), ("COMPACT", 3), ("APPEND", 0), ("COMPACT", 3)]
+    assert kinds == [*pairs, ("APPEND", 0), ("COMPACT", 1)]
+
+
+def _stored_or_diff(caplog: pytest.LogCaptureFixture, t: Table, start: int, end: int) -> str:
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="filestore.changes"):
+        t.changes(start, end)
+    return "diff" if "computing the diff" in caplog.text else "stored"
+
+
+def test_lookup_changelog_is_made_by_compaction(
+    warehouse: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = Catalog(str(warehouse)).create_table(
+        "db.t",
+        SCHEMA,
+        primary_key=["id"],
+        options={"changelog-producer": "lookup", "auto-compaction": "false", "bucket": "2"},
+    )
+    _write(t, [9], "z")
+    c0 = t.compact().snapshot
+    assert c0 is not None
+    s1 = _write(t, [1, 2, 3], "a")
+    _write(t, [1, 4], "b")
+    s3 = _write(t, [2], "", ["-D"])
+    assert all(s.changelog_manifest_list is None for s in t.snapshots() if s.id > c0.id)
+    # level-0 rows not compacted yet: no stored changelog covers them, the diff answers
+    assert _stored_or_diff(caplog, t, s1, s3) == "diff"
+    assert replay(state_of(t, s1), t.changes(s1, s3)) == state_of(t, s3)
+    # one compaction of three commits' level-0 files stores their net change
+    compacted = t.compact().snapshot
+    assert compacted is not None and compacted.commit_kind == "COMPACT"
+    rows = sorted(
+        (r["_row_kind"], r["id"], r["v"]) for r in t.changes(s3, compacted.id).to_pylist()
+    )
+    assert rows == []  # compaction changes no row
+    full = sorted(
+        (r["_row_kind"], r["id"], r["v"]) for r in t.changes(c0.id, compacted.id).to_pylist()
+    )
+    assert full == [("+I", 1, "b1"), ("+I", 3, "a3"), ("+I", 4, "b4")]
+    assert _stored_or_diff(caplog, t, c0.id, compacted.id) == "stored"
+    assert compacted.changelog_record_count == 3
+    # with auto-compaction each commit is followed by its lookup compaction
+    t2 = Catalog(str(warehouse)).create_table(
+        "db.t2", SCHEMA, primary_key=["id"], options={"changelog-producer": "lookup"}
+    )
+    a1 = _write(t2, [1, 2], "a")
+    a2 = _write(t2, [1], "b")
+    # an end holding level-0 files moves on to its compaction; so does a start
+    assert _stored_or_diff(caplog, t2, a1, a2) == "stored"
+    rows = [(r["_row_kind"], r["id"], r["v"]) for r in t2.changes(a1, a2).to_pylist()]
+    assert rows == [("-U", 1, "a1"), ("+U", 1, "b1")]
 
 
 def test_input_changelog_keeps_what_was_written(warehouse: Path) -> None:
