@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,23 +29,9 @@ def _data(n: int) -> pa.Table:
 
 
 def _spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from bridge.spark.session import local_session
 
-    from bridge.spark import register
-
-    s = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-spark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    s.sparkContext.setLogLevel("ERROR")
-    register(s)
-    return s
+    return local_session("bench-spark")
 
 
 def _timed(label: str, fn: Any) -> float:

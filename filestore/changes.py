@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from filestore.compaction import align, read_bucket_file
+from filestore.bucket_file import align, read_bucket_file
 from filestore.errors import SnapshotNotFound
 from filestore.read import SplitReader
 from filestore.row_kind import (

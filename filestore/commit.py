@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from filestore.data_file import DataFileMeta
@@ -86,6 +87,8 @@ class TableCommit:
         """
         if kind not in COMMIT_KINDS:
             raise FileStoreError(f"commit kind {kind!r} is not one of {', '.join(COMMIT_KINDS)}")
+        if kind == OVERWRITE:
+            messages = self._without_changelog(messages)
         messages = [m for m in messages if not m.is_empty]
         max_retries = self.table.options.commit_max_retries
         for _attempt in range(max_retries + 1):
@@ -140,6 +143,17 @@ class TableCommit:
             log.warning(
                 "table %s: housekeeping after commit %d failed: %s", self.table.name, snapshot.id, e
             )
+
+    def _without_changelog(self, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+        """OVERWRITE commits store no changelog (their input rows omit the rows they
+        replace, so changes() diffs across them): delete what the writer stored."""
+        keys = self.table.schema.partition_keys
+        for m in messages:
+            for f in m.changelog_files:
+                self.io.delete_file(
+                    self.table.paths.data_file(keys, m.partition, m.bucket, f.file_name)
+                )
+        return [replace(m, changelog_files=()) for m in messages]
 
     def _live(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
         if snapshot is None:

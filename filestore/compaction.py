@@ -28,31 +28,20 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
 from filestore.commit import TableCommit
-from filestore.data_file import (
-    FILE_SOURCE_APPEND,
-    FILE_SOURCE_COMPACT,
-    DataFileMeta,
-    compute_value_stats,
-    key_range_bytes,
-    write_parquet,
-)
+from filestore.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
 from filestore.errors import CommitConflict
 from filestore.manifest import ManifestEntry, merge_entries
 from filestore.merge import merge
 from filestore.messages import CommitMessage
-from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
-from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.schema import KEY_PREFIX
 from filestore.snapshot import COMPACT, Snapshot
 
 if TYPE_CHECKING:
@@ -171,85 +160,6 @@ def picker_for(table: Table) -> UniversalPicker:
         max_size_amp_percent=opts.compaction_max_size_amplification_percent,
         size_ratio=opts.compaction_size_ratio,
         trigger=opts.num_sorted_run_compaction_trigger,
-    )
-
-
-# -- reading and writing files -------------------------------------------------
-def key_value_schema(schema: TableSchema) -> pa.Schema:
-    from filestore.write import key_value_schema as kv
-
-    return kv(schema)
-
-
-def align(data: pa.Table, target: pa.Schema) -> pa.Table:
-    """Columns in the target order and types; columns a file lacks become nulls."""
-    arrays = []
-    for f in target:
-        if f.name in data.column_names:
-            col = data.column(f.name)
-            arrays.append(col if col.type == f.type else col.cast(f.type))
-        else:
-            arrays.append(pa.chunked_array([pa.nulls(data.num_rows, f.type)], type=f.type))
-    return pa.Table.from_arrays(arrays, schema=target)
-
-
-def read_bucket_file(
-    table: Table, partition: tuple[str | None, ...], bucket: int, f: DataFileMeta
-) -> pa.Table:
-    path = table.paths.data_file(table.schema.partition_keys, partition, bucket, f.file_name)
-    with table.io.fs.open_input_file(path) as source:
-        return pq.read_table(source)
-
-
-def write_bucket_file(
-    table: Table,
-    schema: TableSchema,
-    partition: tuple[str | None, ...],
-    bucket: int,
-    data: pa.Table,
-    *,
-    level: int,
-    file_source: str,
-    prefix: str = "data",
-) -> DataFileMeta:
-    """Write one key-sorted (or append) table as a data/changelog file and describe it."""
-    has_seq = SEQUENCE_NUMBER in data.column_names
-    if has_seq and data.num_rows:
-        mm = pc.min_max(data.column(SEQUENCE_NUMBER))
-        min_seq, max_seq = int(mm["min"].as_py()), int(mm["max"].as_py())
-    else:
-        min_seq = max_seq = 0
-    if schema.primary_key and VALUE_KIND in data.column_names:
-        kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
-        deletes = int(((kinds != INSERT) & (kinds != UPDATE_AFTER)).sum())
-        keys = [KEY_PREFIX + k for k in schema.primary_key]
-        key_range = key_range_bytes(data.select(keys)) if prefix == "data" else b""
-    else:
-        deletes, key_range = 0, b""
-    opts = schema.core_options
-    name = f"{prefix}-{uuid.uuid4()}-0.parquet"
-    path = table.paths.data_file(schema.partition_keys, partition, bucket, name)
-    table.io.mkdirs(path.rsplit("/", 1)[0])
-    with table.io.open_output(path) as out:
-        pk = schema.primary_key
-        # _VALUE_KIND: a handful of distinct bytes, smaller and faster without a dictionary
-        sorted_columns = [*(KEY_PREFIX + k for k in pk), SEQUENCE_NUMBER, VALUE_KIND, *pk]
-        footer = write_parquet(data, out, opts.file_compression, sorted_columns)
-        size = out.tell()
-    stats, nulls = compute_value_stats(data, schema.column_names, footer)
-    return DataFileMeta(
-        file_name=name,
-        file_size=size,
-        row_count=data.num_rows,
-        min_sequence_number=min_seq,
-        max_sequence_number=max_seq,
-        schema_id=schema.id,
-        level=level,
-        key_range=key_range,
-        value_stats=stats,
-        null_counts=nulls,
-        delete_row_count=deletes,
-        file_source=file_source,
     )
 
 

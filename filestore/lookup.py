@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
 from filestore.changes import diff_states
-from filestore.compaction import align, key_value_schema, read_bucket_file, write_bucket_file
 from filestore.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from filestore.merge import merge
 from filestore.read import SplitReader

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from filestore.bucket_file import align
 from filestore.data_file import DataFileMeta
 from filestore.merge import merge, winner_indices
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
@@ -28,19 +29,6 @@ from filestore.schema import KEY_PREFIX, TableSchema
 
 if TYPE_CHECKING:
     from filestore.table import Table
-
-
-def _evolve(data: pa.Table, target: pa.Schema) -> pa.Table:
-    """Columns in the target schema's order and types; columns a file lacks become nulls."""
-    arrays = []
-    n = data.num_rows
-    for f in target:
-        if f.name in data.column_names:
-            col = data.column(f.name)
-            arrays.append(col if col.type == f.type else col.cast(f.type))
-        else:
-            arrays.append(pa.chunked_array([pa.nulls(n, f.type)], type=f.type))
-    return pa.Table.from_arrays(arrays, schema=target)
 
 
 def _key_sections(files: Sequence[DataFileMeta]) -> list[list[DataFileMeta]]:
@@ -142,7 +130,7 @@ class SplitReader:
                 data = pa.Table.from_arrays(
                     [*keys.values(), *(data.column(c) for c in rest)], names=[*keys, *rest]
                 )
-        return _evolve(data, target)
+        return align(data, target)
 
     def read_all(self, splits: Sequence[Split]) -> list[pa.RecordBatch]:
         """Every split's batches, in split order; splits are merged in parallel threads.
@@ -191,7 +179,7 @@ class SplitReader:
         # files of different schema versions: align before concatenating
         aligned = [
             pa.Table.from_arrays(
-                [t.column(c) for c in kv_names] + _evolve(t, target).columns,
+                [t.column(c) for c in kv_names] + align(t, target).columns,
                 names=kv_names + values,
             )
             for t in (self._read_file(split, f, kv_names[len(self.key_columns) :]) for f in section)

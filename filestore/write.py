@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.bucket import bucket_ids
+from filestore.bucket_file import key_value_schema, write_bucket_file
+from filestore.compaction import Compactor, CompactUnit, rewrite, run_counts
 from filestore.data_file import (
     FILE_SOURCE_APPEND,
     DataFileMeta,
@@ -39,7 +41,7 @@ from filestore.row_kind import (
     UPDATE_BEFORE,
     VALUE_KIND,
 )
-from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.schema import KEY_PREFIX
 from filestore.validate import conform
 
 if TYPE_CHECKING:
@@ -53,18 +55,6 @@ log = logging.getLogger(__name__)
 
 PartitionBucket = tuple[tuple[str | None, ...], int]
 _Flushed = tuple[DataFileMeta | None, DataFileMeta | None]
-
-
-def key_value_schema(schema: TableSchema) -> pa.Schema:
-    """Columns of a primary-key data file: _KEY_*, _SEQUENCE_NUMBER, _VALUE_KIND, values."""
-    arrow = schema.arrow_schema
-    keys = [
-        pa.field(KEY_PREFIX + k, arrow.field(k).type, nullable=False) for k in schema.primary_key
-    ]
-    system = [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
-    # values are nullable in files: retractions may carry only the key
-    values = [f.with_nullable(True) for f in arrow]
-    return pa.schema(keys + system + values)
 
 
 class SequenceGenerator:
@@ -269,8 +259,6 @@ class TableWrite:
 
     def _write_changelog(self, key: PartitionBucket, data: pa.Table) -> DataFileMeta:
         """changelog-producer=input: the rows as written, before merging, in sequence order."""
-        from filestore.compaction import write_bucket_file
-
         partition, bucket = key
         meta = write_bucket_file(
             self.table,
@@ -285,8 +273,6 @@ class TableWrite:
         return meta
 
     def _committed_runs(self, key: PartitionBucket) -> int:
-        from filestore.compaction import run_counts
-
         latest_id = self.table.snapshot_manager.latest_id()
         if self._runs_at is None or self._runs_at[0] != latest_id:
             snap = self.table.snapshot_manager.get(latest_id) if latest_id else None
@@ -320,8 +306,6 @@ class TableWrite:
         if len(pending) > 1:
             self._merge_pending(key)
         if committed + 1 >= stop:
-            from filestore.compaction import Compactor
-
             try:
                 Compactor(self.table, f"{self.commit_user}-compact").compact(buckets=[key])
             except FileStoreError as e:  # a concurrent compaction did it: fine
@@ -329,8 +313,6 @@ class TableWrite:
         self.stall_seconds += time.monotonic() - started
 
     def _merge_pending(self, key: PartitionBucket) -> None:
-        from filestore.compaction import CompactUnit, rewrite
-
         files = self._pending[key]
         partition, bucket = key
         merged = rewrite(
@@ -386,8 +368,6 @@ class TableWrite:
             return None
         if not self.primary_key:
             data = data.drop_columns([SEQUENCE_NUMBER])
-        from filestore.compaction import write_bucket_file
-
         meta = write_bucket_file(
             self.table,
             self.schema,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,24 +28,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A local SparkSession (2 cores, loopback only), shared by the session."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    """A local SparkSession (2 cores, loopback only, `dts` registered), shared by the session."""
+    from bridge.spark.session import local_session
 
-    tmp = tmp_path_factory.mktemp("spark")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("dts-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(tmp / "spark-warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
-        .getOrCreate()
-    )
+    session = local_session("dts-tests", tmp_path_factory.mktemp("spark"))
     try:
         yield session
     finally:

@@ -188,48 +188,16 @@ def meta_has_barrier(meta_url: str, table: str, barrier: int) -> bool:
 
 # ---- Spark -------------------------------------------------------------------------------
 
-_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
 
 def start_spark(work_dir: Path, warehouse: str) -> Any:
     """A local[2] SparkSession on 127.0.0.1, quiet (errors only), with `dts` registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from bridge.spark.session import local_session
 
-    from bridge.spark import register
-
-    work_dir.mkdir(parents=True, exist_ok=True)
-    log4j = work_dir / "log4j2.properties"
-    log4j.write_text(_LOG4J)
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={work_dir}"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dts-demo")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")  # bounded Ctrl-C
-        .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
-        .config("spark.local.dir", str(work_dir / "spark-local"))
-        .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.dts.warehouse", warehouse)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    conf = {
+        "spark.sql.streaming.stopTimeout": "30s",  # bounded Ctrl-C
+        "spark.dts.warehouse": warehouse,
+    }
+    return local_session("dts-demo", work_dir, conf=conf)
 
 
 class SparkStarter:

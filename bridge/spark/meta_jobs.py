@@ -23,10 +23,12 @@ Where registration happens, and why it is deterministic across Spark's Python wo
   snapshot's barrier (if it has one) and finishes the job, `abort` marks it failed.
   Sources come only from option `meta.sources` (a data source cannot see the plan).
 
-A streaming query has no "stopped" hook in a sink: its job stays running until its
-heartbeat timeout (option `meta.heartbeat-timeout-ms`, default 10 minutes, renewed by
-every micro-batch) lapses, or call `finish_streaming_job(url, checkpoint)` after
-`query.stop()`.
+A streaming query has no "stopped" hook in a sink. On the driver,
+`finish_jobs_on_stop(spark, url)` adds a StreamingQueryListener that finishes a query's
+job when the query stops (or marks it failed, with the reason, when it failed);
+without it the job stays running until its heartbeat timeout (option
+`meta.heartbeat-timeout-ms`, default 10 minutes, renewed by every micro-batch) lapses,
+or call `finish_streaming_job(url, checkpoint)` after `query.stop()`.
 
 A refusal (a second writer of the table, a FileStore-tier writer beside its worker, a
 cycle) raises `JobRefused` naming the job that holds the table; Spark surfaces it as
@@ -36,11 +38,14 @@ the write's / query's error.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from typing import Any
 
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
+
+log = logging.getLogger(__name__)
 
 WRITER = "writer"  # bridge.meta.models.SinkRole values (not imported: Spark workers stay light)
 LOG_WRITER = "log-writer"
@@ -139,3 +144,38 @@ def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> 
 
     with _client(url) as client:
         client.finish_job(streaming_job_id(query_id(checkpoint)), state)
+
+
+def finish_jobs_on_stop(spark: Any, url: str) -> Any:
+    """Finish each streaming query's job when the query stops (failed, with the reason,
+    when it failed). Returns the listener (``spark.streams.removeListener`` undoes it)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from bridge.meta.errors import JobNotFound, MetaError
+
+    class JobFinisher(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            pass
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            job_id = streaming_job_id(str(event.id))
+            failed = event.exception is not None
+            try:
+                with _client(url) as client:
+                    client.finish_job(
+                        job_id, "failed" if failed else "finished", event.exception or ""
+                    )
+            except JobNotFound:
+                pass  # a query that writes no `dts` table with meta.url has no job
+            except MetaError as e:
+                log.warning("could not finish job %s in the MetaService at %s: %s", job_id, url, e)
+
+    listener = JobFinisher()
+    spark.streams.addListener(listener)
+    return listener

@@ -190,3 +190,7 @@ def test_overwrite_with_input_changelog_reports_the_replaced_rows(warehouse: Pat
     assert t.read().to_pylist() == [{"id": 3, "v": "c"}]
     got = sorted((r["id"], r["_row_kind"]) for r in t.changes(first.id, second.id).to_pylist())
     assert got == [(1, "-D"), (2, "-D"), (3, "+I")]
+    # the input changelog the writer stored for the overwrite was deleted, not kept
+    assert second.changelog_manifest_list is None
+    stored = {f.file_name for m in messages for f in m.changelog_files}
+    assert stored and not any(p.name in stored for p in warehouse.rglob("changelog-*.parquet"))

@@ -13,10 +13,7 @@ from tests.meta_support import meta_service
 
 @pytest.fixture
 def dts(spark: Any) -> Any:
-    """The shared SparkSession with the `dts` data source registered."""
-    from bridge.spark import register
-
-    register(spark)
+    """The shared SparkSession (it has the `dts` data source registered)."""
     return spark
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -37,24 +36,9 @@ def _slow(signals: str, tag: str, delay_per_row: float) -> Any:
 
 
 def _session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from bridge.spark.session import local_session
 
-    from bridge.spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dts-restart-driver")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    return local_session("dts-restart-driver")
 
 
 def _query(spark: Any, args: argparse.Namespace, tier: str, src: str, dst: str) -> Any:

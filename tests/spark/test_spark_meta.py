@@ -241,3 +241,35 @@ def test_log_target_stream_registers_beside_a_worker(
         assert written == 4
     finally:
         worker.close(flush_timeout_s=0)
+
+
+def test_stopped_streaming_query_finishes_its_job(
+    dts: Any, warehouse: Path, tmp_path: Path, meta_url: str
+) -> None:
+    import time
+
+    from bridge.meta.client import MetaClient
+    from bridge.spark.checkpoint import query_id
+    from bridge.spark.meta_jobs import finish_jobs_on_stop
+
+    src, dst = make_table(warehouse, "db.fsrc"), make_table(warehouse, "db.fdst")
+    commit(src, rows(4), barrier=100)
+    listener = finish_jobs_on_stop(dts, meta_url)
+    try:
+        ck = tmp_path / "ck"
+        q = _stream(dts, warehouse, "db.fsrc", "db.fdst", ck, meta_url)
+        assert q.exception() is None and sort(dst.read()) == sort(src.read())
+        job_id = f"spark-streaming-{query_id(str(ck))}"
+        with MetaClient(meta_url) as client:
+            deadline = time.monotonic() + 60  # listener events are delivered asynchronously
+            while client.get_job(job_id).state.value == "running":
+                assert time.monotonic() < deadline, "the job was not finished by the listener"
+                time.sleep(0.2)
+            assert client.get_job(job_id).state.value == "finished"
+            # the table is free again: a batch writer registers, writes and finishes
+            dts.createDataFrame(rows(2, start=50)).write.format("dts").option(
+                "warehouse", str(warehouse)
+            ).option("meta.url", meta_url).mode("append").save("db.fdst")
+            assert dst.read().num_rows == 6
+    finally:
+        dts.streams.removeListener(listener)
