@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from filestore.row_kind import SEQUENCE_NUMBER
+
 FILE_SOURCE_APPEND = "APPEND"
 FILE_SOURCE_COMPACT = "COMPACT"
 
@@ -65,8 +67,13 @@ def parquet_write_options(
         for f in schema
         if pa.types.is_float32(f.type) or pa.types.is_float64(f.type)
     }
+    codecs: str | dict[str, str] = compression
+    if SEQUENCE_NUMBER in schema.names and compression != "none":
+        # delta-packed sequence numbers of a key-sorted file are noise to a codec
+        # (zstd: 0.02% smaller, a third slower)
+        codecs = {f.name: "none" if f.name == SEQUENCE_NUMBER else compression for f in schema}
     return {
-        "compression": compression,
+        "compression": codecs,
         "use_dictionary": dictionary,
         "column_encoding": encoding or None,
     }

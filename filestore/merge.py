@@ -70,6 +70,29 @@ def _ties(sorted_keys: np.ndarray) -> bool:
     return bool((sorted_keys[1:] == sorted_keys[:-1]).any())
 
 
+def _packed_stable_order(keys: np.ndarray, *, runs: bool) -> np.ndarray | None:
+    """Stable arg-sort as a value sort: each key (less the minimum) shifted left with its
+    position in the low bits, sorted, positions masked out. Sorting values is about twice
+    as fast as arg-sorting; None when the key range leaves too few bits for positions.
+    ``runs``: the keys are a few concatenated sorted runs (timsort merges them)."""
+    n = len(keys)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    bits = max(1, (n - 1).bit_length())
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo >= 1 << (63 - bits):
+        return None
+    if keys.dtype == np.uint64:
+        packed = (keys - np.uint64(lo)).astype(np.int64)
+    else:
+        packed = keys.astype(np.int64) - lo
+    packed <<= bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort(kind="stable" if runs else None)
+    packed &= (1 << bits) - 1
+    return packed
+
+
 def _integer_sort_order(keys: np.ndarray, seqs: pa.ChunkedArray | None) -> np.ndarray:
     """Arg-sort by key; among equal keys by sequence (``seqs``) or else by position.
 
@@ -79,6 +102,9 @@ def _integer_sort_order(keys: np.ndarray, seqs: pa.ChunkedArray | None) -> np.nd
     """
     if seqs is None:
         descents = int(np.count_nonzero(keys[1:] < keys[:-1]))
+        packed = _packed_stable_order(keys, runs=descents <= 64)
+        if packed is not None:
+            return packed
         if descents <= 64:  # concatenated sorted runs
             return np.argsort(keys, kind="stable")
     order = np.argsort(keys)

@@ -327,6 +327,15 @@ class TableWrite:
                 )
             )
 
+    def _gather(self, memtable: pa.Table, rows: np.ndarray) -> pa.Table:
+        """Rows of the memtable; the value copies of the key reuse the gathered keys."""
+        copies = [c for c in self.primary_key if c in memtable.column_names]
+        data = take_rows(memtable.drop_columns(copies), rows)
+        for c in copies:
+            i = memtable.schema.get_field_index(c)
+            data = data.add_column(i, memtable.schema.field(c), data.column(KEY_PREFIX + c))
+        return data
+
     def _bucket_keys(self, memtable: pa.Table, idx: np.ndarray) -> pa.Table:
         """Key columns (and _VALUE_KIND) of rows ``idx``: what deciding winners needs."""
         column = memtable.column(self.key_columns[0])
@@ -352,7 +361,7 @@ class TableWrite:
                 drop_deletes=False,
                 in_order=True,
             )
-            data = take_rows(memtable, idx[chosen])
+            data = self._gather(memtable, idx[chosen])
         elif self.primary_key:
             # a memtable is in sequence order: rows were numbered as they arrived
             data = merge(
