@@ -5,7 +5,8 @@
 Phases (each measured in its own subprocess, so peak RSS = that phase's ru_maxrss; each
 write phase first writes 1,000 rows into a throwaway table, so the timed write measures
 throughput rather than one-time start-up):
-- write: upsert of N rows into a 4-bucket primary-key table (this project's TableWrite;
+- write: upsert of N rows into a 4-bucket primary-key table (this project's TableWrite,
+  zstd by default, and with snappy, deltalake's codec;
   pypaimon ``write_arrow`` on a primary-key table; deltalake ``merge`` upsert; raw
   ``pyarrow.parquet.write_table`` as the ceiling);
 - read: full merge-read after the N rows plus 5 overlapping upsert batches of N/5 rows
@@ -90,7 +91,7 @@ def _batches(data_dir: Path) -> list[Any]:
 
 
 # -- phases (run in a child process each) ---------------------------------------
-def _dts_table(work: Path, auto_compaction: bool = True) -> Any:
+def _dts_table(work: Path, auto_compaction: bool = True, compression: str | None = None) -> Any:
     import pyarrow as pa
 
     from filestore import Catalog
@@ -99,6 +100,8 @@ def _dts_table(work: Path, auto_compaction: bool = True) -> Any:
         [("id", pa.int64()), ("amount", pa.float64()), ("qty", pa.int64()), ("name", pa.string())]
     )
     options = {"bucket": str(BUCKETS), "auto-compaction": str(auto_compaction).lower()}
+    if compression is not None:
+        options["file.compression"] = compression
     return Catalog(str(work)).create_table("bench.t", schema, primary_key=["id"], options=options)
 
 
@@ -127,6 +130,16 @@ def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
     base = _load(data, "base.parquet")
     _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
     t = _dts_table(work)
+    started = time.perf_counter()
+    _dts_write_all(t, [base])
+    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+
+
+def phase_dts_write_snappy(data: Path, work: Path) -> dict[str, Any]:
+    # deltalake writes snappy; this project's default is zstd (smaller files)
+    base = _load(data, "base.parquet")
+    _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w, compression="snappy"), [d]))
+    t = _dts_table(work, compression="snappy")
     started = time.perf_counter()
     _dts_write_all(t, [base])
     return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
@@ -335,6 +348,7 @@ def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
 
 PHASES = {
     "dts_write": phase_dts_write,
+    "dts_write_snappy": phase_dts_write_snappy,
     "dts_read": phase_dts_read,
     "dts_changes": phase_dts_changes,
     "dts_changes_lookup": phase_dts_changes_lookup,
@@ -357,6 +371,12 @@ def run_phase(name: str, data: Path, memory_rows: int) -> None:
             out = phase_dts_memory(data, work, memory_rows)
         else:
             out = PHASES[name](data, work)
+        if "_write" in name:
+            out["parquet_bytes"] = sum(
+                f.stat().st_size
+                for f in work.rglob("*.parquet")
+                if "warmup" not in f.relative_to(work).parts
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -424,22 +444,28 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from rich.table import Table as RichTable
 
     rates = RichTable(title=f"peer benchmark, {args.rows:,} rows, {BUCKETS} buckets")
-    for c in ("phase", "rows", "seconds", "rows/s", "peak RSS MiB"):
+    for c in ("phase", "rows", "seconds", "rows/s", "peak RSS MiB", "Parquet MiB"):
         rates.add_column(c, justify="right")
     for name, r in results.items():
         if "error" in r:
-            rates.add_row(name, "-", "-", "failed", "-")
+            rates.add_row(name, "-", "-", "failed", "-", "-")
             continue
+        written = r.get("parquet_bytes")
         rates.add_row(
             name,
             f"{r['rows']:,}",
             f"{r['seconds']:.2f}",
             f"{r['rows_per_s']:,.0f}",
             f"{r['peak_rss_bytes'] / 2**20:,.0f}",
+            "" if written is None else f"{written / 2**20:,.1f}",
         )
     targets = {
         "write vs pypaimon (>= 10x)": (_ratio(results, "dts_write", "paimon_write"), 10.0),
         "write vs deltalake merge (>= 1x)": (_ratio(results, "dts_write", "delta_write"), 1.0),
+        "write, both snappy, vs deltalake merge": (
+            _ratio(results, "dts_write_snappy", "delta_write"),
+            None,
+        ),
         "write vs raw pyarrow": (_ratio(results, "dts_write", "raw_write"), None),
         "merge-read vs pypaimon (>= 10x)": (_ratio(results, "dts_read", "paimon_read"), 10.0),
         "merge-read vs deltalake": (_ratio(results, "dts_read", "delta_read"), None),
@@ -495,7 +521,8 @@ def main() -> None:
     try:
         print(f"generating {args.rows:,} rows + {BATCHES} upsert batches in {data}", flush=True)
         generate(data, args.rows)
-        order = ["raw_write", "dts_write", "paimon_write", "delta_write", "raw_read", "dts_read"]
+        order = ["raw_write", "dts_write", "dts_write_snappy", "paimon_write", "delta_write"]
+        order += ["raw_read", "dts_read"]
         order += ["paimon_read", "delta_read", "dts_changes", "dts_changes_lookup", "dts_compact"]
         order += ["dts_memory"]
         if args.only:
