@@ -58,7 +58,8 @@ def _with_kind(data: pa.Table, kind: int) -> pa.Table:
     return data.append_column(ROW_KIND_COLUMN, kinds_to_strings(codes))
 
 
-def _frame(data: pa.Table, index: str) -> pl.DataFrame:
+def indexed_frame(data: pa.Table, index: str) -> pl.DataFrame:
+    """The table as a polars frame with its row numbers in column ``index``."""
     frame = pl.from_arrow(data, rechunk=False)
     assert isinstance(frame, pl.DataFrame)
     return frame.with_row_index(index)
@@ -68,8 +69,8 @@ def diff_states(old: pa.Table, new: pa.Table, key_columns: Sequence[str]) -> pa.
     """-D for keys only in old, +I for keys only in new, -U/+U pairs for changed rows."""
     schema = new.schema
     keys = list(key_columns)
-    o = _frame(old, _O).select([*keys, _O])
-    n = _frame(new, _N).select([*keys, _N])
+    o = indexed_frame(old, _O).select([*keys, _O])
+    n = indexed_frame(new, _N).select([*keys, _N])
     joined = o.join(n, on=keys, how="full", coalesce=True, nulls_equal=True)
     oi, ni = joined[_O], joined[_N]
     gone = joined.filter(ni.is_null())[_O].to_numpy()
@@ -106,7 +107,7 @@ def diff_multisets(old: pa.Table, new: pa.Table) -> pa.Table:
     occ = "__dts_occurrence"
 
     def numbered(t: pa.Table, index: str) -> pl.DataFrame:
-        f = _frame(t, index)
+        f = indexed_frame(t, index)
         return f.with_columns(pl.int_range(pl.len()).over(cols).alias(occ))
 
     o, n = numbered(old, _O), numbered(new, _N)
@@ -125,7 +126,8 @@ def _splits(table: Table, snap: Snapshot) -> dict[tuple[tuple[str | None, ...], 
     return {(s.partition_values, s.bucket): s for s in TableScan(table, snap).plan()}
 
 
-def _read(table: Table, reader: SplitReader, split: Split | None) -> pa.Table:
+def read_state(table: Table, reader: SplitReader, split: Split | None) -> pa.Table:
+    """The merged rows of a split (none for no split)."""
     if split is None:
         return reader.output_schema().empty_table()
     batches = list(table.read_split(split))
@@ -147,7 +149,7 @@ def diff_snapshots(table: Table, start: Snapshot, end: Snapshot) -> pa.Table:
         same = a is not None and b is not None and _names(a) == _names(b)
         if same:
             continue
-        old, new = _read(table, reader, a), _read(table, reader, b)
+        old, new = read_state(table, reader, a), read_state(table, reader, b)
         if schema.primary_key:
             parts.append(diff_states(old, new, schema.primary_key))
         else:

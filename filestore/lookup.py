@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
-from filestore.changes import diff_states
+from filestore.changes import diff_states, indexed_frame, read_state
 from filestore.data_file import FILE_SOURCE_COMPACT, DataFileMeta
 from filestore.merge import merge
 from filestore.read import SplitReader
@@ -50,20 +50,15 @@ def _state_of(
     table: Table, partition: tuple[str | None, ...], bucket: int, files: Sequence[DataFileMeta]
 ) -> pa.Table:
     """The merged rows of the given files of one bucket."""
-    reader = SplitReader(table, table.schema)
-    if not files:
-        return reader.output_schema().empty_table()
     names = table.schema.partition_keys
     split = Split(0, dict(zip(names, partition, strict=True)), bucket, tuple(files))
-    return pa.Table.from_batches(list(reader.read(split)), schema=reader.output_schema())
+    return read_state(table, SplitReader(table, table.schema), split if files else None)
 
 
 def _rows_with_keys(rows: pa.Table, touched: pa.Table, keys: list[str]) -> pa.Table:
-    frame = pl.from_arrow(rows, rechunk=False)
-    assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_row_index(_ROW)
     probe = pl.from_arrow(touched, rechunk=False)
     assert isinstance(probe, pl.DataFrame)
+    frame = indexed_frame(rows, _ROW)
     hit = frame.join(probe, on=keys, how="semi", nulls_equal=True)[_ROW].to_numpy()
     return rows.take(pa.array(hit))
 

@@ -56,7 +56,7 @@ def take_rows(table: pa.Table, indices: np.ndarray) -> pa.Table:
     return pc.take(table, pa.array(indices), boundscheck=False)
 
 
-def _integer_keys(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
+def integer_keys(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
     """The key as one numpy integer array, when it is a single non-null integer column."""
     if len(key_columns) != 1:
         return None
@@ -125,7 +125,7 @@ def sort_order(
     and on concatenated sorted runs that is close to a linear merge. A single
     integer key is sorted with numpy; other keys with polars' parallel arg-sort.
     """
-    keys = _integer_keys(table, key_columns)
+    keys = integer_keys(table, key_columns)
     if keys is not None:
         seqs = None if in_sequence_order else table.column(SEQUENCE_NUMBER)
         return _integer_sort_order(keys, seqs)
@@ -230,7 +230,7 @@ def _winners(
     table: pa.Table, key_columns: Sequence[str], order: np.ndarray, drop_deletes: bool
 ) -> np.ndarray:
     """Mask over ``order``: True for the last row of each key (an add, with drop_deletes)."""
-    keys = _integer_keys(table, key_columns)
+    keys = integer_keys(table, key_columns)
     if keys is None:
         return _last_of_group(
             table.select([*key_columns, VALUE_KIND]).take(order), key_columns, drop_deletes

@@ -31,7 +31,7 @@ from filestore.data_file import (
     DataFileMeta,
 )
 from filestore.errors import FileStoreError
-from filestore.merge import check_retractable, merge, take_rows, winner_indices
+from filestore.merge import check_retractable, integer_keys, merge, take_rows, winner_indices
 from filestore.messages import CommitMessage
 from filestore.row_kind import (
     DELETE,
@@ -230,7 +230,7 @@ class TableWrite:
             groups = pool.map(self._groups, batches)
             offsets = np.cumsum([0, *(b.num_rows for b in batches)])
             parts: dict[PartitionBucket, list[np.ndarray]] = {}
-            for start, batch, batch_groups in zip(offsets, batches, groups, strict=False):
+            for start, batch, batch_groups in zip(offsets[:-1], batches, groups, strict=True):
                 for key, idx in batch_groups:
                     rows = np.arange(batch.num_rows) if idx is None else idx
                     parts.setdefault(key, []).append(start + rows)
@@ -338,12 +338,11 @@ class TableWrite:
 
     def _bucket_keys(self, memtable: pa.Table, idx: np.ndarray) -> pa.Table:
         """Key columns (and _VALUE_KIND) of rows ``idx``: what deciding winners needs."""
-        column = memtable.column(self.key_columns[0])
-        if len(self.key_columns) == 1 and pa.types.is_integer(column.type):
+        keys = integer_keys(memtable, self.key_columns)
+        if keys is not None:
             # one integer key: a numpy gather of a single column, no kinds needed
             # (winners keep retractions in a level-0 run)
-            values = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-            return pa.table({self.key_columns[0]: values.to_numpy()[idx]})
+            return pa.table({self.key_columns[0]: keys[idx]})
         return take_rows(memtable.select([*self.key_columns, VALUE_KIND]), idx)
 
     def _write_file(
