@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 from collections.abc import Set
@@ -11,8 +12,9 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from bridge.worker.agents.consumption import attach_consumption_agent
 from bridge.worker.config import WorkerConfig
+from bridge.worker.dataplane import DataPlane
+from bridge.worker.fetch import LogFetcher
 from bridge.worker.meta_link import MetaLink
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.runtime import WorkerRuntime
@@ -56,7 +58,13 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         if meta is not None:
             t.on_barrier = on_barrier
             meta.add_table(t.name)
-    runtime = WorkerRuntime(tables, metrics, status)
+    fetcher = LogFetcher(
+        config.bootstrap,
+        batch_size=config.batch_size,
+        queue_batches=config.fetch_queue_batches,
+        prefetch_kbytes=config.prefetch_kbytes,
+    )
+    runtime = WorkerRuntime(tables, metrics, status, fetcher)
 
     app = WorkerApp(
         config.group,
@@ -73,18 +81,34 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         broker_heartbeat_interval=config.heartbeat_interval_s,
         broker_rebalance_timeout=config.rebalance_timeout_s,
         broker_request_timeout=max(config.session_timeout_s + 4, 10.0),
-        stream_buffer_maxsize=config.stream_buffer_maxsize,
-        broker_max_poll_records=config.batch_size,
+        # Faust's consumer only coordinates: it pauses every partition it is assigned,
+        # so at most one small fetch per partition happens before the pause
+        consumer_max_fetch_size=1024,
     )
     app.runtime, app.metrics, app.status = runtime, metrics, status
     # Faust batches topic changes for 45 s before resubscribing; new tables should not wait
     app.topics._resubscribe_sleep_lock_seconds = config.resubscribe_delay_s  # type: ignore[attr-defined]
 
+    commit_wanted = asyncio.Event()
+
     async def commit_now() -> None:
         await asyncio.to_thread(runtime.commit_ready)
 
-    for slot in runtime.by_topic.values():
-        attach_consumption_agent(app, slot, config, commit_now)
+    for topic in runtime.by_topic:
+        subscribe(app, topic)
+
+    def on_prepared() -> None:
+        app.loop.call_soon_threadsafe(commit_wanted.set)
+
+    def on_fatal(exc: BaseException) -> None:
+        asyncio.run_coroutine_threadsafe(app.crash(exc), app.loop)
+
+    plane = DataPlane(runtime, fetcher, on_prepared, on_fatal)
+
+    async def start_plane() -> None:
+        plane.start()
+
+    app.task(start_plane)
 
     if config.table_scan_interval_s > 0 and not config.tables:
         scanner = TableScanner(config, runtime, on_barrier, gate)
@@ -93,11 +117,10 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
             for tw in await asyncio.to_thread(scanner.scan):
                 if meta is not None:
                     meta.add_table(tw.name)
-                slot = runtime.add(tw)
-                agent = attach_consumption_agent(app, slot, config, commit_now)
-                # starting the agent iterates its topic: the conductor adds it to the
-                # subscription and the group rebalances (after resubscribe_delay_s)
-                await agent.start()
+                runtime.add(tw)
+                # the conductor resubscribes and the group rebalances (after
+                # resubscribe_delay_s); the new assignment positions the fetcher
+                subscribe(app, tw.topic)
                 log.info("table %s: found by the catalog scan, consuming %s", tw.name, tw.topic)
 
         app.timer(config.table_scan_interval_s, name="dts-table-scan")(scan_tick)
@@ -117,18 +140,22 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
 
     async def commit_loop() -> None:
-        # a loop, not a Faust timer: a commit may well take longer than the poll interval
+        # a loop, not a Faust timer: a commit may well take longer than the poll interval;
+        # woken at once when this worker prepared a barrier, polled for other workers'
         while not app.should_stop:
             await commit_now()
-            await asyncio.sleep(config.commit_poll_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(commit_wanted.wait(), config.commit_poll_s)
+            commit_wanted.clear()
 
     async def status_tick() -> None:
-        _refresh_lag(app, runtime)
+        _refresh_lag(fetcher, runtime)
 
     app.task(commit_loop)
     app.timer(config.status_poll_s, name="dts-status")(status_tick)
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        await asyncio.to_thread(plane.stop)
         runtime.close()
         if meta is not None:
             await asyncio.to_thread(meta.close)
@@ -189,17 +216,21 @@ class TableScanner:
             return []
 
 
-def _refresh_lag(app: WorkerApp, runtime: WorkerRuntime) -> None:
+def subscribe(app: faust.App, topic: str) -> None:
+    """Add ``topic`` to the group's subscription. No agent reads it: records are
+    fetched in bulk (``bridge.worker.fetch``), Faust only assigns its partitions."""
+    app.topics.add(app.topic(topic, key_type=bytes, value_type=bytes, allow_empty=True))
+
+
+def _refresh_lag(fetcher: LogFetcher, runtime: WorkerRuntime) -> None:
     """High watermarks -> lag gauges (records and ms) per owned bucket."""
-    consumer = app.consumer
     job = runtime.metrics.job
     for topic, slot in runtime.by_topic.items():
         tw = slot.worker
         for b, writer in list(tw.buckets.items()):
-            try:
-                hw = consumer.highwater(TP(topic, b))
-            except Exception:  # partition not fetched yet
-                continue
+            hw = fetcher.highwater(topic, b)
+            if hw is None:
+                continue  # not fetched yet
             st = writer.status
             st.high_watermark = hw
             runtime.metrics.lag_records.labels(tw.name, str(b), job).set(st.lag_records or 0)

@@ -24,11 +24,11 @@ class WorkerConfig:
     web_enabled: bool = True
     commit_user: str = DEFAULT_COMMIT_USER
     worker_id: str = field(default_factory=_default_worker_id)
-    batch_size: int = 20_000  # records per agent batch
-    batch_window_s: float = 0.05  # longest wait to fill a batch
+    batch_size: int = 20_000  # records per bulk fetch (consume num_messages)
+    fetch_queue_batches: int = 4  # fetched batches waiting for the table workers
+    prefetch_kbytes: int = 32_768  # librdkafka's prefetch queue; bounds memory under backpressure
     commit_poll_s: float = 0.1  # committer polls for other workers' prepared records
     status_poll_s: float = 1.0  # lag refresh
-    stream_buffer_maxsize: int = 20_000  # per partition; Faust pauses fetching beyond it
     # group membership: short timeouts make joins and rebalances quick
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 0.5

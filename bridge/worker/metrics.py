@@ -83,6 +83,25 @@ class WorkerMetrics:
             _T,
             registry=r,
         )
+        self.table_errors = Counter(
+            "dts_worker_table_errors",
+            "Errors while consuming or committing a table (stage: data, commit); the worker "
+            "retries with backoff and resumes from the last snapshot",
+            ("table", "job", "stage"),
+            registry=r,
+        )
+        self.table_healthy = Gauge(
+            "dts_worker_table_healthy",
+            "1 while the table's data path and commits work, 0 while they fail and are retried",
+            _T,
+            registry=r,
+        )
+        self.fetch_blocked = Gauge(
+            "dts_worker_fetch_blocked",
+            "1 while fetching waits for the table workers (backpressure)",
+            ("job",),
+            registry=r,
+        )
 
         self.meta_errors = Counter(
             "dts_worker_meta_errors",

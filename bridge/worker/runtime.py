@@ -1,4 +1,5 @@
-"""The worker's tables and their ownership: what the Faust app's hooks call into."""
+"""The worker's tables and their ownership: what the Faust app's hooks and the data
+plane call into."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 import threading
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from faust.types import TP
 
@@ -16,22 +18,42 @@ from bridge.worker.table_worker import TableWorker
 log = logging.getLogger(__name__)
 
 
+class Positioner(Protocol):
+    """Where a table's records are fetched from (``bridge.worker.fetch.LogFetcher``)."""
+
+    def new_epoch(self) -> int: ...
+
+    def assign(self, topic: str, offsets: Mapping[int, int], epoch: int) -> None: ...
+
+    def drop(self, topic: str, partitions: list[int] | None = None) -> None: ...
+
+
 @dataclass
 class TableSlot:
-    """A table worker plus the locks that keep its data path and committer serial."""
+    """A table worker, the partitions Faust assigned to it here, and the locks that
+    keep its data path and committer serial."""
 
     worker: TableWorker
+    wanted: list[int] = field(default_factory=list)
     data_lock: threading.Lock = field(default_factory=threading.Lock)
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class WorkerRuntime:
     def __init__(
-        self, tables: list[TableWorker], metrics: WorkerMetrics, status: WorkerStatus
+        self,
+        tables: list[TableWorker],
+        metrics: WorkerMetrics,
+        status: WorkerStatus,
+        fetcher: Positioner,
     ) -> None:
         self.metrics = metrics
         self.status = status
+        self.fetcher = fetcher
         self.by_topic: dict[str, TableSlot] = {t.topic: TableSlot(t) for t in tables}
+        self._last_assignment: tuple[frozenset[TP], int] | None = None
+        for t in tables:
+            self._set_healthy(t, True)
 
     def add(self, table: TableWorker) -> TableSlot:
         """A table found after start; takes effect at the next rebalance."""
@@ -39,45 +61,119 @@ class WorkerRuntime:
         # copy on write: other threads iterate the mapping without a lock
         self.by_topic = {**self.by_topic, table.topic: slot}
         self.status.tables[table.name] = table.status
+        self._set_healthy(table, True)
         return slot
 
     @property
     def table_names(self) -> set[str]:
         return {slot.worker.name for slot in self.by_topic.values()}
 
+    # -- ownership -------------------------------------------------------------------
+
     def on_assigned(self, assigned: Set[TP], generation: int) -> Mapping[TP, int]:
-        """New assignment: (re)open owned buckets; returns where each partition resumes."""
+        """New assignment: (re)open owned buckets at their snapshot offsets and point the
+        fetcher there; returns where each partition resumes."""
+        key = (frozenset(assigned), generation)
+        if key == self._last_assignment:
+            return {}  # Faust asks again for the same assignment: nothing moved
+        self._last_assignment = key
         resume: dict[TP, int] = {}
         for topic, slot in list(self.by_topic.items()):
-            parts = sorted(tp.partition for tp in assigned if tp.topic == topic)
-            with slot.data_lock:
-                offsets = slot.worker.assign(parts, generation)
-            for tp in assigned:
-                if tp.topic == topic:
-                    resume[tp] = offsets[tp.partition]
-            if parts:
-                log.info("table %s: buckets %s resume at %s", slot.worker.name, parts, offsets)
+            slot.wanted = sorted(tp.partition for tp in assigned if tp.topic == topic)
+            offsets = self.reopen(slot)
+            resume.update({TP(topic, p): o for p, o in offsets.items()})
         return resume
 
+    def reopen(self, slot: TableSlot) -> dict[int, int]:
+        """Drop the table's in-flight state and resume its wanted buckets from the latest
+        snapshot (a rebalance, or recovery after an error). Errors mark it unhealthy."""
+        tw = slot.worker
+        try:
+            with slot.data_lock:
+                epoch = self.fetcher.new_epoch()
+                offsets = tw.assign(slot.wanted, epoch)
+                # posted under the lock, so the fetcher sees assignments in epoch order
+                self.fetcher.assign(tw.topic, offsets, epoch)
+        except Exception as exc:
+            self.failed(slot, "data", exc)
+            return {}
+        if tw.status.health.failing_stage == "data":
+            self.succeeded(slot, "data")
+        if slot.wanted:
+            log.info("table %s: buckets %s resume at %s", tw.name, slot.wanted, offsets)
+        return offsets
+
     def on_revoked(self, revoked: Set[TP]) -> None:
+        self._last_assignment = None
         for topic, slot in list(self.by_topic.items()):
             parts = [tp.partition for tp in revoked if tp.topic == topic]
             if parts:
+                slot.wanted = [p for p in slot.wanted if p not in parts]
                 with slot.data_lock:
                     slot.worker.revoke(parts)
+                    self.fetcher.drop(topic, parts)
+
+    # -- health ----------------------------------------------------------------------
+
+    def failed(self, slot: TableSlot, stage: str, exc: BaseException) -> None:
+        """A table's data path or commit failed: count it, stop fetching it (data) and
+        retry after a backoff; the other tables go on."""
+        tw = slot.worker
+        health = tw.status.health
+        first = health.healthy
+        backoff = health.failed(stage, exc)
+        self.metrics.table_errors.labels(tw.name, self.metrics.job, stage).inc()
+        self._set_healthy(tw, False)
+        if stage == "data":
+            self.fetcher.drop(tw.topic)
+        log.log(
+            logging.ERROR if first else logging.WARNING,
+            "table %s: %s failed (%s), retrying in %.2fs from the last snapshot",
+            tw.name,
+            stage,
+            health.last_error,
+            backoff,
+        )
+
+    def succeeded(self, slot: TableSlot, stage: str) -> None:
+        health = slot.worker.status.health
+        if health.healthy:
+            return
+        health.succeeded(stage)
+        if health.healthy:
+            self._set_healthy(slot.worker, True)
+            log.warning("table %s: %s works again", slot.worker.name, stage)
+
+    def recover_due(self) -> None:
+        """Reopen tables whose data path failed and whose backoff has passed."""
+        for slot in list(self.by_topic.values()):
+            health = slot.worker.status.health
+            if health.failing_stage == "data" and health.due():
+                health.retry_at = None
+                self.reopen(slot)
+
+    def _set_healthy(self, tw: TableWorker, healthy: bool) -> None:
+        self.metrics.table_healthy.labels(tw.name, self.metrics.job).set(1 if healthy else 0)
+
+    # -- committing ------------------------------------------------------------------
 
     def commit_ready(self) -> list[tuple[str, int]]:
         """Run every committer this worker holds (non-blocking if one is busy)."""
         done: list[tuple[str, int]] = []
         for slot in list(self.by_topic.values()):
+            health = slot.worker.status.health
+            if health.failing_stage == "commit" and not health.due():
+                continue
             if slot.worker.committer is None or not slot.commit_lock.acquire(blocking=False):
                 continue
             try:
                 done += [(slot.worker.name, b) for b in slot.worker.commit_ready()]
             except Exception as exc:
-                # e.g. a prepared record replaced or removed by a bucket's new owner
-                # mid-read, or a commit conflict: nothing was committed, retry next tick
-                log.warning("table %s: commit failed, retrying: %r", slot.worker.name, exc)
+                # e.g. a read-only or full warehouse, a prepared record replaced by a
+                # bucket's new owner mid-read, a conflict: nothing was committed, retry
+                self.failed(slot, "commit", exc)
+            else:
+                self.succeeded(slot, "commit")
             finally:
                 slot.commit_lock.release()
         return done

@@ -1,9 +1,11 @@
 """Everything one worker does for one table: its owned buckets and, when it owns
 bucket 0, the table's committer.
 
-Synchronous and Faust-free, so it can be driven directly in tests; the Faust
-agent in ``bridge.worker.agents.consumption`` hands it raw records and the
-app's rebalance hooks call :meth:`assign` / :meth:`revoke`.
+Synchronous and Faust-free, so it can be driven directly in tests; the data
+plane (``bridge.worker.dataplane``) hands it whole fetched batches and the
+app's rebalance hooks call :meth:`assign` / :meth:`revoke`. ``generation`` is the
+fetch epoch the buckets were opened for: records fetched for an older position
+are never admitted.
 """
 
 from __future__ import annotations
@@ -23,11 +25,9 @@ from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableC
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
+from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
-
-# (partition, offset, key, value, headers, timestamp_ms): the LogStore codec's input
-RawRecord = tuple[int, int, bytes | None, bytes | None, Any, int | None]
 
 ROW_KIND = "_row_kind"
 
@@ -48,7 +48,7 @@ class TableHooks:
     new_write: Callable[[], TableWriteLike]
     new_commit: Callable[[], TableCommitLike]
     resume: Callable[[], ResumePoint]  # the latest snapshot with log offsets
-    decode: Callable[[Sequence[RawRecord]], Any]  # -> logstore Decoded (.table, .markers, .errors)
+    decode: Callable[[LogRecords], Any]  # -> logstore Decoded (.table, .markers, .errors)
     encode_message: Callable[[Any], dict[str, Any]]
     decode_message: Callable[[dict[str, Any]], Any]
     send_to_dlq: Callable[[Sequence[Any]], None] | None = None
@@ -158,19 +158,23 @@ class TableWorker:
 
     # -- data path -----------------------------------------------------------------
 
-    def accepts(self, partition: int, offset: int, generation: int | None) -> bool:
-        """Only records of owned buckets, of the current assignment, not yet consumed."""
-        w = self.buckets.get(partition)
-        return (
-            w is not None
-            and offset >= w.next_offset
-            and (generation is None or generation == w.generation)
-        )
+    def admit(self, records: LogRecords, generation: int) -> LogRecords:
+        """The records of owned buckets, fetched for their current assignment
+        (``generation``), not yet consumed."""
+        if not len(records):
+            return records
+        keep = np.zeros(len(records), dtype=bool)
+        for b in np.unique(records.partitions).tolist():
+            w = self.buckets.get(b)
+            if w is None or w.closed or w.generation != generation:
+                continue
+            keep |= (records.partitions == b) & (records.offsets >= w.next_offset)
+        return records.take(np.flatnonzero(keep))
 
-    def process(self, records: Sequence[RawRecord]) -> list[PreparedRecord]:
-        """Decode a batch (already filtered by :meth:`accepts`), buffer its rows and
+    def process(self, records: LogRecords) -> list[PreparedRecord]:
+        """Decode a batch (already filtered by :meth:`admit`), buffer its rows and
         prepare every barrier it closes. Returns the records prepared."""
-        if not records:
+        if not len(records):
             return []
         decoded = self.hooks.decode(records)
         faults.reach("batch")
@@ -180,9 +184,8 @@ class TableWorker:
         markers: dict[int, list[Any]] = {}
         for m in decoded.markers:
             markers.setdefault(int(m.partition), []).append(m)
-        last = _last_offsets(records)
         parts = table.column("_partition").to_numpy() if table.num_rows else np.empty(0, np.int32)
-        for b, (last_offset, last_ts) in last.items():
+        for b, (last_offset, last_ts) in records.last_per_partition().items():
             writer = self.buckets.get(b)
             if writer is None or writer.closed:
                 continue  # revoked while this batch was in flight
@@ -266,16 +269,6 @@ def _data_columns(rows: pa.Table) -> pa.Table:
     """The row columns (+ ``_row_kind``) the FileStore writer takes; drops log bookkeeping."""
     drop = [c for c in rows.column_names if c.startswith("_") and c != ROW_KIND]
     return rows.drop_columns(drop) if drop else rows
-
-
-def _last_offsets(records: Sequence[RawRecord]) -> dict[int, tuple[int, int | None]]:
-    """partition -> (greatest offset, its timestamp) in the batch."""
-    last: dict[int, tuple[int, int | None]] = {}
-    for r in records:
-        cur = last.get(r[0])
-        if cur is None or r[1] > cur[0]:
-            last[r[0]] = (r[1], r[5])
-    return last
 
 
 def _field(obj: Any, name: str, default: Any) -> Any:

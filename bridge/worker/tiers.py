@@ -14,11 +14,11 @@ from bridge.worker.state.status import TableStatus, WorkerStatus
 from bridge.worker.table_worker import (
     BarrierListener,
     BucketNormalizer,
-    RawRecord,
     ResumePoint,
     TableHooks,
     TableWorker,
 )
+from logstore.records import LogRecords, decode_log_records
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,6 @@ def build_table_worker(
     on_barrier: BarrierListener | None = None,
 ) -> TableWorker:
     from filestore import CommitMessage
-    from logstore.codec import decode_records
     from logstore.dlq import DeadLetterQueue
 
     spec = log_spec_for(table)
@@ -171,8 +170,8 @@ def build_table_worker(
         dlq.send(failures, source_topic=spec.topic)
         dlq.flush()
 
-    def decode(records: Sequence[RawRecord]) -> Any:
-        return decode_records(records, spec, lenient=True)
+    def decode(records: LogRecords) -> Any:
+        return decode_log_records(records, spec, lenient=True)
 
     normalize = needs_normalize(table, spec)
     if normalize:

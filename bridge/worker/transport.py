@@ -1,36 +1,45 @@
-"""Faust's aiokafka transport, adjusted for the worker's exactly-once protocol.
+"""Faust's aiokafka transport, reduced to group coordination for the worker.
 
-Two changes, both at the only place Faust decides them:
-
-- consumers read with ``isolation.level=read_committed`` (Faust only does so
-  with its own ``exactly_once`` guarantee, which would also make it
-  transactional), so a transactional table's barrier is seen whole or not at all;
-- after a rebalance each assigned partition is positioned where the table's
-  latest snapshot says its bucket resumes, not at the consumer group's committed
-  offset. Faust calls ``perform_seek`` while the flow is stopped and before it
-  fetches again, so nothing from the old position reaches the agents (aiokafka
-  drops prefetched records whose position changed).
+Faust's consumer keeps the group membership, the partition assignment and the
+rebalance callbacks, but never fetches table data: every partition it is
+assigned is paused at once, so its fetcher sends no fetch requests, and its
+poll loop idles inside aiokafka's fetch context (which keeps
+``max.poll.interval`` satisfied). Records are fetched in bulk by
+``bridge.worker.fetch.LogFetcher`` instead. After each rebalance Faust calls
+``perform_seek``; the worker then positions its bulk fetcher where each table's
+latest snapshot says its buckets resume (the ``resume_hook``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
-from aiokafka.errors import IllegalStateError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-# called with the assigned partitions and the consumer generation; returns where to seek
+# called with the assigned partitions and the consumer generation; returns where they resume
 ResumeHook = Callable[[Set[TP], int], Mapping[TP, int]]
+
+# longest idle wait of Faust's poll loop: short, so rebalances are not held up
+_IDLE_POLL_S = 0.2
 
 
 class DtsConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        # aiokafka reads this attribute when it builds its fetcher in start()
-        consumer._isolation_level = "read_committed"
-        return consumer
+    async def _fetch_records(
+        self,
+        consumer: Any,
+        active_partitions: Set[TP],
+        timeout: float | None = None,
+        max_records: int | None = None,
+    ) -> Any:
+        unpaused = consumer.assignment() - consumer.paused()
+        if unpaused:
+            consumer.pause(*unpaused)
+        with consumer._fetcher._subscriptions.fetch_context():
+            await asyncio.sleep(min(timeout or 0.0, _IDLE_POLL_S))
+        return {}
 
 
 class DtsConsumer(faust_aiokafka.Consumer):
@@ -38,18 +47,14 @@ class DtsConsumer(faust_aiokafka.Consumer):
         return DtsConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def perform_seek(self) -> None:
-        await super().perform_seek()
         hook: ResumeHook | None = getattr(self.app, "resume_hook", None)
         if hook is None:
+            await super().perform_seek()
             return
-        assigned = self.assignment()
-        offsets = hook(assigned, int(self.app.consumer_generation_id or 0))
-        for tp, offset in offsets.items():
-            try:
-                await self.seek(tp, offset)
-            except IllegalStateError:
-                # revoked by a rebalance that started meanwhile; the next assignment seeks again
-                self.log.info("partition %r revoked before seeking to %d", tp, offset)
+        # reads each table's latest snapshot: off the event loop
+        await asyncio.to_thread(
+            hook, set(self.assignment()), int(self.app.consumer_generation_id or 0)
+        )
 
 
 class DtsTransport(faust_aiokafka.Transport):

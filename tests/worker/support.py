@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -144,8 +145,8 @@ class WorkerProc:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout_s)
 
-    def owned_buckets(self, table: str) -> set[int]:
-        """Buckets of ``table`` this worker owns now, from its /status page."""
+    def table_status(self, table: str) -> dict[str, Any]:
+        """``table``'s entry of the worker's /status page ({} while it does not answer)."""
         import json
         import urllib.request
 
@@ -154,9 +155,12 @@ class WorkerProc:
                 f"http://127.0.0.1:{self.web_port}/status", timeout=2
             ).read()
         except OSError:
-            return set()
-        t = json.loads(body)["tables"].get(table, {})
-        return {b["bucket"] for b in t.get("buckets", [])}
+            return {}
+        return dict(json.loads(body)["tables"].get(table, {}))
+
+    def owned_buckets(self, table: str) -> set[int]:
+        """Buckets of ``table`` this worker owns now, from its /status page."""
+        return {b["bucket"] for b in self.table_status(table).get("buckets", [])}
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -13,8 +13,8 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
 from bridge.worker.table_worker import ResumePoint, TableHooks, TableWorker
-from logstore.codec import decode_records
 from logstore.markers import marker_headers
+from logstore.records import LogRecords, decode_log_records
 from logstore.spec import LogSpec
 
 SPEC = LogSpec("dts.db.t", pa.schema([("id", pa.int64()), ("v", pa.string())]), ["id"], 2)
@@ -62,6 +62,10 @@ def marker(p: int, o: int, barrier: int, first: int | None) -> tuple[Any, ...]:
     return (p, o, None, None, marker_headers(barrier, first), 1000 + o)
 
 
+def recs(raw: list[tuple[Any, ...]]) -> LogRecords:
+    return LogRecords.from_raw(raw)
+
+
 def make(
     tmp_path: Path, resume: dict[int, int] | None = None
 ) -> tuple[TableWorker, FakeCommit, list[Any]]:
@@ -72,7 +76,7 @@ def make(
         new_write=lambda: FakeWrite(events),
         new_commit=lambda: fc,
         resume=lambda: ResumePoint(dict(resume or {})),
-        decode=lambda recs: decode_records(recs, SPEC, lenient=True),
+        decode=lambda recs: decode_log_records(recs, SPEC, lenient=True),
         encode_message=lambda m: {"ids": m},
         decode_message=lambda d: d["ids"],
         send_to_dlq=dlq.extend,
@@ -95,14 +99,14 @@ def test_barrier_commits_rows_before_markers_of_all_buckets(tmp_path: Path) -> N
     tw, fc, _ = make(tmp_path)
     assert tw.assign([0, 1], generation=3) == {0: 0, 1: 0}
     tw.process(
-        [data(0, 0, 10), data(1, 0, 11), data(0, 1, 12), marker(0, 2, 100, 0), data(0, 3, 13)]
+        recs([data(0, 0, 10), data(1, 0, 11), data(0, 1, 12), marker(0, 2, 100, 0), data(0, 3, 13)])
     )
     assert tw.commit_ready() == []  # bucket 1 has not passed 100
-    tw.process([marker(1, 1, 100, 0)])
+    tw.process(recs([marker(1, 1, 100, 0)]))
     assert tw.commit_ready() == [100]
     assert fc.commits == [(100, [[10, 12], [11]], {0: 3, 1: 2})]
     # row 13 (after marker 100) waits for barrier 200
-    tw.process([marker(0, 4, 200, 3), marker(1, 2, 200, -1)])
+    tw.process(recs([marker(0, 4, 200, 3), marker(1, 2, 200, -1)]))
     assert tw.commit_ready() == [200]
     assert fc.commits[-1] == (200, [[13], []], {0: 5, 1: 3})
     assert tw.status.last_barrier_committed == 200
@@ -114,19 +118,22 @@ def test_rows_of_aborted_transactions_are_dropped(tmp_path: Path) -> None:
     tw.num_buckets = 1
     tw.committer.num_buckets = 1  # type: ignore[union-attr]
     # offsets 0-1 were an aborted transaction the broker let through; the barrier's own began at 3
-    tw.process([data(0, 0, 1), data(0, 1, 2), data(0, 3, 3), marker(0, 4, 100, 3)])
-    tw.process([data(0, 6, 4), marker(0, 7, 200, -1)])  # -1: barrier 200 wrote nothing here
+    tw.process(recs([data(0, 0, 1), data(0, 1, 2), data(0, 3, 3), marker(0, 4, 100, 3)]))
+    tw.process(recs([data(0, 6, 4), marker(0, 7, 200, -1)]))  # -1: barrier 200 wrote nothing here
     assert tw.commit_ready() == [100, 200]
     assert [c[1] for c in fc.commits] == [[[3]], [[]]]
 
 
-def test_accepts_only_owned_current_unconsumed(tmp_path: Path) -> None:
+def test_admits_only_owned_current_unconsumed(tmp_path: Path) -> None:
     tw, _, _ = make(tmp_path, resume={0: 5})
     tw.assign([0], generation=7)
-    assert tw.accepts(0, 5, 7)
-    assert not tw.accepts(0, 4, 7)  # before the snapshot's offset
-    assert not tw.accepts(0, 6, 6)  # fetched in an older generation
-    assert not tw.accepts(1, 0, 7)  # not owned
+    batch = recs([data(0, 4, 1), data(0, 5, 2), data(1, 0, 3), data(0, 6, 4)])
+    admitted = tw.admit(batch, 7)
+    # offset 4 is before the snapshot's offset; partition 1 is not owned
+    assert admitted.offsets.tolist() == [5, 6]
+    assert admitted.partitions.tolist() == [0, 0]
+    assert [k for k in admitted.keys] == [batch.keys[1], batch.keys[3]]
+    assert not len(tw.admit(batch, 6))  # fetched for an older epoch
     assert tw.committer is not None  # owns bucket 0: runs the table's committer
 
 
@@ -134,12 +141,14 @@ def test_bad_records_go_to_dlq_and_the_table_goes_on(tmp_path: Path) -> None:
     tw, fc, dlq = make(tmp_path)
     tw.assign([0, 1], generation=1)
     tw.process(
-        [
-            (0, 0, b"k", b"not json", None, 1),
-            data(0, 1, 5),
-            marker(0, 2, 100, 0),
-            marker(1, 0, 100, -1),
-        ]
+        recs(
+            [
+                (0, 0, b"k", b"not json", None, 1),
+                data(0, 1, 5),
+                marker(0, 2, 100, 0),
+                marker(1, 0, 100, -1),
+            ]
+        )
     )
     assert len(dlq) == 1 and dlq[0].offset == 0
     assert tw.status.dlq_records == 1
@@ -150,7 +159,9 @@ def test_bad_records_go_to_dlq_and_the_table_goes_on(tmp_path: Path) -> None:
 def test_reassignment_discards_uncommitted_prepared_records(tmp_path: Path) -> None:
     tw, fc, _ = make(tmp_path)
     tw.assign([0, 1], generation=1)
-    tw.process([data(1, 0, 1), marker(1, 1, 100, 0)])  # bucket 1 prepared 100, bucket 0 did not
+    tw.process(
+        recs([data(1, 0, 1), marker(1, 1, 100, 0)])
+    )  # bucket 1 prepared 100, bucket 0 did not
     assert tw.store.barriers() == {100: {1}}
     tw.revoke([0, 1])
     assert tw.committer is None

@@ -39,6 +39,52 @@ class BucketStatus:
 
 
 @dataclass
+class TableHealth:
+    """Errors of a table's data path or commits. The worker retries by itself with a
+    growing delay; ``healthy`` turns true again on the first success."""
+
+    healthy: bool = True
+    errors_total: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    failing_stage: str | None = None  # "data" (fetch, decode, write) or "commit"
+    retry_at: float | None = None  # time.monotonic() of the next attempt
+    max_backoff_s: float = 5.0
+
+    def failed(self, stage: str, exc: BaseException) -> float:
+        """Record a failure; returns the seconds to wait before retrying."""
+        self.healthy = False
+        self.errors_total += 1
+        self.consecutive_failures += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self.failing_stage = stage
+        backoff = min(0.25 * 2 ** (self.consecutive_failures - 1), self.max_backoff_s)
+        self.retry_at = time.monotonic() + backoff
+        return backoff
+
+    def succeeded(self, stage: str) -> None:
+        if self.failing_stage not in (None, stage):
+            return  # the other stage is still failing
+        self.healthy = True
+        self.consecutive_failures = 0
+        self.failing_stage = None
+        self.retry_at = None
+
+    def due(self, now: float | None = None) -> bool:
+        return self.retry_at is not None and (now or time.monotonic()) >= self.retry_at
+
+    def to_json(self) -> dict[str, Any]:
+        retry = None if self.retry_at is None else max(self.retry_at - time.monotonic(), 0.0)
+        return {
+            "healthy": self.healthy,
+            "errors_total": self.errors_total,
+            "failing_stage": self.failing_stage,
+            "last_error": self.last_error,
+            "retry_in_s": None if retry is None else round(retry, 3),
+        }
+
+
+@dataclass
 class TableStatus:
     table: str
     topic: str
@@ -48,6 +94,7 @@ class TableStatus:
     committer: bool = False
     dlq_records: int = 0
     buckets: dict[int, BucketStatus] = field(default_factory=dict)
+    health: TableHealth = field(default_factory=TableHealth)
 
     def bucket(self, b: int) -> BucketStatus:
         if b not in self.buckets:
@@ -77,6 +124,7 @@ class TableStatus:
             "lag_ms": max((s.lag_ms(now) for s in owned), default=0),
             "memtable_bytes": sum(s.memtable_bytes for s in owned),
             "dlq_records": self.dlq_records,
+            **self.health.to_json(),
             "buckets": [
                 {**asdict(s), "lag_records": s.lag_records, "lag_ms": s.lag_ms(now)}
                 for _, s in sorted(self.buckets.items())

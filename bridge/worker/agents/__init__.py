@@ -1,1 +1,0 @@
-"""Faust agents of the worker."""
