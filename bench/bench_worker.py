@@ -1,20 +1,21 @@
-"""Worker benchmark: log -> committed FileStore snapshots, against Faust and raw Kafka.
+"""Worker benchmark: a pre-produced backlog drained into FileStore snapshots,
+against raw confluent-kafka and a bare Faust agent on the same topic.
 
-Measured in one run on the embedded broker, same topic layout (4 partitions),
-same rows (3 columns, primary key, upserts):
+Measured in one run on the embedded broker, on ONE topic (4 partitions) holding
+``--rows`` rows (3 columns, primary key, upserts, a barrier every 20k rows):
 
-- raw confluent-kafka consumption of the table's records (assign, no decode);
+- raw confluent-kafka consumption of the topic (assign, no decode): the ceiling;
 - a bare Faust agent that only counts the records (take_events batches);
-- `dts worker` with 1 and with 2 processes: rows/s from the first record
-  consumed to the last barrier's snapshot committed;
-- freshness with barriers every 1 s: produce -> the barrier's snapshot
-  readable, p50 / p99 (rows produced at a steady rate, one worker).
+- `dts worker` with 1 and with 2 processes draining the backlog: rows/s from the
+  group's assignment to the last barrier's snapshot committed (each run a fresh
+  table whose ``log.topic`` is the shared topic), with per-process CPU seconds
+  and the worker's peak RSS;
+- freshness with barriers every 1 s while a producer writes at half of x1's rate:
+  produce -> the barrier's snapshot readable, p50 / p99.
 
-Consumers are started first (group joined), then the rows are produced as fast
-as the LogWriter goes (faster than any Faust consumer), so the measured rate
-is the consumer's.
+``--profile`` samples worker x1 with py-spy and prints where its time goes.
 
-Usage: python -m bench.bench_worker --rows 300000 --out bench/results/worker.json
+Usage: python -m bench.bench_worker --rows 500000 --out bench/results/worker.json
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ import threading
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,11 +61,10 @@ def rows(start: int, n: int, keys: int) -> pa.Table:
     )
 
 
-def make_table(warehouse: str) -> Table:
+def make_table(warehouse: str, topic: str | None = None) -> Table:
     name = f"bench.w_{uuid.uuid4().hex[:8]}"
-    return Catalog(warehouse).create_table(
-        name, SCHEMA, primary_key=["id"], options={"bucket": str(BUCKETS)}
-    )
+    options = {"bucket": str(BUCKETS), **({"log.topic": topic} if topic else {})}
+    return Catalog(warehouse).create_table(name, SCHEMA, primary_key=["id"], options=options)
 
 
 def writer_for(table: Table, bootstrap: str) -> LogWriter:
@@ -85,6 +87,8 @@ def produce_all(writer: LogWriter, n: int) -> list[int]:
         if since >= BARRIER_ROWS:
             barriers.append(writer.barrier())
             since = 0
+        if start % (10 * PRODUCE_BATCH) == 0:
+            print(f"   produced {start + k:,}/{n:,} rows", end="\r", flush=True)
     if since or not barriers:
         barriers.append(writer.barrier())
     return barriers
@@ -114,16 +118,6 @@ def owned(port: int, table: str) -> set[int]:
     return {b["bucket"] for b in json.loads(body)["tables"].get(table, {}).get("buckets", [])}
 
 
-def consumed(port: int, table: str) -> int:
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2).read()
-    except OSError:
-        return 0
-    return sum(
-        b["next_offset"] for b in json.loads(body)["tables"].get(table, {}).get("buckets", [])
-    )
-
-
 def wait(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -133,36 +127,71 @@ def wait(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-
     raise SystemExit(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def bench_workers(
-    bootstrap: str, warehouse: str, n: int, workers: int, log_dir: str
+    bootstrap: str,
+    warehouse: str,
+    topic: str,
+    backlog: Backlog,
+    workers: int,
+    log_dir: str,
+    broker_pid: int | None,
+    profile: Path | None = None,
 ) -> dict[str, float]:
-    table = make_table(warehouse)
-    writer = writer_for(table, bootstrap)
-    writer.barrier()  # topic exists with a first (empty) barrier, so workers can join
+    """Workers join a group on a fresh table over the backlog's topic and drain it."""
+    table = make_table(warehouse, topic)
     group = f"bench-{uuid.uuid4().hex[:6]}"
     procs = [start_worker(warehouse, bootstrap, table.name, group, log_dir) for _ in range(workers)]
+    spy: subprocess.Popen[bytes] | None = None
     try:
+        # the first assignment positions the workers: from then on they drain the backlog
         wait(lambda: set().union(*(owned(p, table.name) for _, p in procs)) == set(range(BUCKETS))
-             and all(owned(p, table.name) for _, p in procs), 90, f"{workers} worker(s) to join")  # fmt: skip
+             and all(owned(p, table.name) for _, p in procs), 120, f"{workers} worker(s) to join")  # fmt: skip
+        if profile is not None:
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(procs[0][0].pid), "--format", "raw",
+                 "--output", str(profile), "--rate", "50", "--threads", "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        cpu0 = {p.pid: cpu_seconds(p.pid) for p, _ in procs}
+        broker0 = cpu_seconds(broker_pid) if broker_pid else 0.0
         started = time.monotonic()
-        barriers = produce_all(writer, n)
-        produced = time.monotonic() - started
-        last = barriers[-1]
+        last = backlog.barriers[-1]
         wait(
-            lambda: (s := table.latest_snapshot()) is not None and s.barrier == last,
+            lambda: (s := table.latest_snapshot()) is not None and (s.barrier or 0) >= last,
             900,
             "the last barrier",
         )
         elapsed = time.monotonic() - started
+        cpu = [cpu_seconds(p.pid) - cpu0[p.pid] for p, _ in procs]
+        broker_cpu = (cpu_seconds(broker_pid) - broker0) if broker_pid else float("nan")
+        rss = max(peak_rss_mib(p.pid) for p, _ in procs)
         got = table.read(columns=["id"]).num_rows
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         for proc, _ in procs:
             proc.send_signal(signal.SIGTERM)
         for proc, _ in procs:
             proc.wait(timeout=60)
-        writer.close(final_barrier=False)
-    return {"rows": n, "seconds": elapsed, "rows_per_s": n / elapsed, "produce_s": produced, "rows_in_table": got,
-            "barriers": len(barriers)}  # fmt: skip
+    n = backlog.rows
+    return {"rows": n, "seconds": elapsed, "rows_per_s": n / elapsed, "rows_in_table": got,
+            "barriers": len(backlog.barriers), "peak_rss_mib": rss,
+            "cpu_util_per_worker": [c / elapsed for c in cpu],
+            "broker_cpu_util": broker_cpu / elapsed}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- peers
@@ -193,11 +222,26 @@ faust.Worker(app, loglevel="WARNING", redirect_stdouts=False, quiet=True).execut
 """
 
 
-def bench_faust_counter(bootstrap: str, warehouse: str, n: int) -> dict[str, float]:
+@dataclass
+class Backlog:
+    topic: str
+    rows: int
+    barriers: list[int]
+    produce_s: float
+
+
+def make_backlog(bootstrap: str, warehouse: str, n: int) -> Backlog:
+    """The shared topic: n rows, a barrier every BARRIER_ROWS rows."""
     table = make_table(warehouse)
     writer = writer_for(table, bootstrap)
-    writer.barrier()
-    topic = writer.spec.topic
+    started = time.monotonic()
+    barriers = produce_all(writer, n)
+    writer.close(final_barrier=False)
+    return Backlog(writer.spec.topic, n, barriers, time.monotonic() - started)
+
+
+def bench_faust_counter(bootstrap: str, topic: str, n: int) -> dict[str, float]:
+    """A bare Faust agent counting the topic's first n data records (from its first one)."""
     group = f"bench-faust-{uuid.uuid4().hex[:6]}"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(FAUST_COUNTER)
@@ -210,29 +254,22 @@ def bench_faust_counter(bootstrap: str, warehouse: str, n: int) -> dict[str, flo
         line = proc.stdout.readline()
         if "READY" not in line:
             raise SystemExit(f"faust counter did not start: {line!r}")
-        time.sleep(8)  # group join (the READY task runs before the assignment)
-        started = time.monotonic()
-        produce_all(writer, n)
         line = proc.stdout.readline()
-        elapsed = time.monotonic() - started
         if "DONE" not in line:
             raise SystemExit(f"faust counter failed: {line!r}")
+        _, first, last, _count = line.split()
+        elapsed = float(last) - float(first)
     finally:
         proc.kill()
         proc.wait()
         os.unlink(f.name)
-        writer.close(final_barrier=False)
     return {"rows": n, "seconds": elapsed, "rows_per_s": n / elapsed}
 
 
-def bench_raw_consume(bootstrap: str, warehouse: str, n: int) -> dict[str, float]:
-    table = make_table(warehouse)
-    writer = writer_for(table, bootstrap)
-    produce_all(writer, n)
-    writer.close(final_barrier=False)
+def bench_raw_consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})  # fmt: skip
-    c.assign([TopicPartition(writer.spec.topic, p, 0) for p in range(BUCKETS)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(BUCKETS)])
     got, started = 0, time.monotonic()
     while got < n and time.monotonic() - started < 300:
         for m in c.consume(10_000, 0.5):
@@ -274,7 +311,7 @@ def bench_freshness(
         open_writes: list[float] = []
         samples: list[tuple[int, list[float]]] = []
         start = time.time()
-        next_barrier = start + 1.0
+        next_barrier, next_write = start + 1.0, start
         i = 0
         while time.time() - start < seconds:
             writer.write(rows(i, per_batch, 1_000_000))
@@ -283,7 +320,9 @@ def bench_freshness(
             if time.time() >= next_barrier:
                 samples.append((writer.barrier(), open_writes))
                 open_writes, next_barrier = [], next_barrier + 1.0
-            time.sleep(0.05)
+            next_write += 0.05  # paced by the clock: the write's own time is part of the 50 ms
+            time.sleep(max(next_write - time.time(), 0.0))
+        achieved = i / (time.time() - start)
         samples.append((writer.barrier(), open_writes))
         last = samples[-1][0]
         wait(lambda: last in seen, 60, "the last barrier")
@@ -299,6 +338,7 @@ def bench_freshness(
         "p99_ms": float(np.percentile(lat, 99) * 1000),
         "max_ms": float(lat.max() * 1000),
         "rate_rows_per_s": rate,
+        "achieved_rows_per_s": achieved,
     }
 
 
@@ -309,60 +349,101 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--faust-rows", type=int, default=60_000,
+                        help="records the bare Faust agent counts (it is ~20x slower)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "worker.json")
     parser.add_argument("--freshness-seconds", type=float, default=15.0)
+    parser.add_argument("--profile", action="store_true", help="py-spy profile of worker x1")
     args = parser.parse_args()
-    n = args.rows
-    results: dict[str, dict[str, float]] = {}
+    n = max(args.rows, 500_000)
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dts-bench-worker-") as tmp, EmbeddedBroker() as broker:
         warehouse = str(Path(tmp) / "warehouse")
         os.makedirs(warehouse)
+        print(f"-- backlog: {n:,} rows, a barrier every {BARRIER_ROWS:,} ...", flush=True)
+        backlog = make_backlog(broker.bootstrap, warehouse, n)
+        print(f"   produced in {backlog.produce_s:.1f}s ({len(backlog.barriers)} barriers)")
+        broker_pid = getattr(broker, "pid", None)
+        profile = Path(tmp) / "worker.spy" if args.profile else None
         steps = [
-            (
-                "raw confluent-kafka consume",
-                lambda: bench_raw_consume(broker.bootstrap, warehouse, n),
-            ),
-            (
-                "bare Faust agent (count)",
-                lambda: bench_faust_counter(broker.bootstrap, warehouse, n),
-            ),
-            ("dts worker x1", lambda: bench_workers(broker.bootstrap, warehouse, n, 1, tmp)),
-            ("dts worker x2", lambda: bench_workers(broker.bootstrap, warehouse, n, 2, tmp)),
-        ]
+            ("raw confluent-kafka consume", lambda: bench_raw_consume(broker.bootstrap, backlog.topic, n)),
+            ("bare Faust agent (count)",
+             lambda: bench_faust_counter(broker.bootstrap, backlog.topic, args.faust_rows)),
+            ("dts worker x1", lambda: bench_workers(
+                broker.bootstrap, warehouse, backlog.topic, backlog, 1, tmp, broker_pid, profile)),
+            ("dts worker x2", lambda: bench_workers(
+                broker.bootstrap, warehouse, backlog.topic, backlog, 2, tmp, broker_pid)),
+        ]  # fmt: skip
         for name, step in steps:
-            print(f"-- {name}: {n:,} rows ...", flush=True)
+            print(f"-- {name} ...", flush=True)
             results[name] = step()
-            print(
-                f"   {results[name]['rows_per_s']:,.0f} rows/s in {results[name]['seconds']:.1f}s",
-                flush=True,
-            )
-        print(f"-- freshness: barriers every 1 s for {args.freshness_seconds:.0f}s ...", flush=True)
+            r = results[name]
+            print(f"   {r['rows_per_s']:,.0f} rows/s ({r['rows']:,} rows in {r['seconds']:.1f}s)")
+        rate = int(results["dts worker x1"]["rows_per_s"] / 2)
+        print(f"-- freshness: barriers every 1 s, {rate:,} rows/s for "
+              f"{args.freshness_seconds:.0f}s ...", flush=True)  # fmt: skip
         results["freshness"] = bench_freshness(
-            broker.bootstrap, warehouse, args.freshness_seconds, 2_000, tmp
+            broker.bootstrap, warehouse, args.freshness_seconds, rate, tmp
         )
-    faust_rate = results["bare Faust agent (count)"]["rows_per_s"]
-    raw_rate = results["raw confluent-kafka consume"]["rows_per_s"]
-    print(f"\n{'what':32} {'rows/s':>12} {'vs Faust':>9} {'vs raw':>8}")
-    for name in (
-        "raw confluent-kafka consume",
-        "bare Faust agent (count)",
-        "dts worker x1",
-        "dts worker x2",
-    ):
-        r = results[name]["rows_per_s"]
-        print(f"{name:32} {r:12,.0f} {r / faust_rate:9.2f} {r / raw_rate:8.3f}")
-    f = results["freshness"]
-    print(f"\nfreshness (barrier.interval=1s, 1 worker): p50 {f['p50_ms']:.0f} ms, p99 {f['p99_ms']:.0f} ms, "
-          f"max {f['max_ms']:.0f} ms over {f['barriers']:.0f} barriers")  # fmt: skip
-    results["ratios"] = {
-        "worker1_vs_faust": results["dts worker x1"]["rows_per_s"] / faust_rate,
-        "worker2_vs_faust": results["dts worker x2"]["rows_per_s"] / faust_rate,
-        "faust_vs_raw": faust_rate / raw_rate,
-    }
+        if profile is not None:
+            results["profile"] = summarize_profile(profile)
+    report(results)
+    results["load_average"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nresults in {args.out}")
+
+
+def report(results: dict[str, Any]) -> None:
+    faust_rate = results["bare Faust agent (count)"]["rows_per_s"]
+    raw_rate = results["raw confluent-kafka consume"]["rows_per_s"]
+    x1 = results["dts worker x1"]
+    x2 = results["dts worker x2"]
+    print(f"\n{'what':32} {'rows/s':>12} {'vs Faust':>9} {'vs raw':>8}")
+    for name in ("raw confluent-kafka consume", "bare Faust agent (count)", "dts worker x1",
+                 "dts worker x2"):  # fmt: skip
+        r = results[name]["rows_per_s"]
+        print(f"{name:32} {r:12,.0f} {r / faust_rate:9.2f} {r / raw_rate:8.3f}")
+    results["ratios"] = {
+        "worker1_vs_raw": x1["rows_per_s"] / raw_rate,
+        "worker2_vs_worker1": x2["rows_per_s"] / x1["rows_per_s"],
+        "worker1_vs_faust": x1["rows_per_s"] / faust_rate,
+    }
+    ratios = results["ratios"]
+    print(f"\nworker x1 / raw consume: {ratios['worker1_vs_raw']:.2f} (target >= 0.40)")
+    print(f"worker x2 / worker x1:   {ratios['worker2_vs_worker1']:.2f} (target >= 1.6)")
+    for name in ("dts worker x1", "dts worker x2"):
+        r = results[name]
+        cpu = ", ".join(f"{c:.0%}" for c in r["cpu_util_per_worker"])
+        print(f"{name}: CPU per worker {cpu} of one core, broker {r['broker_cpu_util']:.0%}; "
+              f"peak RSS {r['peak_rss_mib']:.0f} MiB")  # fmt: skip
+    f = results["freshness"]
+    print(f"freshness (barrier.interval=1s, 1 worker, {f['achieved_rows_per_s']:,.0f} rows/s): "
+          f"p50 {f['p50_ms']:.0f} ms, p99 {f['p99_ms']:.0f} ms, max {f['max_ms']:.0f} ms "
+          f"over {f['barriers']:.0f} barriers (target p99 <= 2000 ms)")  # fmt: skip
+    if "profile" in results:
+        print("\nworker x1 profile (share of samples, by function, all threads):")
+        for line in results["profile"]:
+            print(f"  {line}")
+
+
+def summarize_profile(path: Path, top: int = 15) -> list[str]:
+    """py-spy raw (collapsed stacks) -> the functions holding most samples (self time)."""
+    if not path.exists():
+        return ["(no profile: is py-spy installed?)"]
+    own: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        leaf = stack.split(";")[-1]
+        own[leaf] = own.get(leaf, 0) + n
+    best = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return [f"{n / total:6.1%}  {name}" for name, n in best]
 
 
 if __name__ == "__main__":
