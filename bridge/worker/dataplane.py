@@ -54,7 +54,7 @@ class DataPlane:
             if self.fetcher.error is not None:
                 self._on_fatal(self.fetcher.error)
                 return
-            self.runtime.recover_due()
+            self.runtime.recover_due(self.fetcher.highwater)
             metrics.fetch_blocked.labels(metrics.job).set(1 if self.fetcher.blocked else 0)
             try:
                 item = self.fetcher.out.get(timeout=0.2)
@@ -68,7 +68,7 @@ class DataPlane:
         """Apply one batch; True when it prepared at least one barrier."""
         tw = slot.worker
         with slot.data_lock:
-            if tw.status.health.failing_stage == "data":
+            if tw.status.health.blocked("data"):
                 return False  # dropped: the table is re-read from its snapshot on recovery
             records = tw.admit(item.records, item.epoch)
             if not len(records):

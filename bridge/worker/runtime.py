@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -97,8 +97,8 @@ class WorkerRuntime:
         except Exception as exc:
             self.failed(slot, "data", exc)
             return {}
-        if tw.status.health.failing_stage == "data":
-            self.succeeded(slot, "data")
+        # the data stage counts as working once a batch goes through again
+        tw.status.health.retrying("data")
         if slot.wanted:
             log.info("table %s: buckets %s resume at %s", tw.name, slot.wanted, offsets)
         return offsets
@@ -120,7 +120,7 @@ class WorkerRuntime:
         retry after a backoff; the other tables go on."""
         tw = slot.worker
         health = tw.status.health
-        first = health.healthy
+        first = not health.is_failing(stage)
         backoff = health.failed(stage, exc)
         self.metrics.table_errors.labels(tw.name, self.metrics.job, stage).inc()
         self._set_healthy(tw, False)
@@ -128,29 +128,37 @@ class WorkerRuntime:
             self.fetcher.drop(tw.topic)
         log.log(
             logging.ERROR if first else logging.WARNING,
-            "table %s: %s failed (%s), retrying in %.2fs from the last snapshot",
+            "table %s: %s failed (%s), retrying in %.2fs%s",
             tw.name,
             stage,
             health.last_error,
             backoff,
+            " from the last snapshot" if stage == "data" else "",
         )
 
     def succeeded(self, slot: TableSlot, stage: str) -> None:
         health = slot.worker.status.health
-        if health.healthy:
+        if not health.succeeded(stage):
             return
-        health.succeeded(stage)
+        log.warning("table %s: %s works again", slot.worker.name, stage)
         if health.healthy:
             self._set_healthy(slot.worker, True)
-            log.warning("table %s: %s works again", slot.worker.name, stage)
 
-    def recover_due(self) -> None:
-        """Reopen tables whose data path failed and whose backoff has passed."""
+    def recover_due(self, highwater: Callable[[str, int], int | None]) -> None:
+        """Reopen tables whose data path failed and whose backoff has passed; a reopened
+        table with nothing left to fetch counts as working."""
         for slot in list(self.by_topic.values()):
-            health = slot.worker.status.health
-            if health.failing_stage == "data" and health.due():
-                health.retry_at = None
+            tw = slot.worker
+            health = tw.status.health
+            if health.due("data"):
                 self.reopen(slot)
+            elif health.is_failing("data") and not health.blocked("data"):
+                ends = [highwater(tw.topic, b) for b in tw.buckets]
+                if all(
+                    end is not None and w.next_offset >= end - 1
+                    for end, w in zip(ends, tw.buckets.values(), strict=True)
+                ):
+                    self.succeeded(slot, "data")
 
     def _set_healthy(self, tw: TableWorker, healthy: bool) -> None:
         self.metrics.table_healthy.labels(tw.name, self.metrics.job).set(1 if healthy else 0)
@@ -162,7 +170,7 @@ class WorkerRuntime:
         done: list[tuple[str, int]] = []
         for slot in list(self.by_topic.values()):
             health = slot.worker.status.health
-            if health.failing_stage == "commit" and not health.due():
+            if health.blocked("commit") and not health.due("commit"):
                 continue
             if slot.worker.committer is None or not slot.commit_lock.acquire(blocking=False):
                 continue

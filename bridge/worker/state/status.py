@@ -39,48 +39,77 @@ class BucketStatus:
 
 
 @dataclass
-class TableHealth:
-    """Errors of a table's data path or commits. The worker retries by itself with a
-    growing delay; ``healthy`` turns true again on the first success."""
+class StageFailure:
+    """A stage ("data": fetch, decode, write; "commit") that is failing, and when to retry."""
 
-    healthy: bool = True
+    consecutive: int
+    error: str
+    retry_at: float  # time.monotonic()
+    retrying: bool = False  # the retry is under way: its outcome decides what comes next
+
+
+@dataclass
+class TableHealth:
+    """Errors of a table's data path and commits. The worker retries each failing
+    stage by itself with a growing delay; the table is healthy again once every
+    stage succeeded."""
+
     errors_total: int = 0
-    consecutive_failures: int = 0
     last_error: str | None = None
-    failing_stage: str | None = None  # "data" (fetch, decode, write) or "commit"
-    retry_at: float | None = None  # time.monotonic() of the next attempt
+    failing: dict[str, StageFailure] = field(default_factory=dict)
     max_backoff_s: float = 5.0
 
+    @property
+    def healthy(self) -> bool:
+        return not self.failing
+
     def failed(self, stage: str, exc: BaseException) -> float:
-        """Record a failure; returns the seconds to wait before retrying."""
-        self.healthy = False
+        """Record a failure; returns the seconds to wait before retrying the stage."""
+        prev = self.failing.get(stage)
+        n = prev.consecutive + 1 if prev else 1
+        backoff = min(0.25 * 2 ** (n - 1), self.max_backoff_s)
         self.errors_total += 1
-        self.consecutive_failures += 1
         self.last_error = f"{type(exc).__name__}: {exc}"
-        self.failing_stage = stage
-        backoff = min(0.25 * 2 ** (self.consecutive_failures - 1), self.max_backoff_s)
-        self.retry_at = time.monotonic() + backoff
+        self.failing[stage] = StageFailure(n, self.last_error, time.monotonic() + backoff)
         return backoff
 
-    def succeeded(self, stage: str) -> None:
-        if self.failing_stage not in (None, stage):
-            return  # the other stage is still failing
-        self.healthy = True
-        self.consecutive_failures = 0
-        self.failing_stage = None
-        self.retry_at = None
+    def succeeded(self, stage: str) -> bool:
+        """The stage worked; True if it was failing until now."""
+        return self.failing.pop(stage, None) is not None
 
-    def due(self, now: float | None = None) -> bool:
-        return self.retry_at is not None and (now or time.monotonic()) >= self.retry_at
+    def is_failing(self, stage: str) -> bool:
+        return stage in self.failing
+
+    def due(self, stage: str) -> bool:
+        """The stage is failing, not being retried, and its backoff has passed."""
+        f = self.failing.get(stage)
+        return f is not None and not f.retrying and time.monotonic() >= f.retry_at
+
+    def retrying(self, stage: str) -> None:
+        """A retry of the failing stage is under way (its failure count stays)."""
+        f = self.failing.get(stage)
+        if f is not None:
+            f.retrying = True
+
+    def blocked(self, stage: str) -> bool:
+        """The stage failed and waits for its retry."""
+        f = self.failing.get(stage)
+        return f is not None and not f.retrying
 
     def to_json(self) -> dict[str, Any]:
-        retry = None if self.retry_at is None else max(self.retry_at - time.monotonic(), 0.0)
+        now = time.monotonic()
         return {
             "healthy": self.healthy,
             "errors_total": self.errors_total,
-            "failing_stage": self.failing_stage,
             "last_error": self.last_error,
-            "retry_in_s": None if retry is None else round(retry, 3),
+            "failing": {
+                stage: {
+                    "consecutive": f.consecutive,
+                    "error": f.error,
+                    "retry_in_s": round(max(f.retry_at - now, 0.0), 3),
+                }
+                for stage, f in sorted(self.failing.items())
+            },
         }
 
 
