@@ -48,8 +48,14 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
         assert sorted(last.log_offsets) == [0, 1, 2, 3]
 
         base = f"http://127.0.0.1:{worker.web_port}"
+        # lag comes from the bulk fetcher's view of the log end: 0 once everything is in
+        wait_for(
+            lambda: worker.table_status(table.name).get("lag_records") == 0, 15, "lag 0", worker
+        )
         status = json.loads(urllib.request.urlopen(f"{base}/status", timeout=5).read())
         t = status["tables"][table.name]
+        assert t["healthy"] is True and t["errors_total"] == 0
+        assert all(b["high_watermark"] is not None for b in t["buckets"])
         assert t["last_barrier_committed"] == barriers[-1]
         assert t["last_barrier_seen"] == barriers[-1]
         assert t["memtable_bytes"] == 0
