@@ -1,13 +1,53 @@
-"""The ``dts`` command line: one group per part, each defined in ``bridge.commands``."""
+"""The ``dts`` command line: one group per part, each defined in ``bridge.commands``.
+
+User errors (a missing table, a bad schema, an unreachable broker, a refused
+MetaService call) end as one ``Error:`` line saying what to do, never a traceback;
+``DTS_DEBUG=1`` shows the traceback as well.
+"""
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import click
 
 from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from bridge.meta.errors import MetaError
+    from bridge.spark.errors import SparkBridgeError
+    from bridge.worker.tiers import NoTablesError
+    from filestore.errors import FileStoreError
+    from logstore.errors import LogStoreError
+
+    return (FileStoreError, LogStoreError, MetaError, SparkBridgeError, NoTablesError)
+
+
+class DtsGroup(click.Group):
+    """Turns the project's own errors into one ``Error:`` line, and shows in every
+    command's help which environment variable fills an option."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _user_errors() as exc:
+            if os.environ.get("DTS_DEBUG"):
+                raise
+            raise click.ClickException(str(exc)) from exc
+
+
+def _show_envvars(cmd: click.Command) -> None:
+    for param in cmd.params:
+        if isinstance(param, click.Option) and param.envvar:
+            param.show_envvar = True
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _show_envvars(sub)
+
+
+@click.group(cls=DtsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dynamic-table-storage", prog_name="dts")
 def cli() -> None:
     """Dynamic table storage: a Kafka LogStore plus a columnar LSM FileStore."""
@@ -20,6 +60,7 @@ cli.add_command(worker.worker)
 cli.add_command(meta.meta)
 cli.add_command(exporter.exporter)
 cli.add_command(demo.demo)
+_show_envvars(cli)
 
 
 def main() -> None:

@@ -133,6 +133,12 @@ def worker(
     click.echo(f"  meta       {meta_url or '(none)'}")
     click.echo("  stop with Ctrl-C", nl=True)
     logging.getLogger("bridge").setLevel(log_level.upper())
-    faust.Worker(
-        app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True
-    ).execute_from_commandline()
+    try:
+        faust.Worker(
+            app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True
+        ).execute_from_commandline()
+    finally:
+        committed = {
+            name: t.last_barrier_committed for name, t in sorted(app.status.tables.items())
+        }
+        click.echo(f"dts worker {config.worker_id} stopped; last barriers committed: {committed}")
