@@ -135,6 +135,8 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "transaction.state.log.min.isr": "1",
         "transaction.state.log.num.partitions": "4",
         "group.initial.rebalance.delay.ms": "0",
+        # tests and the demo fail workers over within seconds (--session-timeout 3)
+        "group.min.session.timeout.ms": "1000",
         # a producer SIGKILLed mid-transaction is aborted by the coordinator this soon
         # after its transaction.timeout.ms, instead of the default 10 s
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
