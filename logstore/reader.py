@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 
+from logstore.client_config import confluent_config
 from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
@@ -80,16 +81,17 @@ class LogReader:
         self.stop_at_end = stop_at_end
         self.idle_timeout_s = idle_timeout_s
         self.max_records = max_records
-        config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dts-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 100,
-            "log_level": 3,
-        }
-        config.update(consumer_config or {})
+        config = confluent_config(
+            bootstrap,
+            {"fetch.wait.max.ms": 100, "log_level": 3},
+            {
+                "group.id": f"dts-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+                **(consumer_config or {}),
+            },
+        )
         self._consumer = Consumer(config)
         self.gate = BarrierGate(hold=spec.transactional, until_barrier=until_barrier)
         self.dlq = DeadLetterQueue(bootstrap, spec) if lenient else None

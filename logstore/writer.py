@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, encode_batch
 from logstore.errors import BarrierError, WriterError, WriterFencedError
 from logstore.markers import marker_headers, parse_marker
@@ -51,15 +52,16 @@ def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | 
     Scans a window at the end of each partition, widening it until a marker is found.
     """
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "dts-barrier-scan",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 20,
-            "log_level": 3,
-        }
+        confluent_config(
+            bootstrap,
+            {"fetch.wait.max.ms": 20, "log_level": 3},
+            {
+                "group.id": "dts-barrier-scan",
+                "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted",
+                "enable.partition.eof": True,
+            },
+        )
     )
     try:
         best: int | None = None
@@ -138,7 +140,7 @@ class LogWriter:
         self._pending_rows = 0
         if create_topic:
             ensure_topic(bootstrap, spec)
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS}
+        config = confluent_config(bootstrap, PRODUCER_DEFAULTS)
         self.transactional_id = None
         if spec.transactional:
             self.transactional_id = transactional_id or default_transactional_id(spec)

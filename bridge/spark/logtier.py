@@ -43,15 +43,20 @@ def log_spec(table: Any) -> Any:
 def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:
     from confluent_kafka import Consumer
 
+    from logstore.client_config import confluent_config
+
     return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dts-spark-{uuid.uuid4().hex}",  # never subscribed: assign() only
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": eof,
-            "auto.offset.reset": "error",
-        }
+        confluent_config(
+            bootstrap,
+            None,
+            {
+                "group.id": f"dts-spark-{uuid.uuid4().hex}",  # never subscribed: assign() only
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": eof,
+                "auto.offset.reset": "error",
+            },
+        )
     )
 
 

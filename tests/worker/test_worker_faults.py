@@ -58,6 +58,9 @@ def test_sigkill_at_crash_points_then_clean_run(broker, warehouse: Path, tmp_pat
     t0 = time.monotonic()
     w = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path)
     try:
+        # the earlier worker may have committed everything already: the clean run must still
+        # own the buckets (and so have its signal handlers) before it is stopped
+        wait_for(lambda: len(w.owned_buckets(table.name)) == 4, 60, "the clean run's buckets", w)
         wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the clean run", w)
         print(f"clean run: {time.monotonic() - t0:.1f}s, {len(barriers)} barriers", flush=True)
     finally:
