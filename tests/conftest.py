@@ -36,9 +36,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A local SparkSession (2 cores, loopback only, `dts` registered), shared by the session."""
-    from bridge.spark.session import local_session
+    from bridge.spark.session import local_session, spark_kafka_available
 
-    session = local_session("dts-tests", tmp_path_factory.mktemp("spark"))
+    # Spark's own Kafka source when `make spark-kafka-jars` cached it; the tests of it say
+    # so when it is missing instead of failing every Spark test
+    session = local_session(
+        "dts-tests", tmp_path_factory.mktemp("spark"), kafka=spark_kafka_available()
+    )
     try:
         yield session
     finally:
