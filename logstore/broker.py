@@ -114,17 +114,28 @@ def random_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
-def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
-    """A single-node combined broker+controller with transactions on replication factor 1."""
+def _jaas_value(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def server_properties(
+    port: int, controller_port: int, log_dir: Path, sasl_users: dict[str, str] | None = None
+) -> str:
+    """A single-node combined broker+controller with transactions on replication factor 1.
+
+    ``sasl_users`` (name -> password) makes the client listener SASL_PLAINTEXT with the
+    PLAIN mechanism, so clients must authenticate (the first user is the broker's own).
+    """
+    proto = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "listeners": f"{proto}://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
+        "advertised.listeners": f"{proto}://{LOOPBACK}:{port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": proto,
+        "listener.security.protocol.map": f"{proto}:{proto},CONTROLLER:PLAINTEXT",
         "log.dirs": str(log_dir),
         "num.partitions": "1",
         "default.replication.factor": "1",
@@ -142,7 +153,21 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
         "auto.create.topics.enable": "true",
     }
-    return "".join(f"{k}={v}\n" for k, v in props.items())
+    if sasl_users:
+        (admin, admin_pw), *_ = sasl_users.items()
+        users = " ".join(f'user_{u}="{_jaas_value(p)}"' for u, p in sasl_users.items())
+        props.update(
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="{_jaas_value(admin)}" password="{_jaas_value(admin_pw)}" {users};'
+                ),
+            }
+        )
+    # .properties files treat a backslash as an escape: keep JAAS escapes intact
+    return "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in props.items())
 
 
 @dataclass
@@ -159,6 +184,8 @@ class EmbeddedBroker:
     data_dir: Path | None = None
     startup_timeout_s: float = 60.0
     controller_port: int = 0
+    #: name -> password: clients must authenticate with SASL/PLAIN (tests of secured clusters)
+    sasl_users: dict[str, str] | None = None
     startup_seconds: float | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
@@ -192,7 +219,9 @@ class EmbeddedBroker:
             self.log_path = Path(name)
         log_dir = work / "kraft-logs"
         props = work / "server.properties"
-        props.write_text(server_properties(self.port, self.controller_port, log_dir))
+        props.write_text(
+            server_properties(self.port, self.controller_port, log_dir, self.sasl_users)
+        )
         log4j = work / "log4j2.properties"
         log4j.write_text(_LOG4J2)
         base = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile=file:{log4j}", "-cp", classpath]
@@ -232,7 +261,9 @@ class EmbeddedBroker:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         last_error = "no answer"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient(
+            {"bootstrap.servers": self.bootstrap, "log_level": 0, **self.client_settings()}
+        )
         while time.monotonic() < deadline:
             assert self._proc is not None
             if self._proc.poll() is not None:
@@ -268,6 +299,18 @@ class EmbeddedBroker:
             tmp, self._tmp = self._tmp, None
             if tmp is not None:
                 tmp.cleanup()
+
+    def client_settings(self) -> dict[str, str]:
+        """Client settings (librdkafka names) of this broker's first SASL user, if any."""
+        if not self.sasl_users:
+            return {}
+        user, password = next(iter(self.sasl_users.items()))
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": password,
+        }
 
     @property
     def running(self) -> bool:
