@@ -14,10 +14,12 @@ the stored records as they are. A reader that starts mid-log knows nothing of
 earlier rows: the first change of a key it sees is a +I (hybrid reads start
 from a snapshot whose rows the caller already has).
 
-Broker gaps handled here (see docs/internals.md): some brokers answer
-``offsets_for_times`` with offset 0 (Tansu 0.6), so the reader also drops,
-per partition, the records before the first one whose timestamp reaches the
-start time; the answer is a lower bound on any broker, so this is exact.
+A timestamp start seeks with ``offsets_for_times`` and also skips, per
+partition, the records before the first one whose timestamp reaches the start
+time: the broker's answer is a lower bound (some Kafka-compatible brokers answer
+0), so this is exact on any of them. Every other record read is released:
+``read_committed`` never hands over aborted ones, and other producers' records
+belong to the barrier of the marker after them.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> Topi
     admin = admin_client(bootstrap)
     try:
         # all topics, not list_topics(topic=...): asking for one topic by name makes
-        # brokers with auto-creation (Tansu, Kafka defaults) create it
+        # brokers with auto-creation (Kafka defaults) create it
         md = admin.list_topics(timeout=TIMEOUT_S)
     except KafkaException as exc:
         raise TopicError(f"cannot describe topic {topic!r} on {bootstrap}: {exc}") from exc

@@ -1,4 +1,4 @@
-"""The LogStore against the real embedded broker (Tansu): writer, reader, barriers, DLQ."""
+"""The LogStore against the real embedded broker (Apache Kafka): writer, reader, barriers, DLQ."""
 
 from __future__ import annotations
 
