@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-tools kafka-jars spark-kafka-jars jars bench lint fmt typecheck clean
+.PHONY: demo test test-tools java-tools kafka-jars spark-kafka-jars jars bench lint fmt typecheck clean
 
 # Jars fetched once from Maven Central into a cache outside the repository (never committed):
 # the Apache Kafka broker that `dts broker`, the demo and the tests run, and Spark's own Kafka
@@ -26,15 +26,23 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,postgres]'
 	touch $(STAMP)
 
+# Java 17 (the broker, Spark) and Maven (fetching jars) from Debian when missing and we are
+# root with apt-get; otherwise say what to install.
+java-tools:
+	@missing=""; command -v java >/dev/null || missing="openjdk-17-jre-headless"; \
+	  command -v mvn >/dev/null || missing="$$missing maven"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends $$missing >/dev/null; } \
+	  || { echo "install$$missing (Java 17 and Maven) first: the broker and Spark need them" >&2; exit 1; }
+
 # .complete is written last, so an interrupted download is fetched again, not half-used
-$(KAFKA_JARS)/.complete: deps/kafka-broker.pom.xml
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka jars: apt-get install maven" >&2; exit 1; }
+$(KAFKA_JARS)/.complete: deps/kafka-broker.pom.xml | java-tools
 	rm -rf $(KAFKA_JARS) && mkdir -p $(KAFKA_JARS)
 	$(MVN_COPY) -f deps/kafka-broker.pom.xml -Dkafka.version=$(KAFKA_VERSION) -DoutputDirectory=$(KAFKA_JARS)
 	touch $@
 
-$(SPARK_KAFKA_JARS)/.complete: deps/spark-kafka.pom.xml
-	@command -v mvn >/dev/null || { echo "Maven (mvn) is needed to fetch the Spark Kafka connector: apt-get install maven" >&2; exit 1; }
+$(SPARK_KAFKA_JARS)/.complete: deps/spark-kafka.pom.xml | java-tools
 	rm -rf $(SPARK_KAFKA_JARS) && mkdir -p $(SPARK_KAFKA_JARS)
 	$(MVN_COPY) -f deps/spark-kafka.pom.xml -Dspark.version=$(SPARK_VERSION) -DoutputDirectory=$(SPARK_KAFKA_JARS)
 	touch $@
