@@ -5,7 +5,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-tools bench lint fmt typecheck clean
+.PHONY: demo test test-tools java-tools kafka-jars spark-kafka-jars jars bench lint fmt typecheck clean
+
+# Jars fetched once from Maven Central into a cache outside the repository (never committed):
+# the Apache Kafka broker that `dts broker`, the demo and the tests run, and Spark's own Kafka
+# source for the pinned PySpark. Versions come from logstore/broker.py and pyproject.toml.
+DTS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dts
+export DTS_CACHE
+KAFKA_VERSION := $(shell sed -n 's/^KAFKA_VERSION = "\(.*\)"/\1/p' logstore/broker.py)
+SPARK_VERSION := $(shell sed -n 's/.*"pyspark==\([0-9.]*\)".*/\1/p' pyproject.toml)
+KAFKA_JARS := $(DTS_CACHE)/kafka-$(KAFKA_VERSION)
+SPARK_KAFKA_JARS := $(DTS_CACHE)/spark-kafka-$(SPARK_VERSION)
+MVN_COPY := mvn -q -B -s deps/maven-settings.xml dependency:copy-dependencies -DincludeScope=runtime
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +26,32 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,postgres]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# Java 17 (the broker, Spark) and Maven (fetching jars) from Debian when missing and we are
+# root with apt-get; otherwise say what to install.
+java-tools:
+	@missing=""; command -v java >/dev/null || missing="openjdk-17-jre-headless"; \
+	  command -v mvn >/dev/null || missing="$$missing maven"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends $$missing >/dev/null; } \
+	  || { echo "install$$missing (Java 17 and Maven) first: the broker and Spark need them" >&2; exit 1; }
+
+# .complete is written last, so an interrupted download is fetched again, not half-used
+$(KAFKA_JARS)/.complete: deps/kafka-broker.pom.xml | java-tools
+	rm -rf $(KAFKA_JARS) && mkdir -p $(KAFKA_JARS)
+	$(MVN_COPY) -f deps/kafka-broker.pom.xml -Dkafka.version=$(KAFKA_VERSION) -DoutputDirectory=$(KAFKA_JARS)
+	touch $@
+
+$(SPARK_KAFKA_JARS)/.complete: deps/spark-kafka.pom.xml | java-tools
+	rm -rf $(SPARK_KAFKA_JARS) && mkdir -p $(SPARK_KAFKA_JARS)
+	$(MVN_COPY) -f deps/spark-kafka.pom.xml -Dspark.version=$(SPARK_VERSION) -DoutputDirectory=$(SPARK_KAFKA_JARS)
+	touch $@
+
+kafka-jars: $(KAFKA_JARS)/.complete
+spark-kafka-jars: $(SPARK_KAFKA_JARS)/.complete
+jars: kafka-jars spark-kafka-jars
+
+demo: $(STAMP) kafka-jars
 	$(BIN)/dts demo
 
 # Real services some tests run: Prometheus (monitoring) and PostgreSQL (MetaService on a
@@ -29,10 +65,10 @@ test-tools:
 	  --no-install-recommends $$missing >/dev/null; } \
 	  || echo "note: could not install$$missing (needs root); those tests will be skipped"
 
-test: $(STAMP) test-tools
+test: $(STAMP) test-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q tests
 
-bench: $(STAMP)
+bench: $(STAMP) jars
 	$(BIN)/python -m bench.run
 
 lint: $(STAMP)

@@ -8,11 +8,13 @@ MetaService call) end as one ``Error:`` line saying what to do, never a tracebac
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
 
 from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
+from logstore.client_config import CONFIG_ENV, ClientConfigError, client_settings
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -49,8 +51,24 @@ def _show_envvars(cmd: click.Command) -> None:
 
 @click.group(cls=DtsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dynamic-table-storage", prog_name="dts")
-def cli() -> None:
+@click.option(
+    "--kafka-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar=CONFIG_ENV,
+    default=None,
+    help="Kafka client settings (librdkafka names: security.protocol, sasl.mechanism, "
+    "sasl.username, sasl.password, ssl.ca.location, ...) for every Kafka client of the command "
+    f"and of the processes it starts. Also ${CONFIG_ENV}; DTS_KAFKA_<PROPERTY> variables add to it.",
+)
+def cli(kafka_config: Path | None) -> None:
     """Dynamic table storage: a Kafka LogStore plus a columnar LSM FileStore."""
+    if kafka_config is not None:
+        # the environment carries it to every client and to the worker/Spark processes
+        os.environ[CONFIG_ENV] = str(kafka_config.resolve())
+        try:
+            client_settings()
+        except ClientConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--kafka-config") from exc
 
 
 cli.add_command(table.table)

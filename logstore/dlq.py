@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Producer
 
+from logstore.client_config import confluent_config
 from logstore.codec import DecodeFailure
 from logstore.errors import LogStoreError
 from logstore.spec import LogSpec
@@ -25,12 +26,9 @@ class DeadLetterQueue:
         self.topic = spec.dlq_topic
         ensure_dlq_topic(bootstrap, spec)
         self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "log_level": 3,
-            }
+            confluent_config(
+                bootstrap, {"linger.ms": 5, "log_level": 3}, {"enable.idempotence": True}
+            )
         )
         self.count = 0
         self.reasons: dict[str, int] = {}

@@ -1,11 +1,10 @@
 """BarrierGate: per partition, hold rows until their barrier marker, then release them.
 
-It assigns ``_barrier``, keeps per-partition order, stops a partition at
-``until_barrier``, and drops rows of aborted transactions that a broker let
-through ``read_committed`` (Tansu 0.6 does): our writer's markers say where
-their transaction began in each partition (``dts.txn-first-offset``), so rows
-before that offset and after the previous marker cannot belong to a committed
-barrier. Used by LogReader and by the Faust worker on decoded batches.
+It assigns ``_barrier``, keeps per-partition order and stops a partition at
+``until_barrier``. Every row it is given is released: readers consume
+``read_committed``, so aborted records never get here, and rows of other
+producers between two markers belong to the barrier of the marker after them.
+Used by LogReader and by the Faust worker on decoded batches.
 """
 
 from __future__ import annotations
@@ -57,7 +56,6 @@ class BarrierGate:
     def __init__(self, hold: bool = True, until_barrier: int | None = None) -> None:
         self.hold = hold or until_barrier is not None
         self.until_barrier = until_barrier
-        self.dropped_aborted = 0
         self._parts: dict[int, _PartitionState] = {}
 
     def state(self, partition: int) -> _PartitionState:
@@ -101,13 +99,6 @@ class BarrierGate:
         events: list[Event] = []
         for m in markers:
             seg = self._take_before(st, m.offset)
-            if seg is not None and m.txn_first_offset is not None and self.hold:
-                keep = pc.greater_equal(seg.column("_offset"), m.txn_first_offset)
-                if m.txn_first_offset < 0:
-                    keep = pc.equal(seg.column("_offset"), -1)  # nothing of this txn here
-                kept = seg.filter(keep)
-                self.dropped_aborted += seg.num_rows - kept.num_rows
-                seg = kept
             past_end = self.until_barrier is not None and m.barrier > self.until_barrier
             if seg is not None and seg.num_rows and not past_end:
                 events.append(DataBatch(_with_barrier(seg, m.barrier)))

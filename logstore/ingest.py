@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import LogSpecError, LogStoreError
@@ -78,14 +79,16 @@ class Ingestor:
         self.stats = IngestStats()
         self.group_id = group_id or f"dts-ingest-{spec.topic}"
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": self.group_id,
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 100,
-                "log_level": 3,
-            }
+            confluent_config(
+                bootstrap,
+                {"fetch.wait.max.ms": 100, "log_level": 3},
+                # exactly-once needs these whatever the settings say
+                {
+                    "group.id": self.group_id,
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                },
+            )
         )
         parts = [TopicPartition(source_topic, p) for p in range(info.partitions)]
         committed = self._consumer.committed(parts, timeout=15)

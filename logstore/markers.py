@@ -1,13 +1,11 @@
 """Barrier markers: keyless, valueless records carrying header ``dts.barrier``.
 
-A marker goes to every partition of a table's topic. Besides the public header
-``dts.barrier`` (the barrier id, ASCII decimal) our writer adds
-``dts.txn-first-offset``: the offset of the first record this barrier's
-transaction wrote to that partition, or -1 when it wrote none. Readers use it
-to drop records of aborted transactions on brokers that do not filter them for
-``read_committed`` (Tansu 0.6 does not); on Apache Kafka nothing is dropped
-because aborted records never reach the reader. Plain Debezium consumers see
-markers as tombstones and skip them.
+A marker goes to every partition of a table's topic; its one header
+``dts.barrier`` holds the barrier id in ASCII decimal. Readers use
+``read_committed``, so records of aborted transactions never reach them, and
+every data record they see is applied (or sent to the DLQ with a reason),
+whoever produced it. Plain Debezium consumers see markers as tombstones and
+skip them.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 BARRIER_HEADER = "dts.barrier"
-TXN_FIRST_OFFSET_HEADER = "dts.txn-first-offset"
 
 HeaderValue = str | bytes | None
 Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
@@ -29,15 +26,10 @@ class Marker:
     partition: int
     offset: int
     barrier: int
-    #: first offset of the barrier's transaction in this partition (-1: none; None: unknown)
-    txn_first_offset: int | None = None
 
 
-def marker_headers(barrier_id: int, txn_first_offset: int | None) -> list[tuple[str, HeaderValue]]:
-    headers: list[tuple[str, HeaderValue]] = [(BARRIER_HEADER, str(barrier_id).encode("ascii"))]
-    if txn_first_offset is not None:
-        headers.append((TXN_FIRST_OFFSET_HEADER, str(txn_first_offset).encode("ascii")))
-    return headers
+def marker_headers(barrier_id: int) -> list[tuple[str, HeaderValue]]:
+    return [(BARRIER_HEADER, str(barrier_id).encode("ascii"))]
 
 
 def _as_bytes(v: bytes | str | None) -> bytes:
@@ -54,13 +46,10 @@ def parse_marker(partition: int, offset: int, headers: Headers) -> Marker | None
     if not headers:
         return None
     barrier: int | None = None
-    first: int | None = None
     items = headers.items() if isinstance(headers, Mapping) else headers
     for name, value in items:
         if name == BARRIER_HEADER:
             barrier = int(_as_bytes(value).decode("ascii"))
-        elif name == TXN_FIRST_OFFSET_HEADER:
-            first = int(_as_bytes(value).decode("ascii"))
     if barrier is None:
         return None
-    return Marker(partition, offset, barrier, first)
+    return Marker(partition, offset, barrier)

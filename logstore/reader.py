@@ -14,10 +14,12 @@ the stored records as they are. A reader that starts mid-log knows nothing of
 earlier rows: the first change of a key it sees is a +I (hybrid reads start
 from a snapshot whose rows the caller already has).
 
-Broker gaps handled here (see docs/internals.md): some brokers answer
-``offsets_for_times`` with offset 0 (Tansu 0.6), so the reader also drops,
-per partition, the records before the first one whose timestamp reaches the
-start time; the answer is a lower bound on any broker, so this is exact.
+A timestamp start seeks with ``offsets_for_times`` and also skips, per
+partition, the records before the first one whose timestamp reaches the start
+time: the broker's answer is a lower bound (some Kafka-compatible brokers answer
+0), so this is exact on any of them. Every other record read is released:
+``read_committed`` never hands over aborted ones, and other producers' records
+belong to the barrier of the marker after them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 
+from logstore.client_config import confluent_config
 from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
@@ -80,16 +83,17 @@ class LogReader:
         self.stop_at_end = stop_at_end
         self.idle_timeout_s = idle_timeout_s
         self.max_records = max_records
-        config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dts-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 100,
-            "log_level": 3,
-        }
-        config.update(consumer_config or {})
+        config = confluent_config(
+            bootstrap,
+            {"fetch.wait.max.ms": 100, "log_level": 3},
+            {
+                "group.id": f"dts-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+                **(consumer_config or {}),
+            },
+        )
         self._consumer = Consumer(config)
         self.gate = BarrierGate(hold=spec.transactional, until_barrier=until_barrier)
         self.dlq = DeadLetterQueue(bootstrap, spec) if lenient else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from logstore.client_config import confluent_config
 from logstore.errors import TopicError, TopicMismatchError
 from logstore.spec import LogSpec
 
@@ -21,7 +22,7 @@ class TopicInfo:
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return AdminClient(confluent_config(bootstrap, {"log_level": 3}))
 
 
 def topic_config(spec: LogSpec) -> dict[str, str]:
@@ -38,7 +39,7 @@ def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> Topi
     admin = admin_client(bootstrap)
     try:
         # all topics, not list_topics(topic=...): asking for one topic by name makes
-        # brokers with auto-creation (Tansu, Kafka defaults) create it
+        # brokers with auto-creation (Kafka defaults) create it
         md = admin.list_topics(timeout=TIMEOUT_S)
     except KafkaException as exc:
         raise TopicError(f"cannot describe topic {topic!r} on {bootstrap}: {exc}") from exc

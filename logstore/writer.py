@@ -16,10 +16,10 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, encode_batch
 from logstore.errors import BarrierError, WriterError, WriterFencedError
 from logstore.markers import marker_headers, parse_marker
@@ -52,15 +52,16 @@ def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | 
     Scans a window at the end of each partition, widening it until a marker is found.
     """
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "dts-barrier-scan",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 20,
-            "log_level": 3,
-        }
+        confluent_config(
+            bootstrap,
+            {"fetch.wait.max.ms": 20, "log_level": 3},
+            {
+                "group.id": "dts-barrier-scan",
+                "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted",
+                "enable.partition.eof": True,
+            },
+        )
     )
     try:
         best: int | None = None
@@ -135,13 +136,11 @@ class LogWriter:
         self._lock = threading.RLock()
         self._closed = False
         self._background_error: BaseException | None = None
-        self._delivery_error: KafkaError | None = None
         self._in_txn = False
-        self._txn_first: dict[int, int] = {}  # partition -> first offset written in this txn
         self._pending_rows = 0
         if create_topic:
             ensure_topic(bootstrap, spec)
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS}
+        config = confluent_config(bootstrap, PRODUCER_DEFAULTS)
         self.transactional_id = None
         if spec.transactional:
             self.transactional_id = transactional_id or default_transactional_id(spec)
@@ -181,17 +180,12 @@ class LogWriter:
         with self._lock:
             self._check_usable()
             self._ensure_txn()
-            first_rows = self._first_rows_per_new_partition(enc.partitions)
             produce = self._producer.produce
             topic = self.spec.topic
-            for i, (k, v, p) in enumerate(zip(keys, values, parts, strict=True)):
-                cb = first_rows.get(i)
+            for k, v, p in zip(keys, values, parts, strict=True):
                 while True:
                     try:
-                        if cb is None:
-                            produce(topic, v, k, p)
-                        else:
-                            produce(topic, v, k, p, on_delivery=cb)
+                        produce(topic, v, k, p)
                         break
                     except BufferError:  # local queue full: let deliveries drain
                         self._producer.poll(0.05)
@@ -238,7 +232,6 @@ class LogWriter:
                     self._producer.abort_transaction(30)
                 finally:
                     self._in_txn = False
-                    self._txn_first.clear()
                     self._pending_rows = 0
 
     def close(self, final_barrier: bool = True) -> None:
@@ -292,30 +285,6 @@ class LogWriter:
             except KafkaException as exc:
                 raise self._fail(exc) from exc
             self._in_txn = True
-            self._txn_first.clear()
-            self._delivery_error = None
-
-    def _first_rows_per_new_partition(
-        self, partitions: np.ndarray
-    ) -> dict[int, Callable[..., None]]:
-        """Delivery callbacks only on the first record per partition of this transaction."""
-        if not self.spec.transactional:
-            return {}
-        uniq, first_idx = np.unique(partitions, return_index=True)
-        out: dict[int, Callable[..., None]] = {}
-        for p, i in zip(uniq.tolist(), first_idx.tolist(), strict=True):
-            if p not in self._txn_first:
-                self._txn_first[p] = -2  # pending delivery
-                out[i] = self._on_first_delivery
-        return out
-
-    def _on_first_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._delivery_error = err
-            return
-        p, off = msg.partition(), msg.offset()
-        cur = self._txn_first.get(p, -2)
-        self._txn_first[p] = off if cur < 0 else min(cur, off)
 
     def _close_barrier(
         self, barrier_id: int, source_offsets: list[TopicPartition] | None, group_metadata: Any
@@ -327,24 +296,16 @@ class LogWriter:
             )
         if self.spec.transactional:
             self._ensure_txn()
-            self._producer.flush(60)  # delivery reports tell each partition's first offset
-            if self._delivery_error is not None:
-                raise KafkaException(self._delivery_error)
             for p in range(self.spec.buckets):
-                first = self._txn_first.get(p, -1)
-                self._producer.produce(
-                    topic, None, None, p, headers=marker_headers(barrier_id, first)
-                )
+                self._producer.produce(topic, None, None, p, headers=marker_headers(barrier_id))
             if source_offsets:
                 self._producer.send_offsets_to_transaction(source_offsets, group_metadata, 60)
+            # commit flushes first; a record that failed delivery makes the commit fail
             self._producer.commit_transaction(60)
             self._in_txn = False
-            self._txn_first.clear()
         else:
             for p in range(self.spec.buckets):
-                self._producer.produce(
-                    topic, None, None, p, headers=marker_headers(barrier_id, None)
-                )
+                self._producer.produce(topic, None, None, p, headers=marker_headers(barrier_id))
             remaining = self._producer.flush(60)
             if remaining:
                 raise WriterError(f"{topic}: {remaining} records not delivered within 60s")
@@ -364,7 +325,6 @@ class LogWriter:
                 with contextlib.suppress(KafkaException):
                     self._producer.abort_transaction(15)
             self._in_txn = False
-            self._txn_first.clear()
             self._pending_rows = 0
         if fenced:
             self._closed = True

@@ -18,9 +18,16 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the broker runs against Apache Kafka: `pytest -m apache_kafka`."""
+    for item in items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.apache_kafka)
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """One embedded Tansu broker for the whole session (tests use unique topic names)."""
+    """One Apache Kafka broker (KRaft) for the whole session (tests use unique topic names)."""
     log_path = tmp_path_factory.mktemp("broker") / "broker.log"
     with EmbeddedBroker(log_path=log_path) as b:
         yield b
@@ -29,9 +36,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A local SparkSession (2 cores, loopback only, `dts` registered), shared by the session."""
-    from bridge.spark.session import local_session
+    from bridge.spark.session import local_session, spark_kafka_available
 
-    session = local_session("dts-tests", tmp_path_factory.mktemp("spark"))
+    # Spark's own Kafka source when `make spark-kafka-jars` cached it; the tests of it say
+    # so when it is missing instead of failing every Spark test
+    session = local_session(
+        "dts-tests", tmp_path_factory.mktemp("spark"), kafka=spark_kafka_available()
+    )
     try:
         yield session
     finally:

@@ -1,4 +1,4 @@
-"""`dts broker`: run the embedded Kafka-compatible broker (Tansu) on 127.0.0.1."""
+"""`dts broker`: run a single-node Apache Kafka broker (KRaft) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -25,20 +25,15 @@ from logstore.errors import BrokerStartError
     "--data",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Directory for the broker's log file. Topic data stays in memory: the bundled Tansu "
-    "build only has memory, S3 and PostgreSQL storage engines.",
+    help="Directory for the broker's log directory, configuration and log file, kept after it "
+    "stops (and reused by the next start). Default: a temporary directory removed on stop.",
 )
 def broker(port: int, data: Path | None) -> None:
-    """Start the embedded broker, print its bootstrap address, stop on Ctrl-C or SIGTERM."""
-    log_path = None
-    if data is not None:
-        data.mkdir(parents=True, exist_ok=True)
-        log_path = data / "broker.log"
-        click.echo(
-            f"note: topic data is kept in memory and lost when the broker stops; --data only "
-            f"holds the broker log ({log_path}). Use Kafka (docker compose) for durable logs.",
-            err=True,
-        )
+    """Start the embedded Apache Kafka broker, print its bootstrap address, stop on Ctrl-C or SIGTERM.
+
+    The broker's jars come from the local cache that `make kafka-jars` fills from Maven Central.
+    """
+    log_path = data / "broker.log" if data is not None else None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -46,9 +41,13 @@ def broker(port: int, data: Path | None) -> None:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with EmbeddedBroker(port=port, log_path=log_path) as b:
+        with EmbeddedBroker(port=port, log_path=log_path, data_dir=data) as b:
             click.echo(f"bootstrap: {b.bootstrap}", nl=True)
-            click.echo(f"broker log: {b.log_path}; Ctrl-C to stop", err=True)
+            click.echo(
+                f"Apache Kafka started in {b.startup_seconds:.1f}s; broker log: {b.log_path}; "
+                "Ctrl-C to stop",
+                err=True,
+            )
             while not stop.wait(0.5):
                 if not b.running:
                     raise click.ClickException(f"the broker exited; see its log at {b.log_path}")

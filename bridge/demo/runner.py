@@ -201,7 +201,7 @@ class DemoRunner:
         from filestore import Catalog
         from logstore.broker import EmbeddedBroker
 
-        self.step("starting the embedded Kafka-compatible broker (Tansu, in memory)")
+        self.step("starting the embedded Apache Kafka broker (KRaft, on 127.0.0.1)")
         broker = EmbeddedBroker(log_path=logs / "broker.log").start()
         self._on_stop(stack, "broker", broker.stop)
         self.run.addresses["broker"] = broker.bootstrap

@@ -6,9 +6,8 @@ records, so `latestOffset` can end every micro-batch exactly on a barrier that
 is complete in every partition. `read_log_range` runs in executors: one Spark
 partition per Kafka partition (= bucket), records [start, end) decoded with
 `logstore.codec.decode_records`, each row tagged with the barrier whose marker
-follows it. Records of aborted transactions that a broker still hands to
-read_committed consumers (Tansu) are dropped with the marker's
-`dts.txn-first-offset` header, as the LogStore reader does.
+follows it. Consumers read `read_committed`: records of aborted transactions
+never reach them.
 """
 
 from __future__ import annotations
@@ -44,15 +43,20 @@ def log_spec(table: Any) -> Any:
 def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:
     from confluent_kafka import Consumer
 
+    from logstore.client_config import confluent_config
+
     return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dts-spark-{uuid.uuid4().hex}",  # never subscribed: assign() only
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": eof,
-            "auto.offset.reset": "error",
-        }
+        confluent_config(
+            bootstrap,
+            None,
+            {
+                "group.id": f"dts-spark-{uuid.uuid4().hex}",  # never subscribed: assign() only
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": eof,
+                "auto.offset.reset": "error",
+            },
+        )
     )
 
 
@@ -73,7 +77,6 @@ def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[i
 class MarkerAt:
     offset: int
     barrier: int
-    txn_first: int | None
     rows: int  # data records since the previous marker in this partition
 
 
@@ -145,9 +148,7 @@ class LogScanner:
             marker = parse_marker(p, msg.offset(), msg.headers())
             if marker is not None:
                 self.markers[p].append(
-                    MarkerAt(
-                        marker.offset, marker.barrier, marker.txn_first_offset, self.pending_rows[p]
-                    )
+                    MarkerAt(marker.offset, marker.barrier, self.pending_rows[p])
                 )
                 self.pending_rows[p] = 0
             return
@@ -169,12 +170,8 @@ class LogScanner:
             for b in sorted(common)
         ]
 
-    def markers_between(self, p: int, start: int, end: int) -> list[tuple[int, int, int | None]]:
-        return [
-            (m.offset, m.barrier, m.txn_first)
-            for m in self.markers.get(p, [])
-            if start <= m.offset < end
-        ]
+    def markers_between(self, p: int, start: int, end: int) -> list[tuple[int, int]]:
+        return [(m.offset, m.barrier) for m in self.markers.get(p, []) if start <= m.offset < end]
 
     def forget_before(self, offsets: dict[int, int]) -> None:
         for p, o in offsets.items():
@@ -213,7 +210,7 @@ class LogPartition(InputPartition):
         partition: int,
         start: int,
         end: int,
-        markers: list[tuple[int, int, int | None]],
+        markers: list[tuple[int, int]],
         target: pa.Schema,
         columns: list[str],
     ) -> None:
@@ -224,7 +221,7 @@ class LogPartition(InputPartition):
 
 
 def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.RecordBatch]:
-    """Executor side: decode one partition's range, tag rows with barriers, drop aborted records."""
+    """Executor side: decode one partition's range and tag rows with their barriers."""
     from confluent_kafka import TopicPartition
 
     from logstore.codec import RawRecord, decode_records
@@ -263,13 +260,10 @@ def _tag(table: pa.Table, p: LogPartition) -> Iterator[pa.RecordBatch]:
     offsets = table.column("_offset").to_numpy()
     m_off = np.array([m[0] for m in p.markers], dtype=np.int64)
     m_bar = np.array([m[1] for m in p.markers], dtype=np.int64)
-    m_first = np.array([(-2 if m[2] is None else m[2]) for m in p.markers], dtype=np.int64)
     idx = np.searchsorted(m_off, offsets)  # the marker after each row closes its barrier
-    inside = idx < len(m_off)
+    # rows past the range's last marker belong to a barrier not read in this range
+    keep = idx < len(m_off)
     idx_c = np.minimum(idx, max(len(m_off) - 1, 0))
-    first = m_first[idx_c] if len(m_off) else np.full(len(offsets), -2)
-    # -2: no txn info (keep); -1: the barrier's transaction wrote nothing here; else first offset
-    keep = inside & ((first == -2) | ((first >= 0) & (offsets >= first)))
     barriers = m_bar[idx_c] if len(m_off) else np.zeros(len(offsets), dtype=np.int64)
     table = table.append_column(BARRIER, pa.array(barriers, pa.int64())).filter(pa.array(keep))
     keep_cols = [*p.columns, ROW_KIND, BARRIER]

@@ -9,11 +9,14 @@ registered. Clusters build their own sessions and call `register(spark)`.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from bridge.spark.errors import SparkBridgeError
 from bridge.spark.register import register
+from logstore.broker import cache_dir
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -26,17 +29,63 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+class KafkaConnectorMissing(SparkBridgeError):
+    """Spark's Kafka connector jars are not in the local cache."""
+
+
+def spark_kafka_jars_dir() -> Path:
+    """Where `make spark-kafka-jars` puts the connector for the installed PySpark."""
+    import pyspark
+
+    given = os.environ.get("DTS_SPARK_KAFKA_JARS")
+    return Path(given) if given else cache_dir() / f"spark-kafka-{pyspark.__version__}"
+
+
+def spark_kafka_jars() -> list[str]:
+    """The connector's jars minus those PySpark ships (same artifact, any version).
+
+    Raises KafkaConnectorMissing naming the make target when they were not fetched.
+    """
+    import pyspark
+
+    where = spark_kafka_jars_dir()
+    if not (where / ".complete").is_file():
+        raise KafkaConnectorMissing(
+            f"Spark's Kafka connector (spark-sql-kafka-0-10_2.13:{pyspark.__version__}) is not in "
+            f"{where}: run `make spark-kafka-jars` (part of `make test`) to fetch it from Maven "
+            "Central, or set DTS_SPARK_KAFKA_JARS to a directory that holds it"
+        )
+    shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(j) for j in where.glob("*.jar") if _artifact(j.name) not in shipped)
+
+
+def spark_kafka_available() -> bool:
+    try:
+        spark_kafka_jars()
+    except KafkaConnectorMissing:
+        return False
+    return True
+
+
+def _artifact(jar_name: str) -> str:
+    # "kafka-clients-3.9.2.jar" -> "kafka-clients": the name up to the first -<digit>
+    return re.sub(r"-\d.*$", "", jar_name.removesuffix(".jar"))
+
+
 def local_session(
     app_name: str,
     work_dir: Path | None = None,
     *,
     cores: int = 2,
     conf: dict[str, str] | None = None,
+    kafka: bool = False,
 ) -> Any:
     """A `local[cores]` SparkSession on 127.0.0.1 with `dts` registered, logging errors only.
 
     With `work_dir`, Spark's warehouse, scratch space, Derby and log configuration
-    live under it (created if missing); `conf` adds or overrides settings.
+    live under it (created if missing); `conf` adds or overrides settings. `kafka=True`
+    loads Spark's own Kafka source (`format("kafka")`) from the jars `make
+    spark-kafka-jars` cached (KafkaConnectorMissing when they are not there).
     """
     # workers must run this interpreter (the one with the project installed)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -63,6 +112,8 @@ def local_session(
             .config("spark.local.dir", str(work_dir / "spark-local"))
             .config("spark.driver.extraJavaOptions", java_opts)
         )
+    if kafka:
+        builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

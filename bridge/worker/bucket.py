@@ -4,11 +4,8 @@ Each owned bucket gets its own ``TableWrite``, so ``prepare()`` flushes only
 that bucket when it passes a marker; buckets of a table then move through
 barriers independently and the committer aligns them.
 
-Rows of the open barrier are held as Arrow batches until its marker arrives:
-the marker says where the barrier's transaction began in this partition
-(``dts.txn-first-offset``), and rows before that belong to aborted
-transactions on brokers that do not hide them (Tansu). Only then are they
-written to the FileStore writer and prepared.
+Rows of the open barrier are held as Arrow batches until its marker arrives;
+only then are they written to the FileStore writer and prepared.
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import BucketStatus
@@ -87,17 +82,12 @@ class BucketWriter:
         self.status.memtable_rows = self._rows
         self.status.memtable_bytes += rows.nbytes
 
-    def take_pending(self, txn_first_offset: int | None) -> pa.Table | None:
-        """The open barrier's rows, without those of aborted transactions."""
+    def take_pending(self) -> pa.Table | None:
+        """The open barrier's rows (read_committed: aborted records never arrive)."""
         pending, self._pending = self._pending, []
         if not pending:
             return None
-        rows = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
-        if txn_first_offset is not None:
-            # -1: the barrier's transaction wrote nothing here, everything before is aborted
-            keep = np.int64(txn_first_offset) if txn_first_offset >= 0 else np.iinfo(np.int64).max
-            rows = rows.filter(pc.greater_equal(rows.column("_offset"), keep))
-        return rows
+        return pa.concat_tables(pending) if len(pending) > 1 else pending[0]
 
     def normalize(self, rows: pa.Table) -> pa.Table:
         """Upsert log rows -> full changelog (-U before +U, full -D) when the table needs it.

@@ -203,14 +203,13 @@ class TableWorker:
             rows, offsets = rows.take(order), offsets[order]
         labels = {"table": self.name, "bucket": str(writer.bucket), "job": self.metrics.job}
         self.metrics.records_in.labels(**labels).inc(rows.num_rows)
-        first_offsets = {int(m.offset): getattr(m, "txn_first_offset", None) for m in markers}
         cuts = [(int(m.offset), int(m.barrier)) for m in markers]
         prepared = []
         for seg in split_at_markers(offsets, cuts):
             writer.buffer(rows.slice(seg.start, seg.stop - seg.start))
             if seg.barrier is None or seg.next_offset is None:
                 continue
-            pending = writer.take_pending(first_offsets[seg.next_offset - 1])
+            pending = writer.take_pending()
             if pending is not None and pending.num_rows:
                 data = writer.normalize(_data_columns(pending))
                 writer.write(data)

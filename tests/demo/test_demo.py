@@ -20,7 +20,7 @@ import pytest
 
 from filestore import Catalog
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.apache_kafka]
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "DTS_DEMO_TEST_RUN"

@@ -1,4 +1,4 @@
-"""The LogStore against the real embedded broker (Tansu): writer, reader, barriers, DLQ."""
+"""The LogStore against the real embedded broker (Apache Kafka): writer, reader, barriers, DLQ."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ from logstore_testdata import (
 )
 from test_logstore_codec import BAD_CASES, PK_SCHEMA
 
-from logstore import topics as topics_module
 from logstore.broker import EmbeddedBroker
 from logstore.dlq import REASON_HEADER
 from logstore.errors import (
     BarrierError,
     BarrierNotFoundError,
     DecodeError,
+    TopicError,
     TopicMismatchError,
     WriterFencedError,
 )
@@ -415,35 +415,19 @@ def test_topic_partition_mismatch_is_refused(broker: EmbeddedBroker) -> None:
     assert describe_topic(broker.bootstrap, ok.topic) is None
 
 
-def test_topic_replication_settings_from_table_options(
-    broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_topic_replication_settings_from_table_options(broker: EmbeddedBroker) -> None:
     opts = {"log.replication-factor": "1", "log.min-insync-replicas": "1"}
     spec = LogSpec(unique_topic("rf"), PK_SCHEMA, ["id"], 2, **topic_settings(opts))
     ensure_topic(broker.bootstrap, spec)
     described = describe_topic(broker.bootstrap, spec.topic)
     assert described is not None and described.partitions == 2
     assert described.config.get("min.insync.replicas") == "1"
-    # the factor reaches the CreateTopics request (the one-node dev broker accepts any
-    # factor, so the request is checked, not the cluster)
-    requests: list = []
-
-    class RecordingAdmin:
-        def __init__(self, real: object) -> None:
-            self.real = real
-
-        def create_topics(self, topics: list, **kw: object) -> object:
-            requests.extend(topics)
-            return self.real.create_topics(topics, **kw)  # type: ignore[attr-defined]
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self.real, name)
-
-    real_admin = topics_module.admin_client
-    monkeypatch.setattr(topics_module, "admin_client", lambda bs: RecordingAdmin(real_admin(bs)))
+    # the factor reaches the broker: one-node Apache Kafka refuses 3 replicas, and the
+    # error says which table option to lower
     three = LogSpec(unique_topic("rf3"), PK_SCHEMA, ["id"], 1, replication_factor=3)
-    ensure_topic(broker.bootstrap, three)
-    assert [(t.topic, t.replication_factor) for t in requests] == [(three.topic, 3)]
+    with pytest.raises(TopicError, match=r"replication factor 3.*log\.replication-factor"):
+        ensure_topic(broker.bootstrap, three)
+    assert describe_topic(broker.bootstrap, three.topic) is None
 
 
 # --------------------------------------------------------------------------- DLQ
@@ -459,7 +443,7 @@ def test_bad_records_land_in_dlq_with_reason(broker: EmbeddedBroker) -> None:
     for bad in BAD_CASES.values():
         p.produce(spec.topic, bad, b'{"id":1}', 0)
         p.produce(spec.topic, good, b'{"id":1}', 0)
-    p.produce(spec.topic, None, None, 0, headers=marker_headers(1, None))
+    p.produce(spec.topic, None, None, 0, headers=marker_headers(1))
     p.flush(10)
 
     with (

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from logstore_testdata import unique_topic
 
 from bridge.cli import cli
 from bridge.tables import log_spec_for, open_log_writer
 from filestore import Catalog
 from logstore.broker import EmbeddedBroker
-from logstore.errors import DecodeError
+from logstore.errors import BrokerStartError, DecodeError
 from logstore.ingest import Ingestor
 from logstore.reader import LogReader
 from logstore.topics import create_topic
@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32())])
 
 
+@pytest.mark.apache_kafka
 def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [
@@ -52,14 +53,33 @@ def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path)
         line = proc.stdout.readline().strip()
         assert line.startswith("bootstrap: 127.0.0.1:"), line
         bootstrap = line.split()[1]
-        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-        assert md.brokers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert admin.list_topics(timeout=10).brokers
+        admin.create_topics([NewTopic("kept", 2, 1)])["kept"].result(timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert "in memory" in err and "broker stopped" in err
+    assert "Apache Kafka started in" in err and "broker stopped" in err
     assert (tmp_path / "b" / "broker.log").exists()
+    # --data keeps the KRaft log directory, topics included
+    assert (tmp_path / "b" / "kraft-logs" / "meta.properties").exists()
+    assert (tmp_path / "b" / "kraft-logs" / "kept-1").is_dir()
+
+
+def test_broker_without_jars_says_which_make_target_fetches_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DTS_KAFKA_JARS", str(tmp_path / "empty"))
+    with pytest.raises(BrokerStartError, match=r"make kafka-jars"):
+        EmbeddedBroker().start()
+
+
+def test_broker_without_java_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BrokerStartError, match=r"Java is not installed"):
+        EmbeddedBroker().start()
 
 
 def _debezium(

@@ -164,14 +164,12 @@ def test_markers_and_tombstones() -> None:
     )[0]
     recs = [
         good,
-        RawRecord(1, 5, None, None, marker_headers(1700000000000, 3)),
+        RawRecord(1, 5, None, None, marker_headers(1700000000000)),
         RawRecord(0, 6, b'{"id":1}', None, None),  # tombstone: skipped
     ]
     d = decode_records(recs, spec)
     assert d.table.num_rows == 1
-    assert [(m.partition, m.offset, m.barrier, m.txn_first_offset) for m in d.markers] == [
-        (1, 5, 1700000000000, 3)
-    ]
+    assert [(m.partition, m.offset, m.barrier) for m in d.markers] == [(1, 5, 1700000000000)]
 
 
 BAD_CASES = {

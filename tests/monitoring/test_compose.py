@@ -104,6 +104,20 @@ def test_kafka_runs_kraft_without_zookeeper(config: dict) -> None:  # type: igno
     assert not any("zookeeper" in name for name in config["services"])
 
 
+def test_kafka_is_the_tested_version_and_reachable_from_the_host(config: dict) -> None:  # type: ignore[type-arg]
+    from logstore.broker import KAFKA_VERSION
+
+    kafka = config["services"]["kafka"]
+    assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}"  # what the test suite runs
+    (port,) = kafka["ports"]
+    assert (port["host_ip"], port["published"], port["target"]) == ("127.0.0.1", "29092", 29092)
+    env = kafka["environment"]
+    # the host listener advertises the published address, so host clients can follow it
+    assert "HOST://127.0.0.1:29092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert "HOST://:29092" in env["KAFKA_LISTENERS"]
+    assert "HOST:PLAINTEXT" in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
+
+
 def test_meta_service_uses_postgres(config: dict) -> None:  # type: ignore[type-arg]
     meta = config["services"]["meta"]
     assert meta["command"][:2] == ["meta", "serve"]

@@ -58,8 +58,8 @@ def data(p: int, o: int, i: int) -> tuple[Any, ...]:
     return (p, o, orjson.dumps({"id": i}), value, None, 1000 + o)
 
 
-def marker(p: int, o: int, barrier: int, first: int | None) -> tuple[Any, ...]:
-    return (p, o, None, None, marker_headers(barrier, first), 1000 + o)
+def marker(p: int, o: int, barrier: int) -> tuple[Any, ...]:
+    return (p, o, None, None, marker_headers(barrier), 1000 + o)
 
 
 def recs(raw: list[tuple[Any, ...]]) -> LogRecords:
@@ -99,29 +99,30 @@ def test_barrier_commits_rows_before_markers_of_all_buckets(tmp_path: Path) -> N
     tw, fc, _ = make(tmp_path)
     assert tw.assign([0, 1], generation=3) == {0: 0, 1: 0}
     tw.process(
-        recs([data(0, 0, 10), data(1, 0, 11), data(0, 1, 12), marker(0, 2, 100, 0), data(0, 3, 13)])
+        recs([data(0, 0, 10), data(1, 0, 11), data(0, 1, 12), marker(0, 2, 100), data(0, 3, 13)])
     )
     assert tw.commit_ready() == []  # bucket 1 has not passed 100
-    tw.process(recs([marker(1, 1, 100, 0)]))
+    tw.process(recs([marker(1, 1, 100)]))
     assert tw.commit_ready() == [100]
     assert fc.commits == [(100, [[10, 12], [11]], {0: 3, 1: 2})]
     # row 13 (after marker 100) waits for barrier 200
-    tw.process(recs([marker(0, 4, 200, 3), marker(1, 2, 200, -1)]))
+    tw.process(recs([marker(0, 4, 200), marker(1, 2, 200)]))
     assert tw.commit_ready() == [200]
     assert fc.commits[-1] == (200, [[13], []], {0: 5, 1: 3})
     assert tw.status.last_barrier_committed == 200
 
 
-def test_rows_of_aborted_transactions_are_dropped(tmp_path: Path) -> None:
+def test_every_row_before_a_marker_is_applied_whoever_wrote_it(tmp_path: Path) -> None:
     tw, fc, _ = make(tmp_path)
     tw.assign([0], generation=1)
     tw.num_buckets = 1
     tw.committer.num_buckets = 1  # type: ignore[union-attr]
-    # offsets 0-1 were an aborted transaction the broker let through; the barrier's own began at 3
-    tw.process(recs([data(0, 0, 1), data(0, 1, 2), data(0, 3, 3), marker(0, 4, 100, 3)]))
-    tw.process(recs([data(0, 6, 4), marker(0, 7, 200, -1)]))  # -1: barrier 200 wrote nothing here
+    # offsets 0-1 come from another producer (read_committed hands over committed records
+    # only); they belong to the barrier whose marker follows them, like the writer's own
+    tw.process(recs([data(0, 0, 1), data(0, 1, 2), data(0, 3, 3), marker(0, 4, 100)]))
+    tw.process(recs([data(0, 6, 4), marker(0, 7, 200)]))
     assert tw.commit_ready() == [100, 200]
-    assert [c[1] for c in fc.commits] == [[[3]], [[]]]
+    assert [c[1] for c in fc.commits] == [[[1, 2, 3]], [[4]]]
 
 
 def test_admits_only_owned_current_unconsumed(tmp_path: Path) -> None:
@@ -145,8 +146,8 @@ def test_bad_records_go_to_dlq_and_the_table_goes_on(tmp_path: Path) -> None:
             [
                 (0, 0, b"k", b"not json", None, 1),
                 data(0, 1, 5),
-                marker(0, 2, 100, 0),
-                marker(1, 0, 100, -1),
+                marker(0, 2, 100),
+                marker(1, 0, 100),
             ]
         )
     )
@@ -159,9 +160,7 @@ def test_bad_records_go_to_dlq_and_the_table_goes_on(tmp_path: Path) -> None:
 def test_reassignment_discards_uncommitted_prepared_records(tmp_path: Path) -> None:
     tw, fc, _ = make(tmp_path)
     tw.assign([0, 1], generation=1)
-    tw.process(
-        recs([data(1, 0, 1), marker(1, 1, 100, 0)])
-    )  # bucket 1 prepared 100, bucket 0 did not
+    tw.process(recs([data(1, 0, 1), marker(1, 1, 100)]))  # bucket 1 prepared 100, bucket 0 did not
     assert tw.store.barriers() == {100: {1}}
     tw.revoke([0, 1])
     assert tw.committer is None

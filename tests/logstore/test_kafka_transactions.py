@@ -1,0 +1,197 @@
+"""Exactly-once on Apache Kafka: what the LogStore relies on, checked on the real broker.
+
+Aborted records are in the log (read_uncommitted sees them) yet never reach a
+read_committed reader; a producer SIGKILLed mid-transaction leaves nothing visible
+once the coordinator times its transaction out; a zombie LogWriter with the same
+transactional id is fenced with a clear error; other producers' records are never
+dropped by our readers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import orjson
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from logstore_testdata import bucketer_for, unique_topic
+from test_logstore_broker import PK_SCHEMA, read_until, table_rows, writer
+
+from logstore.broker import EmbeddedBroker
+from logstore.errors import WriterError, WriterFencedError
+from logstore.reader import LogReader
+from logstore.spec import LogSpec
+from logstore.topics import ensure_topic
+
+
+def _values(bootstrap: str, topic: str, isolation: str, partitions: int = 1) -> list[bytes]:
+    """Every data record's value in ``topic`` up to its end for this isolation level."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    out: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    at_end.add(m.partition())
+                elif m.value() is not None:
+                    out.append(m.value())
+        assert len(at_end) == partitions, f"{topic} not read to its end within 30s"
+    finally:
+        c.close()
+    return out
+
+
+def test_aborted_transaction_is_in_the_log_but_invisible_to_read_committed(
+    broker: EmbeddedBroker,
+) -> None:
+    spec = LogSpec(unique_topic("rc"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    with writer(broker, spec) as w:
+        w.write(table_rows([1, 2], "aborted"))
+        w._producer.flush(10)
+        w.abort()
+        w.write(table_rows([3], "kept"))
+        b = w.barrier()
+    uncommitted = [
+        orjson.loads(v)["after"]["name"]
+        for v in _values(broker.bootstrap, spec.topic, "read_uncommitted")
+    ]
+    committed = [
+        orjson.loads(v)["after"]["name"]
+        for v in _values(broker.bootstrap, spec.topic, "read_committed")
+    ]
+    # the broker stores the aborted records; only its read_committed filter hides them
+    assert uncommitted == ["aborted1", "aborted2", "kept3"]
+    assert committed == ["kept3"]
+    got, _ = read_until(broker, spec, b)
+    assert got["name"].to_pylist() == ["kept3"]
+
+
+RAW_TXN_PRODUCER = textwrap.dedent(
+    """
+    import sys
+    from confluent_kafka import Producer
+    p = Producer({{"bootstrap.servers": {bootstrap!r}, "transactional.id": {txn_id!r},
+                  "transaction.timeout.ms": 3000}})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce({topic!r}, b'{{"before": null, "after": {{"id": %d, "name": "doomed", "d": null}}, "op": "c"}}' % i, None, 0)
+    p.flush(30)  # on the broker, inside the open transaction
+    print("READY", flush=True)
+    sys.stdin.read()  # wait to be killed
+    """
+)
+
+
+def test_producer_sigkilled_mid_transaction_is_aborted_by_timeout(broker: EmbeddedBroker) -> None:
+    """No successor with the same transactional id: the coordinator's timeout aborts it."""
+    spec = LogSpec(unique_topic("sigkill"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    ensure_topic(broker.bootstrap, spec)
+    script = RAW_TXN_PRODUCER.format(
+        bootstrap=broker.bootstrap, txn_id=f"doomed-{uuid.uuid4().hex[:6]}", topic=spec.topic
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert len(_values(broker.bootstrap, spec.topic, "read_uncommitted")) == 20
+    # another writer's barrier commits after the dead transaction; read_committed stops at
+    # the dead transaction's first offset until the coordinator aborts it (3 s timeout)
+    with writer(broker, spec) as w:
+        w.write(table_rows([100], "after"))
+        b = w.barrier()
+    began = time.monotonic()
+    got, _ = read_until(broker, spec, b, idle_timeout_s=60)
+    waited = time.monotonic() - began
+    assert got["name"].to_pylist() == ["after100"]
+    assert waited < 60
+    assert [
+        orjson.loads(v)["after"]["name"]
+        for v in _values(broker.bootstrap, spec.topic, "read_committed")
+    ] == ["after100"]
+
+
+def test_zombie_writer_is_fenced_with_a_clear_error(broker: EmbeddedBroker) -> None:
+    spec = LogSpec(unique_topic("zombie"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    zombie = writer(broker, spec)
+    zombie.write(table_rows([1], "z"))
+    first = zombie.barrier()
+    zombie.write(table_rows([2, 3], "zombie"))  # open transaction when the successor starts
+    zombie._producer.flush(10)
+    successor = writer(broker, spec)
+    assert successor.transactional_id == zombie.transactional_id
+    with pytest.raises(WriterFencedError) as info:
+        zombie.write(table_rows([4], "zombie"))
+        zombie.barrier()
+    assert zombie.transactional_id in str(info.value) and "took over" in str(info.value)
+    # a fenced writer stays unusable: it says so instead of writing into the void
+    with pytest.raises(WriterError, match="closed"):
+        zombie.write(table_rows([5], "zombie"))
+    successor.write(table_rows([6], "s"))
+    second = successor.barrier()
+    successor.close()
+    got, barriers = read_until(broker, spec, second)
+    assert sorted(got["name"].to_pylist()) == ["s6", "z1"]
+    assert {x.barrier for x in barriers} == {first, second}
+
+
+def test_reader_keeps_every_record_of_a_plain_producer(broker: EmbeddedBroker) -> None:
+    """Records of a non-transactional producer between two markers belong to the next barrier."""
+    spec = LogSpec(unique_topic("plain"), PK_SCHEMA, ["id"], 2, changelog_mode="all")
+    bucketer = bucketer_for(spec)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+
+    def plain_rows(ids: list[int]) -> None:
+        rows = table_rows(ids, "plain")
+        parts = bucketer(rows).tolist()
+        for p, row in zip(parts, rows.to_pylist(), strict=True):
+            row["d"] = None
+            env = {"before": None, "after": row, "op": "c"}
+            plain.produce(spec.topic, orjson.dumps(env), orjson.dumps({"id": row["id"]}), p)
+        assert plain.flush(10) == 0
+
+    with writer(broker, spec) as w:
+        w.write(table_rows([1, 2], "w"))
+        b1 = w.barrier()
+        plain_rows([10, 11, 12])  # before the writer's next transaction begins
+        w.write(table_rows([3], "w"))
+        plain_rows([13, 14])  # inside its open transaction
+        b2 = w.barrier()
+    with LogReader(broker.bootstrap, spec, until_barrier=b2, idle_timeout_s=20) as r:
+        data, _ = r.read_all()
+    got = pa.concat_tables([d.table for d in data])
+    by_barrier = {
+        b: sorted(got.filter(pa.compute.equal(got["_barrier"], b))["name"].to_pylist())
+        for b in (b1, b2)
+    }
+    assert by_barrier == {
+        b1: ["w1", "w2"],
+        b2: ["plain10", "plain11", "plain12", "plain13", "plain14", "w3"],
+    }
