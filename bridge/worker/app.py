@@ -23,6 +23,7 @@ from bridge.worker.table_worker import BarrierListener, TableWorker
 from bridge.worker.tiers import TopicGate
 from bridge.worker.transport import DtsTransport
 from bridge.worker.web import attach_views
+from logstore.client_config import client_settings, faust_settings
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         batch_size=config.batch_size,
         queue_batches=config.fetch_queue_batches,
         prefetch_kbytes=config.prefetch_kbytes,
+        client_config=client_settings(),
     )
     runtime = WorkerRuntime(tables, metrics, status, fetcher)
 
@@ -84,6 +86,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         # Faust's consumer only coordinates: it pauses every partition it is assigned,
         # so at most one small fetch per partition happens before the pause
         consumer_max_fetch_size=1024,
+        **faust_settings(),  # SASL/SSL of a secured cluster (DTS_KAFKA_CONFIG)
     )
     app.runtime, app.metrics, app.status = runtime, metrics, status
     # Faust batches topic changes for 45 s before resubscribing; new tables should not wait

@@ -4,8 +4,9 @@ Each owned bucket gets its own ``TableWrite``, so ``prepare()`` flushes only
 that bucket when it passes a marker; buckets of a table then move through
 barriers independently and the committer aligns them.
 
-Rows of the open barrier are held as Arrow batches until its marker arrives;
-only then are they written to the FileStore writer and prepared.
+Rows of the open barrier go to the FileStore writer as they arrive (it buffers
+and spills to files by its own size limit); at the barrier's marker the writer
+prepares them and the bucket publishes its prepared record.
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ class BucketWriter:
         self._transactional = transactional
         self._normalizer = normalizer
         self._rows = 0
-        self._pending: list[pa.Table] = []
         self._stall_seen = 0.0
         self.closed = False
         status.owned = True
@@ -73,35 +73,24 @@ class BucketWriter:
         status.memtable_bytes = 0
         status.memtable_rows = 0
 
-    def buffer(self, rows: pa.Table) -> None:
-        """Hold rows (with their ``_offset`` column) of the open barrier."""
-        if rows.num_rows == 0:
-            return
-        self._pending.append(rows)
-        self._rows += rows.num_rows
-        self.status.memtable_rows = self._rows
-        self.status.memtable_bytes += rows.nbytes
-
-    def take_pending(self) -> pa.Table | None:
-        """The open barrier's rows (read_committed: aborted records never arrive)."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return None
-        return pa.concat_tables(pending) if len(pending) > 1 else pending[0]
-
     def normalize(self, rows: pa.Table) -> pa.Table:
         """Upsert log rows -> full changelog (-U before +U, full -D) when the table needs it.
 
-        Called once per barrier with exactly the rows that are prepared for it, so
-        the state always matches what the bucket's prepared files hold.
+        Called with exactly the rows written, in log order, so the state always matches
+        what the bucket's writer holds; a reassignment reseeds it from the snapshot.
         """
         if self._normalizer is None or rows.num_rows == 0:
             return rows
         return self._normalizer.process(rows)
 
     def write(self, rows: pa.Table) -> None:
-        if rows.num_rows:
-            self._writer.write(rows)
+        """Rows of the open barrier, written now (prepared at its marker)."""
+        if not rows.num_rows:
+            return
+        self._writer.write(rows)
+        self._rows += rows.num_rows
+        self.status.memtable_rows = self._rows
+        self.status.memtable_bytes += rows.nbytes
 
     def take_stall_seconds(self) -> float:
         """Seconds the FileStore writer stalled (stop trigger) since the last call.
@@ -137,7 +126,6 @@ class BucketWriter:
         )
         self._store.put(record)
         self._rows = 0
-        self._pending = []
         self.status.memtable_rows = 0
         self.status.memtable_bytes = 0
         self.status.last_barrier_seen = barrier
@@ -151,7 +139,6 @@ class BucketWriter:
         if self.closed:
             return
         self.closed = True
-        self._pending = []
         self.status.owned = False
         self.status.memtable_bytes = 0
         self.status.memtable_rows = 0

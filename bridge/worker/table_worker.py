@@ -206,14 +206,15 @@ class TableWorker:
         cuts = [(int(m.offset), int(m.barrier)) for m in markers]
         prepared = []
         for seg in split_at_markers(offsets, cuts):
-            writer.buffer(rows.slice(seg.start, seg.stop - seg.start))
-            if seg.barrier is None or seg.next_offset is None:
-                continue
-            pending = writer.take_pending()
-            if pending is not None and pending.num_rows:
-                data = writer.normalize(_data_columns(pending))
+            if seg.stop > seg.start:
+                # read_committed: every record that arrives is committed, so it goes to the
+                # FileStore writer at once (which spills to files): memory stays bounded
+                # however long a barrier is
+                data = writer.normalize(_data_columns(rows.slice(seg.start, seg.stop - seg.start)))
                 writer.write(data)
                 self.metrics.records_out.labels(**labels).inc(data.num_rows)
+            if seg.barrier is None or seg.next_offset is None:
+                continue
             prepared.append(writer.close_barrier(seg.barrier, seg.next_offset))
             faults.reach("prepared")
             self.metrics.barrier_last_seen.labels(**labels).set(seg.barrier)
