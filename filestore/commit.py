@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from filestore.errors import CommitConflict, FileStoreError
+from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
 from filestore.manifest import ADD, DELETE, ManifestEntry, ManifestFileMeta, merge_entries
 from filestore.messages import CommitMessage
 from filestore.rebase import BucketKey, Rebased, needs_rebase, rebase
@@ -211,11 +211,14 @@ class TableCommit:
             latest is not None
             and barrier is not None
             and latest.barrier is not None
-            and barrier < latest.barrier
+            and barrier <= latest.barrier
         ):
-            raise CommitConflict(
-                f"table {table.name}: barrier {barrier} is older than the table's barrier "
-                f"{latest.barrier} (snapshot {latest.id})"
+            # barrier ids are strictly increasing per table: a repeated one would make
+            # snapshot_at_barrier ambiguous and a consistent read see half a barrier
+            raise BarrierOrderError(
+                f"table {table.name}: barrier {barrier} is not newer than the table's barrier "
+                f"{latest.barrier} (snapshot {latest.id}); barrier ids must strictly increase "
+                "per table (retry with the same commit identifier to make a commit idempotent)"
             )
         entries: list[ManifestEntry] = []
         if kind == OVERWRITE:

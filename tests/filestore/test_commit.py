@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, CommitConflict, CommitMessage
+from filestore import BarrierOrderError, Catalog, CommitConflict, CommitMessage
 from filestore.data_file import DataFileMeta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -77,8 +77,27 @@ def test_empty_commit_records_a_barrier(warehouse: Path) -> None:
     assert t.snapshot_at_barrier(10).id == s1.id  # type: ignore[union-attr]
     assert t.snapshot_at_barrier(12).id == s2.id  # type: ignore[union-attr]
     assert t.snapshot_at_barrier(9) is None
-    with pytest.raises(CommitConflict, match="barrier 5 is older"):
+    with pytest.raises(CommitConflict, match="barrier 5 is not newer"):
         w.commit(barrier=5)
+
+
+def test_barrier_ids_strictly_increase_per_table(warehouse: Path) -> None:
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"])
+    w = t.new_write("u")
+    w.write(_rows([1], "a"))
+    assert w.commit(barrier=1) is not None
+    w.write(_rows([2], "b"))
+    with pytest.raises(BarrierOrderError, match=r"barrier 1 is not newer .* strictly increase"):
+        w.commit(barrier=1)
+    assert [s.barrier for s in t.snapshots()] == [1]
+    # another writer of the table is held to the same order
+    other = t.new_write("v")
+    other.write(_rows([3], "c"))
+    with pytest.raises(BarrierOrderError):
+        other.commit(barrier=1)
+    other.write(_rows([3], "c"))
+    assert other.commit(barrier=2).barrier == 2  # type: ignore[union-attr]
+    assert sorted(t.read().column("id").to_pylist()) == [1, 3]
 
 
 def test_snapshot_at_time_and_time_travel(warehouse: Path) -> None:
