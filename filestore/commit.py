@@ -19,6 +19,7 @@ already committed returns that snapshot and writes nothing.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from filestore.table import Table
 
 _MANIFEST_ENTRIES_PER_FILE = 100_000
+_MAX_BACKOFF_S = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,9 @@ class TableCommit:
             for name in written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.table.paths.manifest(name))
             self._delete_data(rebased.written)
+            # racers that retry in lockstep keep colliding (an attempt takes several
+            # round trips on an object store): wait a random, growing while
+            time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.005 * 2**_attempt)))
         raise CommitConflict(
             f"table {self.table.name}: gave up after {max_retries} retries against concurrent "
             "commits; retry the commit"
