@@ -5,13 +5,16 @@ from filestore.catalog import Catalog
 from filestore.commit import TableCommit
 from filestore.data_file import DataFileMeta
 from filestore.errors import (
+    BarrierOrderError,
     CommitConflict,
     FileStoreError,
+    InvalidOption,
     SchemaError,
     SnapshotNotFound,
     TableAlreadyExists,
     TableNotFound,
 )
+from filestore.identifiers import InvalidIdentifier
 from filestore.messages import CommitMessage
 from filestore.options import CoreOptions
 from filestore.scan import Split, TableScan
@@ -21,12 +24,15 @@ from filestore.table import Table
 from filestore.write import TableWrite
 
 __all__ = [
+    "BarrierOrderError",
     "Catalog",
     "CommitConflict",
     "CommitMessage",
     "CoreOptions",
     "DataFileMeta",
     "FileStoreError",
+    "InvalidIdentifier",
+    "InvalidOption",
     "SchemaError",
     "Snapshot",
     "SnapshotNotFound",

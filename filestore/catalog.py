@@ -15,6 +15,7 @@ from filestore.errors import (
     TableNotFound,
 )
 from filestore.fileio import FileIO, resolve_filesystem
+from filestore.identifiers import RULES, InvalidIdentifier, check_identifier
 from filestore.paths import TablePaths
 from filestore.schema import SchemaManager, build_schema
 from filestore.table import Table
@@ -31,10 +32,12 @@ def split_name(name: str) -> tuple[str, str]:
     elif len(parts) == 2:
         db, table = parts
     else:
-        raise FileStoreError(f"table name {name!r} must be 'table' or 'db.table'")
-    for part in (db, table):
-        if not part or "/" in part or part.startswith((".", "_")):
-            raise FileStoreError(f"invalid table name {name!r}")
+        raise InvalidIdentifier(
+            f"table name {name!r} must be 'table' or 'db.table', each part matching "
+            f"{RULES['table'].text}"
+        )
+    check_identifier("database", db)
+    check_identifier("table", table)
     return db, table
 
 

@@ -3,12 +3,14 @@
 A commit writes a delta manifest (ADD new files, DELETE replaced ones), a new
 manifest list pair, then creates ``snapshot-N`` with create-if-absent. Losing
 the race for N means someone else committed first: re-read, check for
-conflicts, rebuild on top of the new snapshot, retry. What conflicts:
+conflicts, rebuild on top of the new snapshot, retry. What conflicts: a file
+this commit deletes (compaction, overwrite) is no longer live.
 
-- a file this commit deletes (compaction, overwrite) is no longer live;
-- primary-key tables: a concurrent commit added files to one of our buckets
-  whose key range overlaps ours and whose sequence range interleaves ours
-  (neither commit is entirely newer than the other).
+Commit order decides which write wins: on primary-key tables, new files of a
+bucket whose rows are numbered at or below a committed row of an overlapping
+key are rebased (``filestore.rebase``) past the table's greatest sequence
+number on the snapshot they commit on, so an acknowledged commit's writes win
+over everything committed before it, whenever they were written.
 
 Commits are idempotent by (commit user, identifier): an identifier this user
 already committed returns that snapshot and writes nothing.
@@ -17,21 +19,23 @@ already committed returns that snapshot and writes nothing.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from filestore.data_file import DataFileMeta
-from filestore.errors import CommitConflict, FileStoreError
+from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
 from filestore.manifest import ADD, DELETE, ManifestEntry, ManifestFileMeta, merge_entries
 from filestore.messages import CommitMessage
+from filestore.rebase import BucketKey, Rebased, needs_rebase, rebase
 from filestore.snapshot import APPEND, COMMIT_KINDS, COMPACT, OVERWRITE, Snapshot
 
 if TYPE_CHECKING:
     from filestore.table import Table
 
 _MANIFEST_ENTRIES_PER_FILE = 100_000
+_MAX_BACKOFF_S = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +103,21 @@ class TableCommit:
                     return snap or latest
             if not messages and barrier is None and log_offsets is None and kind == APPEND:
                 return latest
-            snapshot, written = self._build(
+            snapshot, written, rebased = self._build(
                 latest, messages, identifier, barrier, log_offsets, kind, overwrite_partition
             )
             if self.snapshots.try_commit(snapshot):
-                self._after_commit(snapshot, messages, kind)
+                # the originals stay until the snapshot exists: a crash before it
+                # leaves the messages committable as they are
+                self._delete_data(rebased.replaced)
+                self._after_commit(snapshot, rebased.messages, kind)
                 return snapshot
             for name in written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.table.paths.manifest(name))
+            self._delete_data(rebased.written)
+            # racers that retry in lockstep keep colliding (an attempt takes several
+            # round trips on an object store): wait a random, growing while
+            time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.005 * 2**_attempt)))
         raise CommitConflict(
             f"table {self.table.name}: gave up after {max_retries} retries against concurrent "
             "commits; retry the commit"
@@ -122,6 +133,11 @@ class TableCommit:
                 )
 
     # -- internals ------------------------------------------------------
+    def _delete_data(self, files: Sequence[tuple[BucketKey, str]]) -> None:
+        keys = self.table.schema.partition_keys
+        for (partition, bucket), name in files:
+            self.io.delete_file(self.table.paths.data_file(keys, partition, bucket, name))
+
     def _after_commit(
         self, snapshot: Snapshot, messages: Sequence[CommitMessage], kind: str
     ) -> None:
@@ -177,29 +193,6 @@ class TableCommit:
                         f"table {self.table.name}: file {ident[2]} (partition {list(ident[0])}, "
                         f"bucket {ident[1]}) was removed by a concurrent commit; redo the compaction"
                     )
-        if not self.table.schema.primary_key or latest is None:
-            return
-        new = [(m, f) for m in messages for f in m.new_files if f.file_source == "APPEND"]
-        if not new or latest.max_sequence_number < min(f.min_sequence_number for _, f in new):
-            return  # every committed row is older than ours: no interleaving possible
-        by_bucket: dict[tuple[tuple[str | None, ...], int], list[ManifestEntry]] = {}
-        for e in live or self._live(latest):
-            by_bucket.setdefault((e.partition, e.bucket), []).append(e)
-        for m, f in new:
-            for e in by_bucket.get((m.partition, m.bucket), []):
-                other = e.file
-                if other.file_name == f.file_name:
-                    continue
-                seq_overlap = (
-                    other.min_sequence_number <= f.max_sequence_number
-                    and f.min_sequence_number <= other.max_sequence_number
-                )
-                if seq_overlap and _keys_overlap(f, other):
-                    raise CommitConflict(
-                        f"table {self.table.name}: partition {list(m.partition)} bucket {m.bucket} "
-                        "was written concurrently by another writer with interleaved sequence "
-                        "numbers on the same keys; redo the write (one writer per bucket avoids this)"
-                    )
 
     def _build(
         self,
@@ -210,21 +203,27 @@ class TableCommit:
         log_offsets: dict[int, int] | None,
         kind: str,
         overwrite_partition: dict[str, str | None] | None,
-    ) -> tuple[Snapshot, list[str]]:
+    ) -> tuple[Snapshot, list[str], Rebased]:
         table = self.table
         schema = table.schema
         needs_live = kind in (COMPACT, OVERWRITE) or any(m.deleted_files for m in messages)
-        live = self._live(latest) if needs_live else None
+        lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
+        live = self._live(latest) if needs_live or lagging else None
         self._check_conflicts(latest, messages, live)
+        rebased = rebase(table, latest, messages, live or []) if lagging else Rebased(messages)
+        messages = rebased.messages
         if (
             latest is not None
             and barrier is not None
             and latest.barrier is not None
-            and barrier < latest.barrier
+            and barrier <= latest.barrier
         ):
-            raise CommitConflict(
-                f"table {table.name}: barrier {barrier} is older than the table's barrier "
-                f"{latest.barrier} (snapshot {latest.id})"
+            # barrier ids are strictly increasing per table: a repeated one would make
+            # snapshot_at_barrier ambiguous and a consistent read see half a barrier
+            raise BarrierOrderError(
+                f"table {table.name}: barrier {barrier} is not newer than the table's barrier "
+                f"{latest.barrier} (snapshot {latest.id}); barrier ids must strictly increase "
+                "per table (retry with the same commit identifier to make a commit idempotent)"
             )
         entries: list[ManifestEntry] = []
         if kind == OVERWRITE:
@@ -285,7 +284,7 @@ class TableCommit:
             changelog_record_count=sum(e.file.row_count for e in changelog),
             max_sequence_number=max_seq,
         )
-        return snapshot, written
+        return snapshot, written, rebased
 
     def _base_metas(
         self, latest: Snapshot | None, schema_id: int, written: list[str]
@@ -316,13 +315,3 @@ def _partition_matches(
         return True
     values = dict(zip(keys, partition, strict=True))
     return all(values.get(k) == v for k, v in wanted.items())
-
-
-def _keys_overlap(a: DataFileMeta, b: DataFileMeta) -> bool:
-    a_min, a_max, b_min, b_max = a.min_key(), a.max_key(), b.min_key(), b.max_key()
-    if None in (a_min, a_max, b_min, b_max):
-        return True
-    try:
-        return bool(a_min <= b_max and b_min <= a_max)  # type: ignore[operator]
-    except TypeError:
-        return True

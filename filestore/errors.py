@@ -37,3 +37,7 @@ class SnapshotNotFound(FileStoreError):
 
 class InvalidOption(FileStoreError):
     """A table option has a value that cannot be used."""
+
+
+class BarrierOrderError(CommitConflict):
+    """A commit's barrier is not greater than the table's latest barrier."""

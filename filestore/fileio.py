@@ -4,14 +4,18 @@
 is exact: the bytes go to a temporary file which is then hard-linked to the
 target; ``link`` fails when the target exists, so of two racers exactly one wins
 and readers never see a half-written file. Other pyarrow filesystems (S3, GCS,
-HDFS) offer no create-if-absent through pyarrow; there we check, write, then read
-back and compare, which detects most lost races but is not airtight: run one
-committer per table on object stores (the worker does) or put a lock in front.
+HDFS) offer no create-if-absent through pyarrow. On S3 (and S3-compatible stores)
+it is a conditional PUT with ``If-None-Match: *`` through obstore
+(``filestore.conditional``), atomic on the service side, so several committers per
+table are safe. Elsewhere (and on stores that refuse conditional writes) we check,
+write, then read back and compare, which detects most lost races but is not
+airtight: run one committer per table there or put a lock in front.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from urllib.parse import urlparse
@@ -19,7 +23,11 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from filestore.conditional import ConditionalCreate, ConditionalCreateUnsupported, for_filesystem
+
 _OUTPUT_BUFFER = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def resolve_filesystem(
@@ -42,6 +50,7 @@ class FileIO:
     def __init__(self, fs: pafs.FileSystem) -> None:
         self.fs = fs
         self.is_local = isinstance(fs, pafs.LocalFileSystem)
+        self.conditional: ConditionalCreate | None = None if self.is_local else for_filesystem(fs)
 
     def exists(self, path: str) -> bool:
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
@@ -85,6 +94,12 @@ class FileIO:
                 return False
             finally:
                 os.unlink(tmp)
+        if self.conditional is not None:
+            try:
+                return self.conditional.create(path, data)
+            except ConditionalCreateUnsupported as e:
+                log.warning("%s; one committer per table only from now on", e)
+                self.conditional = None
         if self.exists(path):
             return False
         self._write_stream(path, data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,59 @@ _SIZE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1
 _SIZE_UNITS |= {"gb": 1 << 30, "g": 1 << 30}
 _DURATION_UNITS = {"ms": 1, "s": 1000, "min": 60_000, "m": 60_000, "h": 3_600_000}
 _DURATION_UNITS |= {"d": 86_400_000, "": 1}
+
+
+# every table option a table may store: the FileStore's, and the log tier's, which
+# the LogStore and the worker read from the same schema
+KNOWN_OPTIONS = frozenset(
+    {
+        "bucket",
+        "bucket-key",
+        "merge-engine",
+        "write-buffer-size",
+        "file.format",
+        "file.compression",
+        "target-file-size",
+        "manifest.merge-min-count",
+        "commit.max-retries",
+        "num-sorted-run.compaction-trigger",
+        "num-sorted-run.stop-trigger",
+        "auto-compaction",
+        "compaction.max-size-amplification-percent",
+        "compaction.size-ratio",
+        "snapshot.num-retained.min",
+        "snapshot.num-retained.max",
+        "snapshot.time-retained",
+        "changelog-producer",
+        "change-tracking",
+        "aggregation.remove-record-on-delete",
+        "barrier.interval",
+        "log.topic",
+        "log.consistency",
+        "log.changelog-mode",
+        "log.retention",
+        "log.replication-factor",
+        "log.min-insync-replicas",
+    }
+)
+_FIELD_OPTION = re.compile(r"fields\.[^.]+\.(aggregate-function|ignore-retract)")
+
+
+def check_known(options: Mapping[str, str]) -> None:
+    """Refuse option keys no part of the system reads, with the closest known key.
+
+    Checked when a table is created (stored schemas are read as they are): a
+    misspelt option would otherwise be stored and silently ignored.
+    """
+    for key in options:
+        if key in KNOWN_OPTIONS or _FIELD_OPTION.fullmatch(key):
+            continue
+        close = difflib.get_close_matches(key, sorted(KNOWN_OPTIONS), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise InvalidOption(
+            f"unknown table option {key!r}{hint} (known: {', '.join(sorted(KNOWN_OPTIONS))}, "
+            "fields.<column>.aggregate-function, fields.<column>.ignore-retract)"
+        )
 
 
 def parse_size(text: str, key: str = "size") -> int:

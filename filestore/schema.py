@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from filestore.errors import SchemaError
 from filestore.fileio import FileIO
-from filestore.options import CoreOptions
+from filestore.identifiers import check_identifier
+from filestore.options import CoreOptions, check_known
 from filestore.paths import TablePaths
 from filestore.types import field_from_json, field_to_json, is_lossless_change, normalize_type
 
@@ -105,8 +106,14 @@ def build_schema(
                 )
         if len(set(cols)) != len(cols):
             raise SchemaError(f"{what} lists a column twice: {cols}")
+    for col in parts:
+        check_identifier("partition column", col)
+    check_known(opts)
     core = CoreOptions.from_map(opts)
+    if "log.topic" in opts:
+        check_identifier("topic", opts["log.topic"])
     for col in core.bucket_key:
+        check_identifier("bucket-key column", col)
         if col not in names:
             raise SchemaError(f"bucket-key column {col!r} is not in the schema")
         if pk and col not in pk:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING
 
 from filestore.errors import FileStoreError, SnapshotNotFound
+from filestore.identifiers import InvalidIdentifier, check_identifier
 from filestore.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from filestore.table import Table
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 class TagError(FileStoreError):
@@ -20,11 +18,10 @@ class TagError(FileStoreError):
 
 
 def _check_name(name: str) -> None:
-    if not _NAME.fullmatch(name) or name.isdigit():
-        raise TagError(
-            f"tag name {name!r} is not valid: use letters, digits, '_', '-', '.', "
-            "starting with a letter or digit, and not all digits"
-        )
+    try:
+        check_identifier("tag", name)
+    except InvalidIdentifier as e:
+        raise TagError(str(e)) from None
 
 
 def create_tag(table: Table, name: str, snapshot_id: int | None = None) -> Snapshot:

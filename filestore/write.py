@@ -2,12 +2,10 @@
 
 Sequence numbers are assigned here, at write time, one per row, increasing in
 the order rows were written. They are hybrid-logical: ``max(last + 1,
-wall_clock_ms << 20, table max + 1)``. Within a writer they strictly increase;
-across writers (other processes) they follow wall-clock write time, so the
-last write of a key wins in the merge even when commits land in another order.
-The committer refuses (CommitConflict) a commit whose sequence range interleaves
-with a concurrent commit's files on the same keys of the same bucket, so
-concurrent writers never produce an order that no serial execution could.
+wall_clock_ms << 20, table max + 1)``. Within a writer they strictly increase.
+Across writers commit order wins, not write time: the committer rebases a
+commit whose rows are numbered at or below a committed row of an overlapping
+key past the table's greatest sequence number (``filestore.rebase``).
 """
 
 from __future__ import annotations
@@ -67,6 +65,11 @@ class SequenceGenerator:
         base = max(self._next, int(time.time() * 1000) << _CLOCK_SHIFT)
         self._next = base + n
         return np.arange(base, base + n, dtype=np.int64)
+
+    def advance_past(self, committed_max: int) -> None:
+        """Number the next rows above a committed maximum (a rebased commit may have
+        moved ours there): later writes then need no rebase against our own."""
+        self._next = max(self._next, committed_max + 1)
 
 
 def partition_strings(table: pa.Table, partition_keys: list[str]) -> list[pa.Array]:
@@ -439,6 +442,8 @@ class TableWrite:
             committer.abort(messages)
             raise
         self._next_identifier = identifier + 1
+        if snap is not None:
+            self._seq.advance_past(snap.max_sequence_number)
         return snap
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
+from bridge.meta.auth import MetaAuth
 from bridge.meta.server import create_app
 from bridge.meta.store import Store
 
@@ -20,12 +21,14 @@ from bridge.meta.store import Store
 class RunningServer:
     """create_app(store) served by uvicorn in a thread, on a free port."""
 
-    def __init__(self, store: Store, sweep_interval_s: float | None = None) -> None:
+    def __init__(
+        self, store: Store, sweep_interval_s: float | None = None, auth: MetaAuth | None = None
+    ) -> None:
         self.store = store
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        app = create_app(store, sweep_interval_s=sweep_interval_s)
+        app = create_app(store, sweep_interval_s=sweep_interval_s, auth=auth)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True

@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
-import threading
+import signal
+import socket
+from types import FrameType
 
 import click
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM (docker stop) stops as cleanly as Ctrl-C
+
+
+def _wait_for_a_signal() -> None:
+    """Sleep until SIGINT or SIGTERM; their handlers raise KeyboardInterrupt.
+
+    Waiting on a lock (``threading.Event().wait()``) ignored Ctrl-C: the kernel hands a
+    process signal to any thread that does not block it (the HTTP server's, pyarrow's,
+    polars'), so the main thread's wait was never interrupted and the Python handler
+    never ran. The wakeup fd gets a byte whichever thread the signal hit.
+    """
+    wake_r, wake_w = socket.socketpair()
+    wake_w.setblocking(False)
+    previous = signal.set_wakeup_fd(wake_w.fileno())
+    try:
+        while True:
+            wake_r.recv(64)  # returns on any signal; the handler raises on ours
+    finally:
+        signal.set_wakeup_fd(previous)
+        wake_r.close()
+        wake_w.close()
 
 
 @click.command()
@@ -42,8 +68,9 @@ def exporter(warehouse: str, host: str, port: int) -> None:
         f"dts exporter: http://{host}:{server.server_port}/metrics for warehouse {warehouse}",
         err=True,
     )
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        threading.Event().wait()  # the server runs in its own thread until Ctrl-C
+        _wait_for_a_signal()  # the server runs in its own thread until Ctrl-C
     except KeyboardInterrupt:
         click.echo("dts exporter: stopping", err=True)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
 from bridge.meta.client import DEFAULT_URL, MetaClient
 from bridge.meta.errors import MetaError
 from bridge.meta.models import ConsistencyMode, JobKind, JobState, SinkRole
@@ -23,6 +25,11 @@ _url_option = click.option(
     help="MetaService address (env DTS_META_URL).",
 )
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+_as_job_option = click.option(
+    "--as-job",
+    is_flag=True,
+    help="Act as the job itself (a script ending the job it registered); else admin token.",
+)
 
 
 @click.group()
@@ -31,7 +38,8 @@ def meta() -> None:
 
 
 def _client(url: str) -> MetaClient:
-    return MetaClient(url)
+    # an operator's tool: the admin token when one is set (ending other jobs, rebuild)
+    return MetaClient(url, admin=True)
 
 
 def _run(fn: Callable[[], Any]) -> Any:
@@ -98,8 +106,24 @@ def _default_db(db: str | None, warehouse: str | None) -> str:
     show_default=True,
     help="A running job silent this long is marked failed.",
 )
+@click.option(
+    "--token",
+    envvar=TOKEN_ENV,
+    help=f"Bearer token of jobs and tools (env {TOKEN_ENV}).",
+)
+@click.option(
+    "--admin-token",
+    envvar=ADMIN_TOKEN_ENV,
+    help=f"Bearer token that may also end or delete any job (env {ADMIN_TOKEN_ENV}).",
+)
 def serve(
-    host: str, port: int, db: str | None, warehouse: str | None, heartbeat_timeout_ms: int
+    host: str,
+    port: int,
+    db: str | None,
+    warehouse: str | None,
+    heartbeat_timeout_ms: int,
+    token: str | None,
+    admin_token: str | None,
 ) -> None:
     """Run the MetaService HTTP API (OpenAPI at /docs). Stop with Ctrl-C."""
     import uvicorn
@@ -107,23 +131,27 @@ def serve(
     from bridge.meta.server import create_app
     from bridge.meta.store import Store
 
+    auth = MetaAuth(token or None, admin_token or None)
+    if auth.open and not _loopback(host):
+        raise click.UsageError(
+            f"refusing to serve on {host} without a token: anyone reaching it could end jobs "
+            f"and report barriers; set {TOKEN_ENV} and {ADMIN_TOKEN_ENV} (or --token, "
+            "--admin-token), or bind 127.0.0.1"
+        )
     store = Store(_default_db(db, warehouse), heartbeat_timeout_ms=heartbeat_timeout_ms)
-    app = create_app(store)
+    app = create_app(store, auth=auth)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # listen before saying so: connections wait in the backlog until uvicorn accepts them
+    # (a client acting on the line below got "connection refused" under load before)
+    sock.listen(2048)
     bound = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     base = f"http://{host}:{bound}"
-    # The first line is what scripts wait for (the address); the rest says where to look.
-    click.echo(f"MetaService listening on {base} (database {store.safe_url})")
-    click.echo(
-        f"  API          {base}  (JSON: /health, /jobs, /tables, /consistent-version, /lineage)"
-    )
-    click.echo(f"  OpenAPI docs {base}/docs  (spec {base}/openapi.json)")
-    click.echo(f"  metrics      {base}/metrics  (Prometheus)")
-    click.echo("Ctrl-C stops it")
     try:
+        # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
+        _announce(base, store.safe_url, auth)
         # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then re-raises
         # the signal; that is our normal way out.
         server.run(sockets=[sock])
@@ -133,6 +161,25 @@ def serve(
         sock.close()
         store.close()
         click.echo("MetaService stopped")
+
+
+def _announce(base: str, database: str, auth: MetaAuth) -> None:
+    """The first line is what scripts wait for (the address); the rest says where to look."""
+    access = "open (no token)" if auth.open else "bearer token"
+    click.echo(f"MetaService listening on {base} (database {database}; {access})")
+    click.echo(
+        f"  API          {base}  (JSON: /health, /jobs, /tables, /consistent-version, /lineage)"
+    )
+    click.echo(f"  OpenAPI docs {base}/docs  (spec {base}/openapi.json)")
+    click.echo(f"  metrics      {base}/metrics  (Prometheus)")
+    click.echo("Ctrl-C stops it")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
 
 
 # ---- jobs ---------------------------------------------------------------------------------
@@ -228,21 +275,26 @@ def jobs_heartbeat(job_id: str, url: str, as_json: bool) -> None:
     show_default=True,
 )
 @click.option("--reason", default="")
+@_as_job_option
 @_url_option
 @_json_option
-def jobs_finish(job_id: str, state: str, reason: str, url: str, as_json: bool) -> None:
-    """End a job: frees the tables it writes (its lineage stays)."""
+def jobs_finish(
+    job_id: str, state: str, reason: str, as_job: bool, url: str, as_json: bool
+) -> None:
+    """End a job: frees the tables it writes (its lineage stays). Another job's needs the
+    admin token (env DTS_META_ADMIN_TOKEN)."""
     with _client(url) as c:
-        _print(_run(lambda: c.finish_job(job_id, state, reason)), as_json)
+        _print(_run(lambda: c.finish_job(job_id, state, reason, own=as_job)), as_json)
 
 
 @jobs.command("forget")
 @click.argument("job_id")
+@_as_job_option
 @_url_option
-def jobs_forget(job_id: str, url: str) -> None:
-    """Delete an ended job and its lineage edges."""
+def jobs_forget(job_id: str, as_job: bool, url: str) -> None:
+    """Delete an ended job and its lineage edges (another job's: the admin token)."""
     with _client(url) as c:
-        _run(lambda: c.forget_job(job_id))
+        _run(lambda: c.forget_job(job_id, own=as_job))
     click.echo(f"forgot job {job_id}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,7 @@ def warehouse_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def parse_schema(text: str) -> pa.Schema:
     """'id:int64 not null, name:string, ts:timestamp[us]' -> pa.Schema."""
     fields = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in _entries(text, "--schema"):
         if ":" not in part:
             raise click.BadParameter(f"{part!r} is not name:type", param_hint="--schema")
         name, typ = (s.strip() for s in part.split(":", 1))
@@ -66,8 +67,24 @@ def parse_schema(text: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _split_list(text: str | None) -> list[str]:
-    return [c.strip() for c in (text or "").split(",") if c.strip()]
+# commas inside parentheses belong to a type: decimal(10,2)
+_ENTRY_SEPARATOR = re.compile(r",(?![^(]*\))")
+
+
+def _entries(text: str, param: str) -> list[str]:
+    """Comma-separated entries; an empty one is a typo (',,'), not something to skip."""
+    parts = [p.strip() for p in _ENTRY_SEPARATOR.split(text)]
+    for i, part in enumerate(parts, 1):
+        if not part:
+            raise click.BadParameter(
+                f"entry {i} of {text!r} is empty (a doubled or trailing comma?)",
+                param_hint=param,
+            )
+    return parts
+
+
+def _split_list(text: str | None, param: str = "--primary-key") -> list[str]:
+    return _entries(text, param) if text and text.strip() else []
 
 
 def _ms(ms: int | None) -> str:
@@ -126,8 +143,8 @@ def create(
         t = Catalog(warehouse).create_table(
             name,
             parse_schema(schema_text),
-            _split_list(primary_key),
-            _split_list(partition_by),
+            _split_list(primary_key, "--primary-key"),
+            _split_list(partition_by, "--partition-by"),
             opts,
         )
     except FileStoreError as e:
@@ -212,7 +229,10 @@ def scan(
     try:
         t = Catalog(warehouse).get_table(name)
         data = t.read(
-            snapshot_id, columns=_split_list(columns) or None, barrier=barrier, timestamp=timestamp
+            snapshot_id,
+            columns=_split_list(columns, "--columns") or None,
+            barrier=barrier,
+            timestamp=timestamp,
         )
     except FileStoreError as e:
         raise _fail(e) from None

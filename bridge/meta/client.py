@@ -7,6 +7,7 @@ Errors come back as the same :mod:`bridge.meta.errors` classes the service raise
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from bridge.meta.auth import ADMIN_TOKEN_ENV, JOB_HEADER, TOKEN_ENV
 from bridge.meta.errors import ERRORS_BY_CODE, InvalidRequest, MetaError, MetaUnavailable
 from bridge.meta.models import (
     BarrierRecord,
@@ -39,11 +41,27 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 
 
 class MetaClient:
-    """``MetaClient("http://127.0.0.1:8765")``; a context manager closing its connections."""
+    """``MetaClient("http://127.0.0.1:8765")``; a context manager closing its connections.
 
-    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 10.0) -> None:
+    ``token``: the bearer token to send (default: env ``DTS_META_TOKEN``; ``admin=True``
+    prefers ``DTS_META_ADMIN_TOKEN``, for operators' tools).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        timeout_s: float = 10.0,
+        token: str | None = None,
+        admin: bool = False,
+    ) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+        if token is None:
+            token = (os.environ.get(ADMIN_TOKEN_ENV) if admin else None) or os.environ.get(
+                TOKEN_ENV
+            )
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, headers=headers)
 
     def __enter__(self) -> MetaClient:
         return self
@@ -106,16 +124,29 @@ class MetaClient:
         return Job.model_validate(self._call("GET", f"/jobs/{job_id}"))
 
     def heartbeat(self, job_id: str) -> Job:
-        return Job.model_validate(self._call("POST", f"/jobs/{job_id}/heartbeat"))
+        """Only the job itself heartbeats: the call acts as ``job_id``."""
+        return Job.model_validate(
+            self._call("POST", f"/jobs/{job_id}/heartbeat", headers={JOB_HEADER: job_id})
+        )
 
     def finish_job(
-        self, job_id: str, state: JobState | str = JobState.FINISHED, reason: str = ""
+        self,
+        job_id: str,
+        state: JobState | str = JobState.FINISHED,
+        reason: str = "",
+        *,
+        own: bool = False,
     ) -> Job:
+        """End a job. ``own=True``: the caller is that job (it registered it); otherwise
+        ending it needs the admin token."""
         body = {"state": JobState(state).value, "reason": reason}
-        return Job.model_validate(self._call("POST", f"/jobs/{job_id}/finish", json=body))
+        headers = {JOB_HEADER: job_id} if own else None
+        return Job.model_validate(
+            self._call("POST", f"/jobs/{job_id}/finish", json=body, headers=headers)
+        )
 
-    def forget_job(self, job_id: str) -> None:
-        self._call("DELETE", f"/jobs/{job_id}")
+    def forget_job(self, job_id: str, *, own: bool = False) -> None:
+        self._call("DELETE", f"/jobs/{job_id}", headers={JOB_HEADER: job_id} if own else None)
 
     @contextmanager
     def running_job(
@@ -143,10 +174,11 @@ class MetaClient:
             yield handle
         except BaseException as e:
             handle.stop()
-            self.finish_job(job.job_id, JobState.FAILED, f"{type(e).__name__}: {e}"[:1000])
+            reason = f"{type(e).__name__}: {e}"[:1000]
+            self.finish_job(job.job_id, JobState.FAILED, reason, own=True)
             raise
         handle.stop()
-        self.finish_job(job.job_id, JobState.FINISHED)
+        self.finish_job(job.job_id, JobState.FINISHED, own=True)
 
     # ---- tables and barriers -----------------------------------------------------------
 

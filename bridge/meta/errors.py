@@ -76,6 +76,20 @@ class NoConsistentVersion(MetaError):
     status = 409
 
 
+class Unauthorized(MetaError):
+    """No bearer token, or one this service does not accept."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(MetaError):
+    """The caller is authenticated but may not do this (another job's business)."""
+
+    code = "forbidden"
+    status = 403
+
+
 class MetaUnavailable(MetaError):
     """The service could not be reached or answered with a server error."""
 
@@ -95,6 +109,8 @@ ERRORS_BY_CODE: dict[str, type[MetaError]] = {
         WriterConflict,
         JobNotRunning,
         NoConsistentVersion,
+        Unauthorized,
+        Forbidden,
         MetaUnavailable,
     )
 }

@@ -243,5 +243,6 @@ class RebuildResult(_Model):
 
 class Health(_Model):
     status: Literal["ok"] = "ok"
-    database: str
+    database: str = Field(description="the database kind (sqlite, postgresql); never its URL")
+    auth: Literal["open", "bearer"] = "open"
     heartbeat_timeout_ms: int

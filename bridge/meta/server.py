@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from bridge.meta.auth import JOB_HEADER, Caller, MetaAuth
 from bridge.meta.errors import MetaError
 from bridge.meta.metrics import RequestMetrics, meta_registry, requests_counter
 from bridge.meta.models import (
@@ -70,6 +72,8 @@ class Graph(BaseModel):
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "invalid request"},
+    401: {"model": ErrorBody, "description": "no valid bearer token"},
+    403: {"model": ErrorBody, "description": "another job's business: needs that job or admin"},
     404: {"model": ErrorBody, "description": "job or table not found"},
     409: {"model": ErrorBody, "description": "refused: cycle, second writer, job state"},
     503: {"model": ErrorBody, "description": "database unavailable"},
@@ -88,7 +92,19 @@ def _job_id(
     return job_id
 
 
+def _caller(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    job: Annotated[
+        str | None, Header(alias=JOB_HEADER, max_length=128, pattern=JOB_ID_PATTERN)
+    ] = None,
+) -> Caller:
+    auth: MetaAuth = request.app.state.auth
+    return auth.caller(authorization, job)
+
+
 Table = Annotated[str, Depends(_table)]
+As = Annotated[Caller, Depends(_caller)]
 JobIdP = Annotated[str, Depends(_job_id)]
 
 
@@ -98,12 +114,14 @@ def create_app(
     sweep_interval_s: float | None = None,
     prune_keep: int = DEFAULT_PRUNE_KEEP,
     registry: CollectorRegistry | None = None,
+    auth: MetaAuth | None = None,
 ) -> FastAPI:
     """The API over ``store``. A background task marks jobs failed whose heartbeat timed
     out (every ``sweep_interval_s``, default a quarter of the heartbeat timeout) and keeps
     the newest ``prune_keep`` barriers per table. Prometheus metrics on ``/metrics`` come
     from ``registry`` (default: a fresh one with the store's collector, see
-    :mod:`bridge.meta.metrics`); the app counts its requests in it too."""
+    :mod:`bridge.meta.metrics`); the app counts its requests in it too. ``auth``: the
+    bearer tokens it accepts (:mod:`bridge.meta.auth`; default: none, an open service)."""
     interval = sweep_interval_s or max(0.05, min(store.heartbeat_timeout_ms / 4000, 5.0))
 
     @contextlib.asynccontextmanager
@@ -125,12 +143,23 @@ def create_app(
         responses=_ERRORS,
     )
     app.state.store = store
+    app.state.auth = auth or MetaAuth()
     app.state.registry = registry = registry or meta_registry(store)
     app.add_middleware(RequestMetrics, requests=requests_counter(registry))
 
     @app.exception_handler(MetaError)
     async def _meta_error(_req: Request, exc: MetaError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": exc.to_dict()})
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, and json.dumps fails on the NaN or
+        # Infinity a client sent (a 500): say where and what, never echo the value
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(sa.exc.OperationalError)
     async def _db_error(_req: Request, exc: sa.exc.OperationalError) -> JSONResponse:
@@ -152,7 +181,7 @@ def create_app(
         body = {"error": f"http_{exc.status_code}", "message": str(exc.detail)}
         return JSONResponse(status_code=exc.status_code, content={"detail": body}, headers=headers)
 
-    _routes(app, store)
+    _routes(app, store, app.state.auth)
 
     # Not in the OpenAPI description: it is Prometheus' text format, not the JSON API.
     @app.get("/metrics", include_in_schema=False)
@@ -177,52 +206,62 @@ async def _housekeeping(store: Store, interval: float, prune_keep: int) -> None:
         await asyncio.sleep(interval)
 
 
-def _routes(app: FastAPI, store: Store) -> None:
+def _routes(app: FastAPI, store: Store, auth: MetaAuth) -> None:
     @app.get("/health", response_model=Health, tags=["service"])
     def health() -> Health:
-        return Health(database=store.safe_url, heartbeat_timeout_ms=store.heartbeat_timeout_ms)
+        """Liveness; no token needed, so it names no secret (no database URL)."""
+        return Health(
+            database=store.database_kind,
+            auth="open" if auth.open else "bearer",
+            heartbeat_timeout_ms=store.heartbeat_timeout_ms,
+        )
 
     @app.post("/jobs", response_model=Job, status_code=201, tags=["jobs"])
-    def register_job(spec: JobSpec) -> Job:
+    def register_job(spec: JobSpec, _who: As) -> Job:
         """Register a job (or re-attach to a running one with the same id, role and tables).
         Refused (409) when it would make a cycle, a second writer or flusher of a table, or a
         FileStore-tier writer beside a flusher; 400 for a flusher with sources."""
         return store.register_job(spec)
 
     @app.get("/jobs", response_model=list[Job], tags=["jobs"])
-    def list_jobs(state: JobState | None = None) -> list[Job]:
+    def list_jobs(_who: As, state: JobState | None = None) -> list[Job]:
         return store.list_jobs(state)
 
     @app.get("/jobs/{job_id}", response_model=Job, tags=["jobs"])
-    def get_job(job_id: JobIdP) -> Job:
+    def get_job(job_id: JobIdP, _who: As) -> Job:
         return store.get_job(job_id)
 
     @app.post("/jobs/{job_id}/heartbeat", response_model=Job, tags=["jobs"])
-    def heartbeat(job_id: JobIdP) -> Job:
+    def heartbeat(job_id: JobIdP, who: As) -> Job:
+        who.may_manage(job_id, "heartbeat")
         return store.heartbeat(job_id)
 
     @app.post("/jobs/{job_id}/finish", response_model=Job, tags=["jobs"])
-    def finish(job_id: JobIdP, end: Annotated[JobEnd, Body()]) -> Job:
-        """End a job (finished, failed, cancelled): frees its tables; its lineage stays."""
+    def finish(job_id: JobIdP, end: Annotated[JobEnd, Body()], who: As) -> Job:
+        """End a job (finished, failed, cancelled): frees its tables; its lineage stays.
+        The job itself (header X-DTS-Job) or the admin token."""
+        who.may_manage(job_id, "end")
         return store.end_job(job_id, JobState(end.state), end.reason)
 
     @app.delete("/jobs/{job_id}", status_code=204, tags=["jobs"])
-    def forget(job_id: JobIdP) -> Response:
-        """Delete an ended job and its lineage edges."""
+    def forget(job_id: JobIdP, who: As) -> Response:
+        """Delete an ended job and its lineage edges (the job itself or the admin token)."""
+        who.may_manage(job_id, "delete")
         store.forget_job(job_id)
         return Response(status_code=204)
 
     @app.get("/tables", response_model=list[TableStatus], tags=["tables"])
-    def tables() -> list[TableStatus]:
+    def tables(_who: As) -> list[TableStatus]:
         return store.tables()
 
     @app.get("/tables/{table}", response_model=TableStatus, tags=["tables"])
-    def table(table: Table) -> TableStatus:
+    def table(table: Table, _who: As) -> TableStatus:
         return store.table(table)
 
     @app.get("/tables/{table}/barriers", response_model=list[BarrierRecord], tags=["tables"])
     def barriers(
         table: Table,
+        _who: As,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
         before: Annotated[int | None, Query(ge=0, le=MAX_INT64)] = None,
     ) -> list[BarrierRecord]:
@@ -230,20 +269,25 @@ def _routes(app: FastAPI, store: Store) -> None:
         return store.barriers(table, limit=limit, before=before)
 
     @app.post("/tables/{table}/barriers", response_model=BarrierRecord, tags=["tables"])
-    def report(table: Table, report: BarrierReport) -> BarrierRecord:
-        """The table's committer reports a completed barrier and its snapshot id."""
-        return store.report_barrier(TableBarrierReport(table=table, **report.model_dump()))
+    def report(table: Table, report: BarrierReport, who: As) -> BarrierRecord:
+        """The table's committer reports a completed barrier and its snapshot id. A table
+        with a running writer or flusher takes reports only from that job (its job_id)."""
+        return store.report_barrier(
+            TableBarrierReport(table=table, **report.model_dump()), anonymous_ok=who.admin
+        )
 
     @app.post("/barriers", response_model=ReportCount, tags=["tables"])
     def report_many(
         reports: Annotated[list[TableBarrierReport], Body(max_length=MAX_BATCH)],
+        who: As,
     ) -> ReportCount:
-        """Report many completed barriers at once (used by rebuild)."""
-        return ReportCount(count=store.report_barriers(reports))
+        """Report many completed barriers at once (the worker; rebuild, with the admin token)."""
+        return ReportCount(count=store.report_barriers(reports, anonymous_ok=who.admin))
 
     @app.get("/consistent-version", response_model=ConsistentVersion, tags=["consistency"])
     def consistent(
         tables: Annotated[list[TableName], Query(min_length=1, max_length=1000)],
+        _who: As,
         mode: ConsistencyMode = ConsistencyMode.STRONG,
     ) -> ConsistentVersion:
         """Strong: the greatest barrier completed by every listed table (and every table
@@ -251,19 +295,19 @@ def _routes(app: FastAPI, store: Store) -> None:
         return store.consistent_version(tables, mode)
 
     @app.get("/lineage", response_model=Graph, tags=["lineage"])
-    def whole_graph() -> Graph:
+    def whole_graph(_who: As) -> Graph:
         from bridge.meta.graph import render_mermaid
 
         edges = store.edges()
         return Graph(edges=edges, mermaid=render_mermaid(edges))
 
     @app.get("/lineage/{table}", response_model=Lineage, tags=["lineage"])
-    def lineage(table: Table) -> Lineage:
+    def lineage(table: Table, _who: As) -> Lineage:
         """Upstream and downstream of a table, transitively, as a tree and as Mermaid."""
         return store.lineage(table)
 
     @app.get("/trace/{table}", response_model=Trace, tags=["lineage"])
-    def trace(table: Table) -> Trace:
+    def trace(table: Table, _who: As) -> Trace:
         """Where the lag of a table starts: the upstream table and the job writing it."""
         return store.trace(table)
 

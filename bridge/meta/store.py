@@ -37,6 +37,7 @@ from bridge.meta import graph
 from bridge.meta.consistency import BarrierPoint, consistent_version, trace_lag
 from bridge.meta.errors import (
     CycleError,
+    Forbidden,
     InvalidRequest,
     JobAlreadyExists,
     JobNotFound,
@@ -247,6 +248,11 @@ class Store:
     @classmethod
     def for_warehouse(cls, warehouse: str | Path, **kwargs: Any) -> Store:
         return cls(default_url(warehouse), **kwargs)
+
+    @property
+    def database_kind(self) -> str:
+        """'sqlite' or 'postgresql': what /health may say about the database."""
+        return str(self._write.dialect.name)
 
     @property
     def safe_url(self) -> str:
@@ -543,8 +549,10 @@ class Store:
 
     # ---- barriers -----------------------------------------------------------------------
 
-    def report_barrier(self, report: TableBarrierReport) -> BarrierRecord:
-        self.report_barriers([report])
+    def report_barrier(
+        self, report: TableBarrierReport, *, anonymous_ok: bool = True
+    ) -> BarrierRecord:
+        self.report_barriers([report], anonymous_ok=anonymous_ok)
         with self._read.begin() as conn:
             row = conn.execute(
                 sa.select(barriers_t)
@@ -553,14 +561,20 @@ class Store:
             ).one()
             return _record(row._mapping)
 
-    def report_barriers(self, reports: Sequence[TableBarrierReport]) -> int:
+    def report_barriers(
+        self, reports: Sequence[TableBarrierReport], *, anonymous_ok: bool = True
+    ) -> int:
         """Record completed barriers (idempotent). A report naming a job must come from the
-        table's running writer, so a zombie writer that was timed out is refused."""
+        table's running writer, so a zombie writer that was timed out is refused.
+        ``anonymous_ok=False`` (an API caller without the admin token): a report without a
+        job id is refused for a table that has a running writer or flusher."""
         if not reports:
             return 0
         with self._write.begin() as conn:
             now = self._clock()
             self._sweep(conn, now)
+            if not anonymous_ok:
+                self._check_anonymous(conn, reports)
             self._check_reporters(conn, reports, now)
             merged: dict[tuple[str, int], dict[str, Any]] = {}
             for r in reports:
@@ -581,6 +595,21 @@ class Store:
             for chunk in _chunks(list(merged.values()), REPORT_CHUNK):
                 conn.execute(self._upsert(chunk))
         return len(merged)
+
+    def _check_anonymous(self, conn: Connection, reports: Sequence[TableBarrierReport]) -> None:
+        for table in sorted({r.table for r in reports if r.job_id is None}):
+            holders = [
+                conn.execute(sa.select(t.c.job_id).where(t.c.table_name == table)).scalar()
+                for t in (flushers_t, writers_t)
+            ]
+            holder = next((h for h in holders if h is not None), None)
+            if holder is not None:
+                raise Forbidden(
+                    f"table {table} is held by running job {holder}: only that job reports "
+                    "its barriers (give its job_id), or use the admin token",
+                    table=table,
+                    job_id=holder,
+                )
 
     def _check_reporters(
         self, conn: Connection, reports: Sequence[TableBarrierReport], now: int

@@ -133,9 +133,9 @@ def finish(opts: WriteOptions, job_id: str | None, *, failed: str | None = None)
         return
     with _client(opts.common.meta_url) as client:
         if failed is None:
-            client.finish_job(job_id, "finished")
+            client.finish_job(job_id, "finished", own=True)
         else:
-            client.finish_job(job_id, "failed", failed[:1000])
+            client.finish_job(job_id, "failed", failed[:1000], own=True)
 
 
 def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> None:
@@ -143,7 +143,7 @@ def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> 
     from bridge.spark.checkpoint import query_id
 
     with _client(url) as client:
-        client.finish_job(streaming_job_id(query_id(checkpoint)), state)
+        client.finish_job(streaming_job_id(query_id(checkpoint)), state, own=True)
 
 
 def finish_jobs_on_stop(spark: Any, url: str) -> Any:
@@ -169,7 +169,10 @@ def finish_jobs_on_stop(spark: Any, url: str) -> Any:
             try:
                 with _client(url) as client:
                     client.finish_job(
-                        job_id, "failed" if failed else "finished", event.exception or ""
+                        job_id,
+                        "failed" if failed else "finished",
+                        event.exception or "",
+                        own=True,
                     )
             except JobNotFound:
                 pass  # a query that writes no `dts` table with meta.url has no job

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, CommitConflict, CommitMessage
+from filestore import BarrierOrderError, Catalog, CommitConflict, CommitMessage
 from filestore.data_file import DataFileMeta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -77,8 +77,27 @@ def test_empty_commit_records_a_barrier(warehouse: Path) -> None:
     assert t.snapshot_at_barrier(10).id == s1.id  # type: ignore[union-attr]
     assert t.snapshot_at_barrier(12).id == s2.id  # type: ignore[union-attr]
     assert t.snapshot_at_barrier(9) is None
-    with pytest.raises(CommitConflict, match="barrier 5 is older"):
+    with pytest.raises(CommitConflict, match="barrier 5 is not newer"):
         w.commit(barrier=5)
+
+
+def test_barrier_ids_strictly_increase_per_table(warehouse: Path) -> None:
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"])
+    w = t.new_write("u")
+    w.write(_rows([1], "a"))
+    assert w.commit(barrier=1) is not None
+    w.write(_rows([2], "b"))
+    with pytest.raises(BarrierOrderError, match=r"barrier 1 is not newer .* strictly increase"):
+        w.commit(barrier=1)
+    assert [s.barrier for s in t.snapshots()] == [1]
+    # another writer of the table is held to the same order
+    other = t.new_write("v")
+    other.write(_rows([3], "c"))
+    with pytest.raises(BarrierOrderError):
+        other.commit(barrier=1)
+    other.write(_rows([3], "c"))
+    assert other.commit(barrier=2).barrier == 2  # type: ignore[union-attr]
+    assert sorted(t.read().column("id").to_pylist()) == [1, 3]
 
 
 def test_snapshot_at_time_and_time_travel(warehouse: Path) -> None:
@@ -109,17 +128,47 @@ def test_loser_of_a_race_rebases_on_other_buckets(warehouse: Path) -> None:
     assert sorted(t.read().column("id").to_pylist()) == [1, 2, 3]
 
 
-def test_interleaved_writers_on_one_bucket_conflict(warehouse: Path) -> None:
+def test_interleaved_writers_on_one_bucket_commit_in_commit_order(warehouse: Path) -> None:
     t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"])
     a, b = t.new_write("a"), t.new_write("b")
     a.write(_rows([1, 5], "a1"))
-    b.write(_rows([2, 6], "b1"))
+    b.write(_rows([2, 5, 6], "b1"))
     a.write(_rows([3], "a2"))  # a's sequence range now spans b's
     ma, mb = a.prepare(), b.prepare()
     t.new_commit("b").commit(mb, 1)
-    with pytest.raises(CommitConflict, match="interleaved"):
-        t.new_commit("a").commit(ma, 1)
-    assert sorted(t.read().column("id").to_pylist()) == [2, 6]
+    snap = t.new_commit("a").commit(ma, 1)  # rebased past b: no conflict, a wins
+    assert snap is not None and snap.id == 2
+    assert dict(zip(*t.read().to_pydict().values(), strict=True)) == {
+        1: "a1-1",
+        2: "b1-2",
+        3: "a2-3",
+        5: "a1-5",
+        6: "b1-6",
+    }
+    # the rebase replaced a's files: only live files remain on disk
+    live = {f.file_name for s in t.new_scan().plan() for f in s.files}
+    assert {p.name for p in warehouse.rglob("data-*.parquet")} == live
+
+
+def test_later_commit_wins_over_earlier_write(warehouse: Path) -> None:
+    """Writer a writes key 42 first, b after it; b commits first, then a: a's value wins."""
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"])
+    a, b = t.new_write("a"), t.new_write("b")
+    a.write(_rows([42], "a"))
+    b.write(_rows([42], "b"))
+    s1 = b.commit(identifier=1)
+    s2 = a.commit(identifier=1)
+    assert s1 is not None and s2 is not None and (s1.id, s2.id) == (1, 2)
+    assert t.read(snapshot_id=1).column("v").to_pylist() == ["b-42"]
+    assert t.read(snapshot_id=2).column("v").to_pylist() == ["a-42"]
+    assert s2.max_sequence_number > s1.max_sequence_number
+    # a's next write is numbered past its rebased commit and commits without a rewrite
+    a.write(_rows([42], "a2"))
+    s3 = a.commit()
+    assert s3 is not None and t.read().column("v").to_pylist() == ["a2-42"]
+    # compaction keeps the commit order
+    t.compact(full=True)
+    assert t.read().column("v").to_pylist() == ["a2-42"]
 
 
 def _commit_worker(warehouse: str, proc: int, commits: int, out: str) -> None:

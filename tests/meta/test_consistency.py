@@ -8,13 +8,20 @@ from bridge.meta.client import MetaClient
 from bridge.meta.errors import NoConsistentVersion, TableNotFound
 from bridge.meta.models import ConsistencyMode, JobState
 
+# The server fixture times jobs out after 1 s; these jobs never heartbeat, and on a
+# loaded machine a test can take longer than that: each job gets its own long timeout.
+_NO_TIMEOUT_MS = 3_600_000
+
 
 def _pipeline(client: MetaClient) -> None:
     """T0 (CDC base) -> T1, T2 -> T3 (T3 joins T1 and T2), like the seed's figure."""
-    client.register_job("worker", [], ["db.t0"], job_id="w0")
-    client.register_job("spark-streaming", ["db.t0"], ["db.t1"], job_id="s1")
-    client.register_job("spark-streaming", ["db.t0"], ["db.t2"], job_id="s2")
-    client.register_job("spark-streaming", ["db.t1", "db.t2"], ["db.t3"], job_id="s3")
+    for kind, sources, sink, job in (
+        ("worker", [], "db.t0", "w0"),
+        ("spark-streaming", ["db.t0"], "db.t1", "s1"),
+        ("spark-streaming", ["db.t0"], "db.t2", "s2"),
+        ("spark-streaming", ["db.t1", "db.t2"], "db.t3", "s3"),
+    ):
+        client.register_job(kind, sources, [sink], job_id=job, heartbeat_timeout_ms=_NO_TIMEOUT_MS)
 
 
 def _complete(client: MetaClient, table: str, barriers: list[int]) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+import pytest
 from click.testing import CliRunner
 
 from bridge.cli import cli
@@ -122,3 +124,73 @@ def test_two_serve_processes_share_one_database(warehouse: Path) -> None:
 def test_unreachable_service_is_a_clear_error() -> None:
     code, out = _dts("meta", "tables", "--url", "http://127.0.0.1:9")
     assert code == 1 and "unreachable" in out
+
+
+def test_serve_listens_before_it_says_so(warehouse: Path) -> None:
+    """The printed address takes connections at once, even while the server process is
+    stopped right after printing it (a loaded machine): the socket listens before the print."""
+    import socket
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "meta",
+            "serve",
+            "--port",
+            "0",
+            "--warehouse",
+            str(warehouse),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    proc.send_signal(signal.SIGSTOP)  # frozen between the print and whatever follows it
+    try:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        assert m, line
+        with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=5):
+            pass  # accepted into the backlog: no "connection refused"
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        if m:  # serving once thawed
+            assert httpx.get(f"http://127.0.0.1:{m.group(1)}/health", timeout=30).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+
+
+def test_serve_with_tokens_from_the_environment(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DTS_META_TOKEN", "jobs-token")
+    monkeypatch.setenv("DTS_META_ADMIN_TOKEN", "ops-token")
+    proc, url = _serve(warehouse)  # the child inherits both tokens
+    try:
+        assert _register(url, "worker", "w1", sink="db.t")[0] == 0
+        code, out = _dts("meta", "jobs", "list", "--url", url)
+        assert code == 0 and "w1" in out
+        monkeypatch.delenv("DTS_META_ADMIN_TOKEN")
+        code, out = _dts("meta", "jobs", "finish", "w1", "--state", "cancelled", "--url", url)
+        assert code == 1 and "forbidden" in out and "DTS_META_ADMIN_TOKEN" in out
+        monkeypatch.delenv("DTS_META_TOKEN")
+        code, out = _dts("meta", "jobs", "list", "--url", url)
+        assert code == 1 and "unauthorized" in out
+        monkeypatch.setenv("DTS_META_ADMIN_TOKEN", "ops-token")
+        code, out = _dts("meta", "jobs", "finish", "w1", "--state", "cancelled", "--url", url)
+        assert code == 0 and "cancelled" in out, out
+        health = httpx.get(f"{url}/health").json()
+        assert health["auth"] == "bearer" and str(warehouse) not in json.dumps(health)
+    finally:
+        _stop(proc)
+
+
+def test_serve_without_a_token_stays_on_loopback(warehouse: Path) -> None:
+    code, out = _dts(
+        "meta", "serve", "--host", "0.0.0.0", "--port", "0", "--warehouse", str(warehouse)
+    )
+    assert code == 2 and "without a token" in out and "DTS_META_TOKEN" in out

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -125,3 +130,39 @@ def test_compactions_count_up_across_scrapes_and_expiration(warehouse: Path) -> 
     )
     assert second[("dts_filestore_snapshots_expired", c)] == result.snapshot.id - 1
     assert second[("dts_filestore_snapshots_retained", c)] == 1
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_dts_exporter_stops_on_ctrl_c_and_sigterm(tmp_path: Path, stop: signal.Signals) -> None:
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    populate_warehouse(warehouse)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "exporter",
+            "--port",
+            "0",
+            "--warehouse",
+            str(warehouse),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"http://(127\.0\.0\.1:\d+)/metrics", line)
+        assert match, line
+        # serving (and its threads running) before the signal
+        assert httpx.get(f"http://{match.group(1)}/metrics", timeout=10).status_code == 200
+        proc.send_signal(stop)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert "stopping" in proc.stderr.read()
