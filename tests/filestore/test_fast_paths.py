@@ -116,7 +116,8 @@ def test_data_files_use_plain_delta_encoding_for_keys(warehouse: Path) -> None:
     assert "DELTA_BINARY_PACKED" in encodings["_KEY_id"]
     assert "DELTA_BINARY_PACKED" in encodings[SEQUENCE_NUMBER]
     assert "RLE_DICTIONARY" not in encodings["x"]  # floats are rarely repeated
-    assert "BYTE_STREAM_SPLIT" in encodings["x"]
+    # Spark 4.2's vectorized reader refuses BYTE_STREAM_SPLIT (test_spark_own_parquet_reader...)
+    assert "BYTE_STREAM_SPLIT" not in encodings["x"] and "PLAIN" in encodings["x"]
     assert "RLE_DICTIONARY" in encodings["s"]
     assert t.read().num_rows == 1000
 

@@ -102,7 +102,7 @@ def test_failed_batch_write_leaves_nothing_visible(dts: Any, warehouse: Path) ->
 
 
 def test_spark_own_parquet_reader_reads_data_files(spark: Any, warehouse: Path) -> None:
-    # data files are plain Parquet (delta-packed keys, byte-stream-split doubles):
+    # data files are plain Parquet (delta-packed keys, plain doubles):
     # Spark's built-in reader must read them without the `dts` source
     t = make_table(warehouse, buckets=1)
     commit(t, rows(50))

@@ -87,8 +87,8 @@ def test_admission_takes_whole_barriers() -> None:
 def test_scanner_completes_barriers_only_in_every_partition() -> None:
     s = LogScanner("unused:1", "t", 2)
     s.markers = {
-        0: [MarkerAt(2, 10, 0, 2), MarkerAt(5, 11, 3, 2)],
-        1: [MarkerAt(0, 10, -1, 0)],  # partition 1 has not seen barrier 11 yet
+        0: [MarkerAt(2, 10, 2), MarkerAt(5, 11, 2)],
+        1: [MarkerAt(0, 10, 0)],  # partition 1 has not seen barrier 11 yet
     }
     done = s.complete_barriers({0: 0, 1: 0})
     assert [(b.barrier, b.ends, b.rows) for b in done] == [(10, {0: 3, 1: 1}, 2)]
