@@ -40,19 +40,25 @@ def read_only(path: Path) -> Iterator[None]:
     """Make ``path`` a read-only filesystem (EROFS, as a full or failed disk remounted
     read-only) with bind mounts; root only. The read-only view is made on a side path
     nobody writes through (remounting a mount with open writers fails with EBUSY),
-    then bound over ``path``."""
+    then bound over ``path``; both mounts are private, so nothing propagates and
+    nothing stays mounted afterwards."""
     view = Path(tempfile.mkdtemp(prefix="dts-ro-view-"))
-    subprocess.run(["mount", "--bind", str(path), str(view)], check=True)
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
-        subprocess.run(["mount", "--bind", str(view), str(path)], check=True)
-        try:
-            yield
-        finally:
-            subprocess.run(["umount", "--lazy", str(path)], check=True)
+        _mount("--bind", str(path), str(view))
+        _mount("--make-private", str(view))
+        _mount("-o", "remount,bind,ro", str(view))
+        _mount("--bind", str(view), str(path))
+        _mount("--make-private", str(path))
+        yield
     finally:
-        subprocess.run(["umount", "--lazy", str(view)], check=True)
+        for target in (path, view):
+            while os.path.ismount(target):
+                subprocess.run(["umount", "--lazy", str(target)], check=True)
         view.rmdir()
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True)
 
 
 def can_mount(tmp_path: Path) -> bool:
