@@ -65,7 +65,8 @@ test-tools:
 	  --no-install-recommends $$missing >/dev/null; } \
 	  || echo "note: could not install$$missing (needs root); those tests will be skipped"
 
-test: $(STAMP) test-tools jars
+# lint and types first: a submission that is not clean does not pass
+test: $(STAMP) test-tools jars lint typecheck
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q tests
 
 bench: $(STAMP) jars
@@ -81,6 +82,7 @@ fmt: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict filestore logstore
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -165,7 +165,8 @@ def _kinds(table: pa.Table) -> np.ndarray:
 
 
 def _is_add(kinds: np.ndarray) -> np.ndarray:
-    return (kinds == INSERT) | (kinds == UPDATE_AFTER)
+    added: np.ndarray = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+    return added
 
 
 def merge_sorted(

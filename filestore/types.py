@@ -139,9 +139,9 @@ def is_lossless_change(old: pa.DataType, new: pa.DataType) -> bool:
     if old in _FLOAT_MANTISSA:
         return new in _FLOAT_MANTISSA and _FLOAT_MANTISSA[new] >= _FLOAT_MANTISSA[old]
     if pa.types.is_string(old) or pa.types.is_large_string(old):
-        return pa.types.is_string(new) or pa.types.is_large_string(new)
+        return bool(pa.types.is_string(new) or pa.types.is_large_string(new))
     if pa.types.is_binary(old) or pa.types.is_large_binary(old):
-        return pa.types.is_binary(new) or pa.types.is_large_binary(new)
+        return bool(pa.types.is_binary(new) or pa.types.is_large_binary(new))
     if pa.types.is_decimal(old) and pa.types.is_decimal(new):
         return bool(
             new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale

@@ -92,6 +92,11 @@ def _mechanism(settings: Mapping[str, str]) -> str | None:
     return settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
 
 
+def _quoted(s: str) -> str:
+    """A JAAS string value: backslashes and double quotes escaped."""
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _jaas(mechanism: str, username: str, password: str) -> str:
     module = {
         "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -103,8 +108,7 @@ def _jaas(mechanism: str, username: str, password: str) -> str:
             f"sasl.mechanism {mechanism!r} with sasl.username/sasl.password: only PLAIN and "
             "SCRAM-SHA-256/512 translate to a Java JAAS config; set sasl.jaas.config yourself"
         )
-    quote = lambda s: s.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731
-    return f'{module} required username="{quote(username)}" password="{quote(password)}";'
+    return f'{module} required username="{_quoted(username)}" password="{_quoted(password)}";'
 
 
 #: librdkafka-only names and how they become Java client properties

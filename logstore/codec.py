@@ -596,11 +596,11 @@ def _assemble(
     good = [p for p in parts if p.op is not None]
     if not good:
         return output_schema(spec).empty_table()
-    op = np.concatenate([p.op for p in good])  # type: ignore[misc]
-    has_before = np.concatenate([p.has_before for p in good])  # type: ignore[misc]
+    op = np.concatenate([p.op for p in good])
+    has_before = np.concatenate([p.has_before for p in good])
     rec_ids = np.concatenate([np.arange(p.lo, p.hi) for p in good])
-    before = pa.concat_tables([p.before for p in good])  # type: ignore[misc]
-    after = pa.concat_tables([p.after for p in good])  # type: ignore[misc]
+    before = pa.concat_tables([p.before for p in good])
+    after = pa.concat_tables([p.after for p in good])
     n = len(op)
     two = (op == OP_U) & has_before
     counts = np.where(op < 0, 0, np.where(two, 2, 1))

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]  # not in __all__
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from logstore.client_config import confluent_config
 from logstore.errors import TopicError, TopicMismatchError
