@@ -26,6 +26,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from filestore.snapshot import COMPACT
+
 log = logging.getLogger(__name__)
 
 # How far back to look for the latest snapshot that carries a barrier (COMPACT and batch
@@ -290,7 +292,7 @@ class FileStoreCollector(Collector):
                 snapshot = table.snapshot(snapshot_id)
             except Exception:  # expired between the listing and the read: nothing to count
                 continue
-            if getattr(snapshot, "commit_kind", None) == "COMPACT":
+            if getattr(snapshot, "commit_kind", None) == COMPACT:
                 history.compactions += 1
                 history.compaction_bytes += compaction_bytes(table, snapshot)
         if todo:

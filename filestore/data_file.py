@@ -6,6 +6,7 @@ import base64
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
@@ -14,8 +15,16 @@ import pyarrow.parquet as pq
 
 from filestore.row_kind import SEQUENCE_NUMBER
 
-FILE_SOURCE_APPEND = "APPEND"
-FILE_SOURCE_COMPACT = "COMPACT"
+
+class FileSource(StrEnum):
+    """Who wrote a data file (``DataFileMeta.file_source``)."""
+
+    APPEND = "APPEND"  # a writer's flush
+    COMPACT = "COMPACT"  # a compaction's rewrite
+
+
+FILE_SOURCE_APPEND = FileSource.APPEND
+FILE_SOURCE_COMPACT = FileSource.COMPACT
 
 
 def _stats_supported(t: pa.DataType) -> bool:

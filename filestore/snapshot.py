@@ -3,18 +3,43 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 from filestore.errors import SnapshotNotFound
 from filestore.fileio import FileIO
 from filestore.paths import TablePaths
 
-APPEND = "APPEND"
-COMPACT = "COMPACT"
-OVERWRITE = "OVERWRITE"
-COMMIT_KINDS = (APPEND, COMPACT, OVERWRITE)
+
+class CommitKind(StrEnum):
+    """What a snapshot's commit did (``Snapshot.commit_kind``, stored as its name)."""
+
+    APPEND = "APPEND"  # new rows (the worker's barrier commits, batch writes)
+    COMPACT = "COMPACT"  # the same rows rewritten; may carry the latest barrier
+    OVERWRITE = "OVERWRITE"  # a partition or the table replaced
+
+
+APPEND = CommitKind.APPEND
+COMPACT = CommitKind.COMPACT
+OVERWRITE = CommitKind.OVERWRITE
+COMMIT_KINDS = tuple(CommitKind)
+
+
+def barrier_snapshots(snapshots: Iterable[Snapshot]) -> dict[int, Snapshot]:
+    """barrier -> the snapshot committed *for* it: the first one carrying that barrier
+    that is not a compaction (a compaction stamped with the barrier holds the same rows,
+    but the committer's snapshot is the one reported and rebuilt); a compaction only
+    when nothing else carries the barrier (its commit expired)."""
+    points: dict[int, Snapshot] = {}
+    for snap in sorted(snapshots, key=lambda s: s.id):
+        if snap.barrier is None:
+            continue
+        held = points.get(snap.barrier)
+        if held is None or (held.commit_kind == COMPACT and snap.commit_kind != COMPACT):
+            points[snap.barrier] = snap
+    return points
 
 
 @dataclass(frozen=True)
@@ -141,8 +166,23 @@ class SnapshotManager:
             )
         return True
 
+    def for_barrier(self, barrier: int) -> Snapshot | None:
+        """The snapshot committed for exactly ``barrier`` (see :func:`barrier_snapshots`)."""
+        found: Snapshot | None = None
+        for snap in self.iter_backwards():
+            if snap.barrier is None:
+                continue
+            if snap.barrier < barrier:
+                break
+            if snap.barrier != barrier:
+                continue
+            # towards older ids: the first non-compaction wins, else the first compaction
+            if found is None or snap.commit_kind != COMPACT or found.commit_kind == COMPACT:
+                found = snap
+        return found
+
     def at_barrier(self, barrier: int) -> Snapshot | None:
-        """Greatest snapshot whose barrier is known and <= barrier."""
+        """Greatest snapshot whose barrier is known and <= barrier (what to read at it)."""
         for snap in self.iter_backwards():
             if snap.barrier is not None and snap.barrier <= barrier:
                 return snap

@@ -110,6 +110,11 @@ class Table:
         """Greatest snapshot whose barrier is <= barrier (snapshots without one are skipped)."""
         return self.snapshot_manager.at_barrier(barrier)
 
+    def snapshot_for_barrier(self, barrier: int) -> Snapshot | None:
+        """The snapshot committed for exactly ``barrier``: the one its committer wrote (a
+        compaction stamped with the same barrier is not it); None if none carries it."""
+        return self.snapshot_manager.for_barrier(barrier)
+
     def snapshot_at_time(self, time_millis: int) -> Snapshot | None:
         """Greatest snapshot committed at or before time_millis (epoch ms)."""
         return self.snapshot_manager.at_time(time_millis)

@@ -270,7 +270,7 @@ class TableWrite:
             bucket,
             data,
             level=0,
-            file_source="APPEND",
+            file_source=FILE_SOURCE_APPEND,
             prefix="changelog",
         )
         return meta

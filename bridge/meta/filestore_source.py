@@ -12,30 +12,16 @@ from typing import Any
 
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.models import normalize_table_name
-
-COMPACT = "COMPACT"
+from filestore.snapshot import barrier_snapshots
 
 
 def snapshot_barriers(snapshots: Iterable[Any]) -> dict[int, BarrierPoint]:
-    """barrier -> the snapshot its committer wrote for it.
-
-    A compaction may later carry the same barrier; it holds the same data, but the
-    committer's snapshot (the first non-COMPACT one) is what the live service was told,
-    so a rebuild gives the same answers.
-    """
-    points: dict[int, BarrierPoint] = {}
-    compact_only: set[int] = set()
-    for s in sorted(snapshots, key=lambda s: s.id):
-        if s.barrier is None:
-            continue
-        is_compact = s.commit_kind == COMPACT
-        if s.barrier not in points or (s.barrier in compact_only and not is_compact):
-            points[s.barrier] = BarrierPoint(s.barrier, s.id, s.time_millis)
-            if is_compact:
-                compact_only.add(s.barrier)
-            else:
-                compact_only.discard(s.barrier)
-    return points
+    """barrier -> the snapshot its committer wrote for it (one definition, in the
+    FileStore: ``filestore.snapshot.barrier_snapshots``), so a rebuild gives the same
+    answers as the live reports."""
+    return {
+        b: BarrierPoint(b, s.id, s.time_millis) for b, s in barrier_snapshots(snapshots).items()
+    }
 
 
 def table_names(catalog: Any) -> list[str]:

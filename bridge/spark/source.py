@@ -30,6 +30,7 @@ from bridge.spark.partitions import (
     SplitPartition,
     read_partition,
 )
+from filestore.snapshot import COMPACT
 
 
 class DtsDataSource(DataSource):
@@ -132,7 +133,7 @@ def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> li
     for snap in table.snapshots():
         if snap.id <= start or snap.id > end:
             continue
-        if snap.commit_kind != "COMPACT":
+        if snap.commit_kind != COMPACT:
             parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
         prev = snap.id
     if len(parts) > 1:

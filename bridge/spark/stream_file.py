@@ -36,6 +36,7 @@ from bridge.spark.offsets import FileOffset
 from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
 from bridge.spark.partitions import SplitPartition, read_partition
 from bridge.spark.source import changes_partitions, read_context
+from filestore.snapshot import COMPACT
 
 
 def stream_reader(opts: ReadOptions, schema: StructType) -> DataSourceStreamReader:
@@ -137,7 +138,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return int(pending[-1].id)  # a full snapshot is one unit
         end, rows, units = int(pending[0].id), 0, 0
         for snap in pending:
-            if snap.commit_kind != "COMPACT":
+            if snap.commit_kind != COMPACT:
                 rows += int(snap.delta_record_count or 0)
                 units += 1
             over = (max_rows is not None and rows > max_rows) or (

@@ -25,11 +25,10 @@ from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableC
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
+from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
 from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
-
-ROW_KIND = "_row_kind"
 
 
 @dataclass(frozen=True)

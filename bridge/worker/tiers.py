@@ -106,8 +106,8 @@ def _latest_with_offsets(table: Any, start_id: int) -> Any:
 
 
 def snapshot_id_at(table: Any, barrier: int) -> int | None:
-    snap = table.snapshot_at_barrier(barrier)
-    return None if snap is None or snap.barrier != barrier else int(snap.id)
+    snap = table.snapshot_for_barrier(barrier)
+    return None if snap is None else int(snap.id)
 
 
 def needs_normalize(table: Any, spec: Any) -> bool:
