@@ -1,6 +1,6 @@
 """MetaService (FLIP-276): jobs, lineage, per-table completed barriers, consistent versions.
 
-- :mod:`bridge.meta.store` — SQL storage (SQLite under the warehouse, or PostgreSQL)
+- :mod:`bridge.meta.store` — the service's state (facade over `db`, `job_store`, `barrier_store`, `table_views`: SQL on SQLite under the warehouse, or PostgreSQL)
 - :mod:`bridge.meta.server` — ``create_app(store)``, the HTTP API
 - :mod:`bridge.meta.client` — ``MetaClient(url)``, one method per call
 - :mod:`bridge.meta.consistency` / :mod:`bridge.meta.graph` — the logic, pure
