@@ -52,9 +52,16 @@ def read_only(path: Path) -> Iterator[None]:
         yield
     finally:
         for target in (path, view):
-            while os.path.ismount(target):
+            while _mounted(target):
                 subprocess.run(["umount", "--lazy", str(target)], check=True)
         view.rmdir()
+
+
+def _mounted(target: Path) -> bool:
+    """A mount point at ``target`` (bind mounts of the same filesystem included, which
+    ``os.path.ismount`` cannot see)."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return str(target.resolve()) in points
 
 
 def _mount(*args: str) -> None:
