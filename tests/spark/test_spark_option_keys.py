@@ -66,5 +66,5 @@ def test_delta_and_kafka_habits_map_to_dts_options() -> None:
         starting_offsets("{not json")
     w = WriteOptions.parse({**BASE, "partitionBy": '["dt"]', "mergeSchema": "true"})
     assert w.partition_by == ["dt"] and w.merge_schema
-    with pytest.raises(OptionError, match="log.poll-timeout"):
+    with pytest.raises(OptionError, match=r"log\.poll-timeout"):
         ReadOptions.parse({**BASE, "log.poll-timeout": "soon"})
