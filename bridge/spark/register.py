@@ -25,6 +25,9 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 TABLE_SOURCE_PREFIX = "dts."
 # set by register(spark, warehouse=W): create_table_as then exposes the new table by name
 BY_NAME_CONF = "spark.dts.tables-by-name"
+# the Spark tables this module created (Spark's catalog does not show a Python source's
+# provider), so refresh never touches a user's own table of the same name
+EXPOSED_CONF = "spark.dts.exposed-tables"
 
 
 def session_defaults(spark: Any) -> dict[str, str]:
@@ -107,8 +110,9 @@ def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
     db, short = name.split(".", 1)
     schema = spark_schema(table.schema.arrow_schema, metadata_columns=False)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
+    exposed = _exposed(spark)
     if spark.catalog.tableExists(short, db):
-        if _provider(spark, db, short) != provider:
+        if name not in exposed:
             raise SparkBridgeError(
                 f"Spark table {name} already exists and is not the dts table {name}; "
                 "drop or rename it to read the dts table by name"
@@ -118,18 +122,18 @@ def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
             return
         spark.sql(f"DROP TABLE `{db}`.`{short}`")  # the schema evolved: re-create
     spark.catalog.createTable(f"{db}.{short}", source=provider, schema=schema)
+    spark.conf.set(EXPOSED_CONF, ",".join(sorted({*exposed, name})))
 
 
-def _provider(spark: Any, db: str, table: str) -> str:
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{db}`.`{table}`").collect()
-    return str(next((r.data_type for r in rows if r.col_name == "Provider"), ""))
+def _exposed(spark: Any) -> set[str]:
+    raw = spark.conf.get(EXPOSED_CONF, "") or ""
+    return {n for n in raw.split(",") if n}
 
 
 def _drop_vanished(spark: Any, names: set[str]) -> None:
-    """Drop catalog tables this module made for tables no longer in the warehouse."""
-    for db in spark.catalog.listDatabases():
-        for t in spark.catalog.listTables(db.name):
-            if t.isTemporary or f"{db.name}.{t.name}" in names:
-                continue
-            if _provider(spark, db.name, t.name).startswith(TABLE_SOURCE_PREFIX):
-                spark.sql(f"DROP TABLE IF EXISTS `{db.name}`.`{t.name}`")
+    """Drop the Spark tables this module made for tables no longer in the warehouse."""
+    exposed = _exposed(spark)
+    for name in sorted(exposed - names):
+        db, short = name.split(".", 1)
+        spark.sql(f"DROP TABLE IF EXISTS `{db}`.`{short}`")
+    spark.conf.set(EXPOSED_CONF, ",".join(sorted(exposed & names)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +9,7 @@ import pyarrow as pa
 import pytest
 from spark_helpers import commit, make_table, rows, sort
 
-from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
-from bridge.spark.register import BY_NAME_CONF, register
+from bridge.spark.register import register
 
 pytestmark = pytest.mark.spark
 
@@ -23,15 +21,6 @@ def _read(spark: Any, warehouse: Path | None, name: str = "db.t", **opts: Any) -
     for k, v in opts.items():
         r = r.option(k, str(v))
     return r.load(name)
-
-
-@pytest.fixture
-def conf_spark(spark: Any) -> Iterator[Any]:
-    """The shared session; `spark.dts.*` confs set by the test are removed afterwards."""
-    yield spark
-    for key in (*SESSION_DEFAULTS, BY_NAME_CONF.removeprefix(SESSION_CONF_PREFIX)):
-        spark.conf.unset(SESSION_CONF_PREFIX + key)
-    register(spark)
 
 
 def test_empty_scans_return_empty_results(spark: Any, warehouse: Path) -> None:
