@@ -37,6 +37,7 @@ READ = (
     "maxRowsPerTrigger",
     "maxBarriersPerTrigger",
     "log.poll-timeout",
+    "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native)
     # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.habits
     "versionAsOf",
     "timestampAsOf",

@@ -105,6 +105,7 @@ class ReadOptions:
     feed: ChangeFeed | None = None  # Delta readChangeFeed (adds _change_type)
     start_offsets: str | dict[int, int] | None = None  # Kafka startingOffsets (log tier)
     max_offsets_per_trigger: int | None = None  # record-level admission (log tier)
+    merge_only: bool = False  # only splits that need a merge (the rest Spark reads natively)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -182,6 +183,7 @@ class ReadOptions:
             feed=feed,
             start_offsets=start_offsets,
             max_offsets_per_trigger=max_offsets,
+            merge_only=_bool(low, "scan.merge-only"),
         )
         travel = [
             k

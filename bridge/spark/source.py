@@ -137,7 +137,12 @@ class DtsBatchReader(DataSourceReader):
         scan = table.new_scan(
             snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
         )
-        return [SplitPartition(self.ctx, split, snap.barrier) for split in scan.plan()]
+        splits = scan.plan()
+        if self.opts.merge_only:
+            from bridge.spark.native import needs_merge
+
+            splits = [s for s in splits if needs_merge(table, s)]
+        return [SplitPartition(self.ctx, split, snap.barrier) for split in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)
