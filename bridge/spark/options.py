@@ -159,6 +159,11 @@ class ReadOptions:
             raise OptionError(
                 "option 'startingOffsets' applies to tier=log (hybrid starts at its snapshot)"
             )
+        if tier in ("log", "hybrid") and not common.bootstrap:
+            raise OptionError(
+                f'tier={tier} reads Kafka: give .option("bootstrap", "host:port") '
+                "or the Spark conf spark.dts.bootstrap"
+            )
         if feed is not None and changes is not None:
             raise OptionError("give one of changes, readChangeFeed")
         opts = ReadOptions(

@@ -111,7 +111,7 @@ def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
     schema = spark_schema(table.schema.arrow_schema, metadata_columns=False)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
     exposed = _exposed(spark)
-    if spark.catalog.tableExists(short, db):
+    if spark.catalog.tableExists(f"{db}.{short}"):
         if name not in exposed:
             raise SparkBridgeError(
                 f"Spark table {name} already exists and is not the dts table {name}; "

@@ -81,9 +81,15 @@ class DtsDataSource(DataSource):
         return batch_writer(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> Any:
-        from bridge.spark.stream_file import stream_reader
+        from bridge.spark.stream_file import FailedStreamReader, stream_reader
 
-        return stream_reader(ReadOptions.parse(self.options), schema)
+        try:
+            return stream_reader(ReadOptions.parse(self.options), schema)
+        except Exception as e:
+            # PySpark's stream runner calls `reader.stop()` in a `finally` even when this
+            # raised, so the error would surface as an UnboundLocalError with ours buried
+            # in its chain; a reader that raises ours on first use reports it as it is
+            return FailedStreamReader(e)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from bridge.spark.sink import DtsStreamWriter

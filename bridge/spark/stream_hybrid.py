@@ -90,4 +90,4 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.tier.scanner.forget_before(off.offsets)
 
     def stop(self) -> None:
-        self.tier.scanner.close()
+        self.tier.close()

@@ -31,7 +31,6 @@ from bridge.spark.logtier import (
     admit,
     log_spec,
     read_log_range,
-    watermarks,
 )
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
@@ -54,25 +53,37 @@ class LogTierReader:
             self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s
         )
         self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
+        self._meta: Any = None  # consumer for watermark queries
 
     def table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
 
-    def earliest(self) -> dict[int, int]:
+    def _watermarks(self) -> dict[int, tuple[int, int]]:
+        """(low, high) per partition through one kept consumer: `latestOffset` asks on
+        every trigger, and a consumer made and closed per call cost tens of ms each."""
+        from confluent_kafka import TopicPartition
+
+        from bridge.spark.logtier import consumer
+
+        if self._meta is None:
+            self._meta = consumer(self.bootstrap, eof=False)
+        topic = self.spec.topic
         return {
-            p: lo
-            for p, (lo, _hi) in watermarks(
-                self.bootstrap, self.spec.topic, self.spec.buckets
-            ).items()
+            p: self._meta.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(self.spec.buckets)
         }
 
+    def earliest(self) -> dict[int, int]:
+        return {p: lo for p, (lo, _hi) in self._watermarks().items()}
+
     def latest(self) -> dict[int, int]:
-        return {
-            p: hi
-            for p, (_lo, hi) in watermarks(
-                self.bootstrap, self.spec.topic, self.spec.buckets
-            ).items()
-        }
+        return {p: hi for p, (_lo, hi) in self._watermarks().items()}
+
+    def close(self) -> None:
+        self.scanner.close()
+        if self._meta is not None:
+            self._meta.close()
+            self._meta = None
 
     def check_retained(self, start: dict[int, int]) -> None:
         for p, lo in self.earliest().items():
@@ -239,4 +250,4 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.tier.scanner.forget_before(LogOffset.from_json(end).offsets)
 
     def stop(self) -> None:
-        self.tier.scanner.close()
+        self.tier.close()

@@ -136,3 +136,23 @@ def test_creating_write_options_are_checked(spark: Any, warehouse: Path) -> None
     t = Catalog(str(warehouse)).get_table("db.c")
     assert t.primary_key == ["id"] and t.partition_keys == ["k"]
     assert t.read().num_rows == 6
+
+
+def test_stream_setup_errors_surface_as_option_errors(spark: Any, warehouse: Path) -> None:
+    make_table(warehouse, "db.s")
+    stream = (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "file")
+        .schema("id long")  # drops the metadata columns a stream needs
+        .load("db.s")
+    )
+    q = stream.writeStream.format("memory").queryName("bad_setup").start()
+    try:
+        with pytest.raises(Exception) as failed:
+            q.awaitTermination(120)
+        err = str(failed.value)
+    finally:
+        q.stop()
+    assert "OptionError" in err and "metadata columns" in err
+    assert "UnboundLocalError" not in err

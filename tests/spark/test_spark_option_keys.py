@@ -59,12 +59,15 @@ def test_delta_and_kafka_habits_map_to_dts_options() -> None:
         ReadOptions.parse({**BASE, "startingVersion": "2"})
     with pytest.raises(OptionError, match="exactly one"):
         ReadOptions.parse({**BASE, "readChangeFeed": "true"})
-    log = ReadOptions.parse({**BASE, "tier": "log", "startingOffsets": "latest"})
+    kafka = {"bootstrap": "127.0.0.1:9092"}
+    log = ReadOptions.parse({**BASE, **kafka, "tier": "log", "startingOffsets": "latest"})
     assert log.start_offsets == "latest"
     assert starting_offsets('{"dts.db.t": {"0": 5, "1": -2}}', "dts.db.t") == {0: 5, 1: -2}
     with pytest.raises(OptionError, match="startingOffsets"):
         starting_offsets("{not json")
     w = WriteOptions.parse({**BASE, "partitionBy": '["dt"]', "mergeSchema": "true"})
     assert w.partition_by == ["dt"] and w.merge_schema
+    with pytest.raises(OptionError, match=r"spark\.dts\.bootstrap"):
+        ReadOptions.parse({**BASE, "tier": "hybrid"})
     with pytest.raises(OptionError, match=r"log\.poll-timeout"):
         ReadOptions.parse({**BASE, "log.poll-timeout": "soon"})

@@ -145,8 +145,8 @@ def test_short_poll_timeout_keeps_up_with_a_live_log(
                 w.write(rows(10, start=i * 10))
                 written[w.barrier()] = time.monotonic()
                 stop.wait(0.5)
-        deadline = time.monotonic() + 30
-        while len(seen) < len(written) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not set(written) <= set(seen) and time.monotonic() < deadline:
             assert q.exception() is None
             time.sleep(0.05)
     finally:
@@ -155,5 +155,8 @@ def test_short_poll_timeout_keeps_up_with_a_live_log(
     assert set(written) <= set(seen), (sorted(seen), sorted(written))
     assert sorted(out.column("id").to_pylist()) == [*range(100), 1000]
     lags = sorted(seen[b] - at for b, at in written.items())
-    print(f"write-to-visible: p50 {lags[len(lags) // 2]:.2f} s, max {lags[-1]:.2f} s")
-    assert lags[-1] < 3.0, lags
+    p50 = lags[len(lags) // 2]
+    print(f"write-to-visible: p50 {p50:.2f} s, max {lags[-1]:.2f} s")
+    # bounds for a shared 2-core machine (a micro-batch alone takes ~1 s there); the
+    # stall this guards against left rows unseen for 25 s and more
+    assert p50 < 3.0 and lags[-1] < 6.0, lags
