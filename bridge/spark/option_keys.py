@@ -92,8 +92,10 @@ REFUSED = {
     ),
 }
 
-# Keys Spark itself adds to a data source's options.
+# Keys Spark itself adds to a data source's options (a streaming write gets its
+# `queryName`); accepted on either side and ignored.
 SPARK_INTERNAL_PREFIXES = ("__",)
+SPARK_PASSED = {"queryname"}
 
 
 def _lowered(keys: Iterable[str]) -> dict[str, str]:
@@ -109,7 +111,7 @@ def check_keys(keys: Iterable[str], side: str) -> None:
     valid, other = (_READ, _WRITE) if side == "read" else (_WRITE, _READ)
     for key in keys:
         low = key.lower()
-        if low in valid or low.startswith(SPARK_INTERNAL_PREFIXES):
+        if low in valid or low in SPARK_PASSED or low.startswith(SPARK_INTERNAL_PREFIXES):
             continue
         if side == "write" and low.startswith("table."):
             continue  # table options of a creating write (validated by the FileStore)

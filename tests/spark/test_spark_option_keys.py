@@ -65,6 +65,8 @@ def test_delta_and_kafka_habits_map_to_dts_options() -> None:
     assert starting_offsets('{"dts.db.t": {"0": 5, "1": -2}}', "dts.db.t") == {0: 5, 1: -2}
     with pytest.raises(OptionError, match="startingOffsets"):
         starting_offsets("{not json")
+    # Spark passes a streaming query's name to its sink as an option
+    assert WriteOptions.parse({**BASE, "queryName": "q1"}).common.table == "db.t"
     w = WriteOptions.parse({**BASE, "partitionBy": '["dt"]', "mergeSchema": "true"})
     assert w.partition_by == ["dt"] and w.merge_schema
     with pytest.raises(OptionError, match=r"spark\.dts\.bootstrap"):
