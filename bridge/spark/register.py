@@ -117,7 +117,7 @@ def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
                 f"Spark table {name} already exists and is not the dts table {name}; "
                 "drop or rename it to read the dts table by name"
             )
-        columns = [(c.name, c.dataType) for c in spark.catalog.listColumns(short, db)]
+        columns = [(c.name, c.dataType) for c in spark.catalog.listColumns(f"{db}.{short}")]
         if columns == [(f.name, f.dataType.simpleString()) for f in schema.fields]:
             return
         spark.sql(f"DROP TABLE `{db}`.`{short}`")  # the schema evolved: re-create
