@@ -5,7 +5,10 @@
     dts.consistent_read(spark, ["db.t1", "db.t2"], warehouse=W)   # FLIP-276
     dts.consistent_read_tables(catalog, ["db.t1", "db.t2"])        # without Spark
     dts.create_table_as(spark, "db.t", df, primary_key=["id"])    # FLIP-305
-    dts.register(spark)                                            # the "dts" data source
+    dts.register(spark, warehouse=W)     # the "dts" data source; W's tables by name (db.t)
+    dts.refresh(spark)                   # tables created since become Spark tables too
+    dts.table(spark, "db.t")             # a DataFrame read by Spark's Parquet reader where
+                                         # no merge is needed
 
 They are imported lazily so that ``dts`` commands that need neither Spark nor
 the MetaService start quickly.
@@ -21,6 +24,8 @@ _EXPORTS = {
     "consistent_read_tables": "bridge.consistency_read",
     "create_table_as": "bridge.spark.ctas",
     "register": "bridge.spark.register",
+    "refresh": "bridge.spark.register",
+    "table": "bridge.spark.native",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -135,7 +135,7 @@ def create_table_as(
     `warehouse` defaults to the Spark conf `spark.dts.warehouse`. `options` are
     table options (e.g. {"bucket": "4"}).
     """
-    from bridge.spark.register import register
+    from bridge.spark.register import BY_NAME_CONF, expose, register, session_defaults
 
     warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
     if not warehouse:
@@ -159,4 +159,10 @@ def create_table_as(
     for k, v in (options or {}).items():
         writer = writer.option(f"table.{k}", str(v))
     writer.mode("overwrite" if replace else "append").save(name)
+    if spark.conf.get(BY_NAME_CONF, "false") == "true":
+        expose(
+            spark,
+            open_catalog(warehouse).get_table(name),
+            {**session_defaults(spark), "warehouse": warehouse},
+        )
     return True

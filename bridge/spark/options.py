@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bridge.spark.errors import OptionError
+from bridge.spark.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
+from bridge.spark.option_keys import check_keys
 
 TIERS = ("file", "log", "hybrid")
 SCAN_MODES = ("latest-full", "latest", "from-snapshot", "from-barrier", "from-timestamp")
@@ -100,9 +102,14 @@ class ReadOptions:
     columns: list[str] = field(default_factory=list)
     metadata_columns: bool = False
     poll_timeout_s: float = 2.0
+    feed: ChangeFeed | None = None  # Delta readChangeFeed (adds _change_type)
+    start_offsets: str | dict[int, int] | None = None  # Kafka startingOffsets (log tier)
+    max_offsets_per_trigger: int | None = None  # record-level admission (log tier)
+    merge_only: bool = False  # only splits that need a merge (the rest Spark reads natively)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
+        check_keys(options.keys(), "read")
         low = _lower(options)
         common = CommonOptions.parse(options)
         changes = None
@@ -121,28 +128,67 @@ class ReadOptions:
         tier = low.get("tier")
         if tier is not None and tier not in TIERS:
             raise OptionError(f"option 'tier' must be one of {', '.join(TIERS)}, got {tier!r}")
-        mode = low.get("scan.mode", "latest-full")
+        feed = change_feed(low)
+        mode = low.get("scan.mode") or _feed_scan_mode(feed) or "latest-full"
         if mode not in SCAN_MODES:
             raise OptionError(
                 f"option 'scan.mode' must be one of {', '.join(SCAN_MODES)}, got {mode!r}"
             )
+        version = _int(low, "versionAsOf")
+        snapshot_id = _int(low, "snapshot-id")
+        if version is not None and snapshot_id is not None:
+            raise OptionError("give one of snapshot-id, versionAsOf (they are the same)")
+        stamp = _int(low, "timestamp")
+        if low.get("timestampasof"):
+            if stamp is not None:
+                raise OptionError("give one of timestamp, timestampAsOf (they are the same)")
+            stamp = parse_time_ms("timestampAsOf", low["timestampasof"])
+        start_offsets = starting_offsets(low.get("startingoffsets"))
+        max_offsets = _int(low, "maxOffsetsPerTrigger")
+        log_only = [
+            k
+            for k, v in (("startingOffsets", start_offsets), ("maxOffsetsPerTrigger", max_offsets))
+            if v is not None
+        ]
+        if log_only and tier not in ("log", "hybrid"):
+            raise OptionError(
+                f"options {log_only} apply to streaming reads of the log "
+                "(.option('tier', 'log')); on the FileStore tier use scan.mode / maxRowsPerTrigger"
+            )
+        if start_offsets is not None and tier != "log":
+            raise OptionError(
+                "option 'startingOffsets' applies to tier=log (hybrid starts at its snapshot)"
+            )
+        if tier in ("log", "hybrid") and not common.bootstrap:
+            raise OptionError(
+                f'tier={tier} reads Kafka: give .option("bootstrap", "host:port") '
+                "or the Spark conf spark.dts.bootstrap"
+            )
+        if feed is not None and changes is not None:
+            raise OptionError("give one of changes, readChangeFeed")
         opts = ReadOptions(
             common=common,
-            snapshot_id=_int(low, "snapshot-id"),
+            snapshot_id=version if version is not None else snapshot_id,
             barrier=_int(low, "barrier"),
-            timestamp=_int(low, "timestamp"),
+            timestamp=stamp,
             tag=low.get("tag"),
             changes=changes,
             tier=tier,
             scan_mode=mode,
-            scan_snapshot_id=_int(low, "scan.snapshot-id"),
+            scan_snapshot_id=_int(low, "scan.snapshot-id")
+            or (feed.starting_version if feed else None),
             scan_barrier=_int(low, "scan.barrier"),
-            scan_timestamp=_int(low, "scan.timestamp-millis"),
+            scan_timestamp=_int(low, "scan.timestamp-millis")
+            or (feed.starting_ms if feed else None),
             max_rows_per_trigger=_int(low, "maxRowsPerTrigger"),
             max_barriers_per_trigger=_int(low, "maxBarriersPerTrigger"),
             columns=_csv(low, "columns"),
             metadata_columns=_bool(low, "metadata-columns"),
-            poll_timeout_s=float(low.get("log.poll-timeout", "2.0")),
+            poll_timeout_s=_float(low, "log.poll-timeout", 2.0),
+            feed=feed,
+            start_offsets=start_offsets,
+            max_offsets_per_trigger=max_offsets,
+            merge_only=_bool(low, "scan.merge-only"),
         )
         travel = [
             k
@@ -170,7 +216,32 @@ class ReadOptions:
     @property
     def wants_metadata(self) -> bool:
         """Whether the output schema carries `_row_kind` and `_barrier`."""
-        return self.metadata_columns or self.tier is not None or self.changes is not None
+        return (
+            self.metadata_columns
+            or self.tier is not None
+            or self.changes is not None
+            or self.feed is not None
+        )
+
+
+def _feed_scan_mode(feed: ChangeFeed | None) -> str | None:
+    """Where a change-feed stream starts (Delta's startingVersion / startingTimestamp)."""
+    if feed is None:
+        return None
+    return "from-snapshot" if feed.starting_version is not None else "from-timestamp"
+
+
+def _float(opts: dict[str, str], key: str, default: float) -> float:
+    raw = opts.get(key.lower())
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(f"option {key!r} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise OptionError(f"option {key!r} must be > 0, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -190,9 +261,11 @@ class WriteOptions:
     barrier: int | None = None
     meta_sources: list[str] = field(default_factory=list)
     meta_heartbeat_timeout_ms: int = 600_000
+    merge_schema: bool = False  # Delta's mergeSchema: new nullable columns are added
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
+        check_keys(options.keys(), "write")
         low = _lower(options)
         tier = low.get("target.tier", "file")
         if tier not in ("file", "log"):
@@ -206,7 +279,7 @@ class WriteOptions:
             if_not_exists=_bool(low, "if-not-exists"),
             replace=_bool(low, "replace"),
             primary_key=_csv(low, "primary-key"),
-            partition_by=_csv(low, "partition-by"),
+            partition_by=_partition_by(low),
             table_options=table_options,
             target_tier=tier,
             commit_user=low.get("commit-user"),
@@ -214,4 +287,24 @@ class WriteOptions:
             barrier=_int(low, "barrier"),
             meta_sources=_csv(low, "meta.sources"),
             meta_heartbeat_timeout_ms=_int(low, "meta.heartbeat-timeout-ms") or 600_000,
+            merge_schema=_bool(low, "mergeSchema"),
         )
+
+
+def _partition_by(low: dict[str, str]) -> list[str]:
+    """`partition-by`, or `partitionBy` (a comma list or Spark's JSON list of names)."""
+    ours = _csv(low, "partition-by")
+    raw = low.get("partitionby", "").strip()
+    theirs: list[str] = []
+    if raw.startswith("["):
+        import json
+
+        try:
+            theirs = [str(c) for c in json.loads(raw)]
+        except ValueError:
+            raise OptionError(f"option 'partitionBy' is not a list of columns: {raw!r}") from None
+    elif raw:
+        theirs = [p.strip() for p in raw.split(",") if p.strip()]
+    if ours and theirs and ours != theirs:
+        raise OptionError(f"partition-by {ours} and partitionBy {theirs} disagree")
+    return ours or theirs

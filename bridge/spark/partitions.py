@@ -77,7 +77,13 @@ def _needs_metadata(ctx: ReadContext) -> bool:
 
 
 def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Read one partition as Arrow record batches shaped like the Spark schema."""
+    """Read one partition as Arrow record batches shaped like the Spark schema.
+
+    A plain `InputPartition` is PySpark's stand-in for an empty plan (it substitutes
+    `[InputPartition(None)]` when `partitions()` returns nothing): it reads no rows.
+    """
+    if type(p) is InputPartition:
+        return
     if isinstance(p, SplitPartition):
         yield from _read_split(p)
     elif isinstance(p, ChangesPartition):

@@ -1,16 +1,139 @@
-"""`register(spark)`: make `format("dts")` available in a SparkSession."""
+"""`register(spark)`: make `format("dts")` available, and the warehouse's tables usable by name.
+
+Session confs `spark.dts.warehouse`, `spark.dts.bootstrap` and `spark.dts.meta.url`
+become defaults of every read and write: a Python data source runs in Python
+workers that cannot see the session's conf, so the defaults are baked into the
+registered source class (cloudpickle ships a class made at run time by value).
+
+Tables by name: Spark hands a catalog table's Python data source no options at all
+(neither the table name nor `OPTIONS (...)`), so `register(spark, warehouse=W)` /
+`refresh(spark)` registers one source per FileStore table (`dts.<db>.<table>`, its
+warehouse and name baked in) and a Spark catalog table `<db>.<table>` using it. Then
+`spark.table("db.t")`, `SELECT ... FROM db.t`, `INSERT INTO / INSERT OVERWRITE db.t` and
+`df.write.format("dts").mode("append").saveAsTable("db.t")` work; every read sees
+the table's latest snapshot, because the source plans each scan afresh.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
+
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+TABLE_SOURCE_PREFIX = "dts."
+# set by register(spark, warehouse=W): create_table_as then exposes the new table by name
+BY_NAME_CONF = "spark.dts.tables-by-name"
+# the Spark tables this module created (Spark's catalog does not show a Python source's
+# provider), so refresh never touches a user's own table of the same name
+EXPOSED_CONF = "spark.dts.exposed-tables"
 
 
-def register(spark: Any) -> None:
-    """Register the `dts` Python data source (idempotent) and enable Python filter pushdown."""
+def session_defaults(spark: Any) -> dict[str, str]:
+    """The `spark.dts.*` confs that are set, as option defaults."""
+    out: dict[str, str] = {}
+    for key in SESSION_DEFAULTS:
+        value = spark.conf.get(SESSION_CONF_PREFIX + key, None)
+        if value:
+            out[key] = str(value)
+    return out
+
+
+def source_class(name: str, defaults: dict[str, str]) -> type:
+    """A `DtsDataSource` subclass registered as `name` with these option defaults."""
     from bridge.spark.source import DtsDataSource
 
+    attrs = {
+        "defaults": dict(defaults),
+        "name": classmethod(lambda cls: name),
+        "__module__": __name__,  # not importable by this name: pickled by value
+    }
+    return type(f"DtsSource_{abs(hash(name))}", (DtsDataSource,), attrs)
+
+
+def register(
+    spark: Any,
+    warehouse: str | None = None,
+    *,
+    bootstrap: str | None = None,
+    meta_url: str | None = None,
+) -> list[str]:
+    """Register the `dts` data source (idempotent); with a warehouse, its tables by name.
+
+    Given values are stored as the session confs `spark.dts.*` (the defaults of every
+    read and write). With a warehouse (given or from `spark.dts.warehouse` when given
+    here) every table in it becomes a Spark table `db.t`; returns their names.
+    """
+    for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
+        if value:
+            spark.conf.set(SESSION_CONF_PREFIX + key, value)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    spark.dataSource.register(DtsDataSource)
+    spark.dataSource.register(source_class("dts", session_defaults(spark)))
+    if not warehouse:
+        return []
+    spark.conf.set(BY_NAME_CONF, "true")
+    return refresh(spark)
+
+
+def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
+    """Make every table of the warehouse a Spark table by name (new ones, changed schemas).
+
+    Call it after creating tables outside this session (a worker, another job);
+    `dts.create_table_as` calls it for you. Catalog entries of tables that no longer
+    exist in the warehouse are dropped. Returns the table names.
+    """
+    from bridge.spark.catalog import open_catalog
+
+    defaults = session_defaults(spark)
+    warehouse = warehouse or defaults.get("warehouse")
+    if not warehouse:
+        from bridge.spark.errors import OptionError
+
+        raise OptionError("refresh needs warehouse= or the Spark conf spark.dts.warehouse")
+    cat = open_catalog(warehouse)
+    names = cat.list_tables()
+    for name in names:
+        expose(spark, cat.get_table(name), {**defaults, "warehouse": warehouse})
+    _drop_vanished(spark, set(names))
+    return names
+
+
+def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
+    """Register `table`'s own source and (re)create its Spark catalog table `db.t`."""
+    from bridge.spark.arrow_schema import spark_schema
+    from bridge.spark.errors import SparkBridgeError
+
+    name = table.name
+    provider = TABLE_SOURCE_PREFIX + name
+    spark.dataSource.register(source_class(provider, {**defaults, "path": name}))
+    db, short = name.split(".", 1)
+    schema = spark_schema(table.schema.arrow_schema, metadata_columns=False)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
+    exposed = _exposed(spark)
+    if spark.catalog.tableExists(f"{db}.{short}"):
+        if name not in exposed:
+            raise SparkBridgeError(
+                f"Spark table {name} already exists and is not the dts table {name}; "
+                "drop or rename it to read the dts table by name"
+            )
+        columns = [(c.name, c.dataType) for c in spark.catalog.listColumns(f"{db}.{short}")]
+        if columns == [(f.name, f.dataType.simpleString()) for f in schema.fields]:
+            return
+        spark.sql(f"DROP TABLE `{db}`.`{short}`")  # the schema evolved: re-create
+    spark.catalog.createTable(f"{db}.{short}", source=provider, schema=schema)
+    spark.conf.set(EXPOSED_CONF, ",".join(sorted({*exposed, name})))
+
+
+def _exposed(spark: Any) -> set[str]:
+    raw = spark.conf.get(EXPOSED_CONF, "") or ""
+    return {n for n in raw.split(",") if n}
+
+
+def _drop_vanished(spark: Any, names: set[str]) -> None:
+    """Drop the Spark tables this module made for tables no longer in the warehouse."""
+    exposed = _exposed(spark)
+    for name in sorted(exposed - names):
+        db, short = name.split(".", 1)
+        spark.sql(f"DROP TABLE IF EXISTS `{db}`.`{short}`")
+    spark.conf.set(EXPOSED_CONF, ",".join(sorted(exposed & names)))

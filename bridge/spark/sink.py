@@ -60,6 +60,42 @@ def _table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
 
 
+def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> None:
+    """Driver side, before any task runs: the written columns must fit the table.
+
+    A column the table lacks is an error, never silently dropped; with Delta's
+    `mergeSchema=true` it is added to the table as a nullable column (a new schema
+    version, published before the data). `partitionBy` must match the table's.
+    """
+    from bridge.spark.arrow_schema import spark_arrow_schema
+
+    if opts.partition_by and opts.partition_by != list(table.partition_keys):
+        raise OptionError(
+            f"{table.name} is partitioned by {list(table.partition_keys)}, not "
+            f"{opts.partition_by}; partitioning is fixed when a table is created"
+        )
+    arrow = spark_arrow_schema(schema)
+    known = set(table.schema.arrow_schema.names)
+    extra = [f for f in arrow if f.name not in known and f.name not in (ROW_KIND, BARRIER)]
+    if not extra:
+        return
+    names = [f.name for f in extra]
+    if not opts.merge_schema:
+        raise OptionError(
+            f"columns {names} are not in table {table.name} (columns: {sorted(known)}); "
+            "add .option('mergeSchema', 'true') to add them as nullable columns, or drop them"
+        )
+    from filestore.errors import SchemaError
+
+    evolved = table.schema.arrow_schema
+    for f in extra:
+        evolved = evolved.append(pa.field(f.name, f.type, nullable=True))
+    try:
+        table.evolve_schema(evolved)
+    except SchemaError as e:
+        raise OptionError(f"mergeSchema cannot add {names} to {table.name}: {e}") from e
+
+
 def write_task(table: Any, commit_user: str, batches: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
     """Executor side: write every batch, prepare, return the messages (files not visible)."""
     target = pa.schema([f for f in table.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
@@ -105,12 +141,13 @@ def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> Dat
         return staged_writer(opts, schema, overwrite)
     cat = open_catalog(opts.common.warehouse)
     try:
-        cat.get_table(opts.common.table)
+        table = cat.get_table(opts.common.table)
     except Exception as e:
         raise OptionError(
             f"cannot write to {opts.common.table}: {e}. To create it from this DataFrame use "
             '.option("create", "true") (atomic CREATE TABLE AS SELECT)'
         ) from e
+    check_write_schema(table, schema, opts)
     # registered once, here on the driver while Spark plans the write; the id is pickled
     job_id = meta_jobs.register(opts, meta_jobs.BATCH, meta_jobs.new_job_id(meta_jobs.BATCH))
     return DtsBatchWriter(opts, overwrite, job_id)
@@ -170,6 +207,8 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             )
         self.opts = opts
         self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
+        if opts.target_tier == "file":
+            check_write_schema(self._table(), schema, opts)
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)

@@ -22,6 +22,7 @@ from bridge.spark.arrow_schema import spark_arrow_schema, spark_schema, table_co
 from bridge.spark.catalog import open_table, resolve_snapshot_id
 from bridge.spark.errors import OptionError
 from bridge.spark.filters import conjunction
+from bridge.spark.habits import CHANGE_TYPE
 from bridge.spark.options import ReadOptions, WriteOptions
 from bridge.spark.partitions import (
     ChangesPartition,
@@ -34,7 +35,23 @@ from filestore.snapshot import COMPACT
 
 
 class DtsDataSource(DataSource):
-    """`spark.read.format("dts").option("warehouse", W).load("db.table")` and friends."""
+    """`spark.read.format("dts").option("warehouse", W).load("db.table")` and friends.
+
+    `defaults` are options every read and write of this registration gets unless it gives
+    them itself: the `spark.dts.*` session confs (see `bridge.spark.register`), and for a
+    table registered by name also its warehouse and name (Spark hands a catalog table's
+    source no options at all).
+    """
+
+    defaults: dict[str, str] = {}  # replaced per registration (a subclass), never mutated
+
+    def __init__(self, options: Any) -> None:
+        merged = type(options)() if hasattr(options, "copy") else {}
+        for k, v in self.defaults.items():
+            merged[k] = v
+        for k, v in options.items():
+            merged[k] = v
+        super().__init__(merged)
 
     @classmethod
     def name(cls) -> str:
@@ -43,12 +60,16 @@ class DtsDataSource(DataSource):
     def schema(self) -> StructType:
         opts = ReadOptions.parse(self.options)
         table = open_table(opts.common.warehouse, opts.common.table)
-        struct = spark_schema(table.schema.arrow_schema, metadata_columns=opts.wants_metadata)
+        struct = spark_schema(
+            table.schema.arrow_schema,
+            metadata_columns=opts.wants_metadata,
+            change_type=opts.feed is not None,
+        )
         if opts.columns:
             missing = [c for c in opts.columns if c not in struct.fieldNames()]
             if missing:
                 raise OptionError(f"option 'columns': unknown columns {missing} in {table.name}")
-            keep = set(opts.columns) | {"_row_kind", "_barrier"}
+            keep = set(opts.columns) | {"_row_kind", "_barrier", CHANGE_TYPE}
             struct = StructType([f for f in struct.fields if f.name in keep])
         return struct
 
@@ -61,9 +82,15 @@ class DtsDataSource(DataSource):
         return batch_writer(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> Any:
-        from bridge.spark.stream_file import stream_reader
+        from bridge.spark.stream_file import FailedStreamReader, stream_reader
 
-        return stream_reader(ReadOptions.parse(self.options), schema)
+        try:
+            return stream_reader(ReadOptions.parse(self.options), schema)
+        except Exception as e:
+            # PySpark's stream runner calls `reader.stop()` in a `finally` even when this
+            # raised, so the error would surface as an UnboundLocalError with ours buried
+            # in its chain; a reader that raises ours on first use reports it as it is
+            return FailedStreamReader(e)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from bridge.spark.sink import DtsStreamWriter
@@ -94,8 +121,10 @@ class DtsBatchReader(DataSourceReader):
         table = open_table(opts.common.warehouse, opts.common.table)
         self.ctx = read_context(opts, schema, table)
         self._columns = set(table.schema.arrow_schema.names)
-        # pin the snapshot on the driver so every task reads the same version
-        self.snapshot_id = None if opts.changes else resolve_snapshot_id(table, opts)
+        # pin the snapshot (or the change range) on the driver so every task reads the same
+        self.changes = opts.changes if opts.feed is None else opts.feed.resolve(table)
+        changing = opts.changes is not None or opts.feed is not None
+        self.snapshot_id = None if changing else resolve_snapshot_id(table, opts)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         # Used for pruning and file skipping, and all returned: Spark re-checks the rows,
@@ -105,15 +134,22 @@ class DtsBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         table = open_table(self.opts.common.warehouse, self.opts.common.table)
-        if self.opts.changes is not None:
-            return changes_partitions(table, self.ctx, *self.opts.changes)
+        if self.opts.changes is not None or self.opts.feed is not None:
+            return (
+                [] if self.changes is None else changes_partitions(table, self.ctx, *self.changes)
+            )
         if self.snapshot_id is None:
             return []
         snap = table.snapshot(self.snapshot_id)
         scan = table.new_scan(
             snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
         )
-        return [SplitPartition(self.ctx, split, snap.barrier) for split in scan.plan()]
+        splits = scan.plan()
+        if self.opts.merge_only:
+            from bridge.spark.native import needs_merge
+
+            splits = [s for s in splits if needs_merge(table, s)]
+        return [SplitPartition(self.ctx, split, snap.barrier) for split in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)

@@ -57,6 +57,31 @@ def stream_reader(opts: ReadOptions, schema: StructType) -> DataSourceStreamRead
     return HybridStreamReader(opts, schema)
 
 
+class FailedStreamReader(DataSourceStreamReader):
+    """Stands in for a stream reader whose set-up failed: raises that error on first use."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.error
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
+
+    def commit(self, end: dict[str, Any]) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
 def default_read_limit(opts: ReadOptions) -> ReadLimit:
     if opts.max_rows_per_trigger is not None:
         return ReadMaxRows(opts.max_rows_per_trigger)

@@ -62,7 +62,8 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        return HybridOffset(self.name, "log", begin.snapshot, nxt[0], nxt[1]).to_json()
+        barrier = nxt[1] if nxt[1] is not None else begin.barrier
+        return HybridOffset(self.name, "log", begin.snapshot, nxt[0], barrier).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = HybridOffset.from_json(start), HybridOffset.from_json(end)
@@ -75,7 +76,7 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return [SplitPartition(self.tier.ctx, s, snap.barrier) for s in scan.plan()]
         if a.offsets == b.offsets:
             return []
-        self.tier.scanner.scan(a.offsets)
+        self.tier.scanner.cover(a.offsets, b.offsets)  # after a restart: re-read the range
         return self.tier.plan(a.offsets, b.offsets)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -89,4 +90,4 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.tier.scanner.forget_before(off.offsets)
 
     def stop(self) -> None:
-        self.tier.scanner.close()
+        self.tier.close()

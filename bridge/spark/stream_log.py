@@ -23,14 +23,14 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
+from bridge.spark.log_scan import LiveLogScanner
 from bridge.spark.logtier import (
+    Barrier,
     LogOffsetsExpired,
     LogPartition,
-    LogScanner,
     admit,
     log_spec,
     read_log_range,
-    watermarks,
 )
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
@@ -49,29 +49,41 @@ class LogTierReader:
         table = open_table(opts.common.warehouse, opts.common.table)
         self.spec = log_spec(table)
         self.ctx = read_context(opts, schema, table)
-        self.scanner = LogScanner(
+        self.scanner = LiveLogScanner(
             self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s
         )
         self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
+        self._meta: Any = None  # consumer for watermark queries
 
     def table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
 
-    def earliest(self) -> dict[int, int]:
+    def _watermarks(self) -> dict[int, tuple[int, int]]:
+        """(low, high) per partition through one kept consumer: `latestOffset` asks on
+        every trigger, and a consumer made and closed per call cost tens of ms each."""
+        from confluent_kafka import TopicPartition
+
+        from bridge.spark.logtier import consumer
+
+        if self._meta is None:
+            self._meta = consumer(self.bootstrap, eof=False)
+        topic = self.spec.topic
         return {
-            p: lo
-            for p, (lo, _hi) in watermarks(
-                self.bootstrap, self.spec.topic, self.spec.buckets
-            ).items()
+            p: self._meta.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(self.spec.buckets)
         }
 
+    def earliest(self) -> dict[int, int]:
+        return {p: lo for p, (lo, _hi) in self._watermarks().items()}
+
     def latest(self) -> dict[int, int]:
-        return {
-            p: hi
-            for p, (_lo, hi) in watermarks(
-                self.bootstrap, self.spec.topic, self.spec.buckets
-            ).items()
-        }
+        return {p: hi for p, (_lo, hi) in self._watermarks().items()}
+
+    def close(self) -> None:
+        self.scanner.close()
+        if self._meta is not None:
+            self._meta.close()
+            self._meta = None
 
     def check_retained(self, start: dict[int, int]) -> None:
         for p, lo in self.earliest().items():
@@ -83,13 +95,15 @@ class LogTierReader:
 
     def next_end(
         self, start: dict[int, int], limit: ReadLimit
-    ) -> tuple[dict[int, int], int] | None:
+    ) -> tuple[dict[int, int], int | None] | None:
         """End offsets and barrier of the next micro-batch from `start`, or None when none is ready."""
         self.scanner.scan(start)
         barriers = self.scanner.complete_barriers(start)
         if self.cap is not None:
             cap = self.cap
             barriers = [b for b in barriers if all(b.ends[p] <= cap.get(p, 0) for p in b.ends)]
+        if self.opts.max_offsets_per_trigger is not None and barriers:
+            return record_admission(start, barriers, self.opts.max_offsets_per_trigger)
         max_rows, max_barriers = limits(self.opts, limit)
         chosen = admit(barriers, max_rows, max_barriers)
         return None if chosen is None else (chosen.ends, chosen.barrier)
@@ -99,7 +113,9 @@ class LogTierReader:
         for p in sorted(end):
             a, b = start.get(p, 0), end[p]
             if b > a:
-                markers = self.scanner.markers_between(p, a, b)
+                # every known marker from `a` on: with record-level admission a range may
+                # end inside a barrier, whose rows are tagged by the marker past `b`
+                markers = self.scanner.markers_between(p, a, 2**62)
                 parts.append(
                     LogPartition(
                         self.bootstrap,
@@ -115,8 +131,10 @@ class LogTierReader:
         return parts
 
     def start_offsets(self) -> dict[int, int]:
-        """Where a new log-tier query starts, per scan.mode."""
+        """Where a new log-tier query starts: Kafka's startingOffsets, else per scan.mode."""
         o = self.opts
+        if o.start_offsets is not None:
+            return self._kafka_start(o.start_offsets)
         if o.scan_mode == "latest-full":
             return self.earliest()
         if o.scan_mode == "latest":
@@ -135,6 +153,22 @@ class LogTierReader:
             )
         return {int(p): int(v) for p, v in snap.log_offsets.items()}
 
+    def _kafka_start(self, given: str | dict[int, int]) -> dict[int, int]:
+        earliest, latest = self.earliest(), self.latest()
+        if given == "earliest":
+            return earliest
+        if given == "latest":
+            return latest
+        assert isinstance(given, dict)
+        unknown = sorted(set(given) - set(earliest))
+        if unknown:
+            raise OptionError(
+                f"startingOffsets names partitions {unknown}; {self.spec.topic} has "
+                f"{self.spec.buckets} (one per bucket)"
+            )
+        pick = {-2: earliest, -1: latest}
+        return {p: pick[given[p]][p] if given.get(p, -2) in pick else given[p] for p in earliest}
+
     def _offsets_for_time(self, ms: int) -> dict[int, int]:
         from confluent_kafka import TopicPartition
 
@@ -150,6 +184,28 @@ class LogTierReader:
         return {
             tp.partition: (tp.offset if tp.offset >= 0 else latest[tp.partition]) for tp in found
         }
+
+
+def record_admission(
+    start: dict[int, int], barriers: list[Barrier], max_offsets: int
+) -> tuple[dict[int, int], int | None]:
+    """Kafka's maxOffsetsPerTrigger: at most `max_offsets` offsets, split over partitions
+    in proportion to what each has ready (at least one each, so a batch always moves).
+
+    Only offsets of complete barriers are admitted, so every row has its barrier; a batch
+    may end inside a barrier. Its barrier is the last one wholly inside it, or None.
+    """
+    ready = barriers[-1].ends
+    avail = {p: max(0, ready[p] - start.get(p, 0)) for p in ready}
+    total = sum(avail.values())
+    if total <= max_offsets:
+        return ready, barriers[-1].barrier
+    end = {
+        p: start.get(p, 0) + (min(n, max(1, n * max_offsets // total)) if n else 0)
+        for p, n in avail.items()
+    }
+    done = [b for b in barriers if all(b.ends[p] <= end[p] for p in b.ends)]
+    return end, (done[-1].barrier if done else None)
 
 
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -175,21 +231,23 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        return LogOffset(self.name, nxt[0], nxt[1]).to_json()
+        barrier = nxt[1] if nxt[1] is not None else begin.barrier
+        return LogOffset(self.name, nxt[0], barrier).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = LogOffset.from_json(start), LogOffset.from_json(end)
         if a.offsets == b.offsets:
             return []
-        self.tier.scanner.scan(a.offsets)  # after a restart the cache may not know this range yet
+        self.tier.scanner.cover(a.offsets, b.offsets)  # after a restart: re-read the range
         return self.tier.plan(a.offsets, b.offsets)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LogPartition)
+        if not isinstance(partition, LogPartition):  # PySpark's stand-in for no partitions
+            return iter(())
         return read_log_range(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.tier.scanner.forget_before(LogOffset.from_json(end).offsets)
 
     def stop(self) -> None:
-        self.tier.scanner.close()
+        self.tier.close()

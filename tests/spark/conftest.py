@@ -18,6 +18,24 @@ def dts(spark: Any) -> Any:
 
 
 @pytest.fixture
+def conf_spark(spark: Any) -> Iterator[Any]:
+    """The shared session for a test that sets `spark.dts.*` confs or registers tables by
+    name: afterwards the confs are unset, the databases it added dropped, `dts` re-registered."""
+    from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
+    from bridge.spark.register import BY_NAME_CONF, EXPOSED_CONF, register
+
+    before = {db.name for db in spark.catalog.listDatabases()}
+    yield spark
+    for key in (*SESSION_DEFAULTS, BY_NAME_CONF.removeprefix(SESSION_CONF_PREFIX)):
+        spark.conf.unset(SESSION_CONF_PREFIX + key)
+    spark.conf.unset(EXPOSED_CONF)
+    for db in spark.catalog.listDatabases():
+        if db.name not in before:
+            spark.sql(f"DROP DATABASE IF EXISTS `{db.name}` CASCADE")
+    register(spark)
+
+
+@pytest.fixture
 def meta_url(tmp_path: Path) -> Iterator[str]:
     """A real MetaService (uvicorn in a thread, 127.0.0.1, free port) on its own store."""
     with meta_service(tmp_path / "meta", heartbeat_timeout_ms=30_000) as url:

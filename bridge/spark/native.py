@@ -1,0 +1,100 @@
+"""Native-speed scans: splits that need no merge are read by Spark's own Parquet reader.
+
+A FileStore data file is plain Parquet holding every table column (primary-key files
+add `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`). A split needs no merge when
+
+- the table has no primary key (append-only: every row is current), or
+- its files form one sorted run without retractions: key ranges do not overlap and no
+  file holds -U/-D rows (a fully compacted bucket, or a bucket written once). Each
+  flushed or compacted file already holds at most one row per key.
+
+`dts.table(spark, "db.t")` returns one DataFrame: `spark.read.parquet(those files)`
+with the table's columns selected, unioned with the `dts` Python source restricted to
+the splits that do need merging (same pinned snapshot). Spark's vectorized reader then
+prunes columns, pushes filters into Parquet (both visible in `explain()`), splits files
+across executors, and needs no Python worker when nothing must merge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridge.spark.arrow_schema import spark_schema
+from bridge.spark.catalog import open_table
+
+MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
+
+
+def needs_merge(table: Any, split: Any) -> bool:
+    """Whether `split` must go through the merge-on-read path (see the module doc)."""
+    schema_id = table.schema.id
+    if any(f.schema_id != schema_id for f in split.files):
+        return True  # files of an older schema: the Python reader aligns them
+    if not table.primary_key:
+        return False
+    if any(f.delete_row_count for f in split.files):
+        return True
+    from filestore.read import _key_sections
+
+    return any(len(section) > 1 for section in _key_sections(split.files))
+
+
+def spark_path(warehouse: str, path: str) -> str:
+    """A FileStore path (as its pyarrow filesystem names it) as a URI Spark can open."""
+    if "://" in path:
+        return path
+    if "://" in warehouse:
+        return f"{warehouse.split('://', 1)[0]}://{path}"
+    return f"file://{path}"
+
+
+def table(
+    spark: Any,
+    name: str,
+    *,
+    warehouse: str | None = None,
+    snapshot_id: int | None = None,
+    barrier: int | None = None,
+    timestamp: int | None = None,
+    tag: str | None = None,
+) -> Any:
+    """The rows of table `name` at a snapshot (latest by default) as a DataFrame whose
+    no-merge splits Spark reads natively. `warehouse` defaults to `spark.dts.warehouse`."""
+    from bridge.spark.errors import OptionError
+
+    warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
+    if not warehouse:
+        raise OptionError("dts.table needs warehouse= or the Spark conf spark.dts.warehouse")
+    if "." not in name:
+        name = f"default.{name}"
+    t = open_table(warehouse, name)
+    struct = spark_schema(t.schema.arrow_schema, metadata_columns=False)
+    snap = t.resolve_snapshot(snapshot_id, barrier=barrier, timestamp=timestamp, tag=tag)
+    if snap is None:
+        return spark.createDataFrame([], struct)
+    splits = t.new_scan(snapshot_id=snap.id).plan()
+    native = [s for s in splits if not needs_merge(t, s)]
+    parts = []
+    if native:
+        keys = t.schema.partition_keys
+        paths = [
+            spark_path(
+                warehouse, t.paths.data_file(keys, s.partition_values, s.bucket, f.file_name)
+            )
+            for s in native
+            for f in s.files
+        ]
+        parts.append(spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames()))
+    if len(native) < len(splits):
+        merged = (
+            spark.read.format("dts")
+            .option("warehouse", warehouse)
+            .option("snapshot-id", str(snap.id))
+            .option(MERGE_ONLY, "true")
+            .load(name)
+        )
+        parts.append(merged)
+    df = parts[0]
+    for other in parts[1:]:
+        df = df.unionByName(other)
+    return df
