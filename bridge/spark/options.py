@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from bridge.spark.errors import OptionError
 from bridge.spark.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
 from bridge.spark.option_keys import check_keys
+from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
 
 TIERS = ("file", "log", "hybrid")
 SCAN_MODES = ("latest-full", "latest", "from-snapshot", "from-barrier", "from-timestamp")
-ROW_KIND = "_row_kind"
 BARRIER = "_barrier"
 METADATA_COLUMNS = (ROW_KIND, BARRIER)
 
