@@ -166,13 +166,17 @@ def worker(
     level = log_level.upper()
     logging.getLogger("bridge").setLevel(level)
     try:
-        faust.Worker(
+        runner = faust.Worker(
             app,
             loglevel=level,
             redirect_stdouts=False,
             quiet=True,
             logging_config=plain_logging_config(level) if not sys.stderr.isatty() else None,
-        ).execute_from_commandline()
+        )
+        if not sys.stdout.isatty():
+            # Faust's start-up spinner writes cursor escape codes even into a file
+            runner.spinner = None
+        runner.execute_from_commandline()
     finally:
         committed = {
             name: t.last_barrier_committed for name, t in sorted(app.status.tables.items())

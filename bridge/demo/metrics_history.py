@@ -67,12 +67,13 @@ class MetricsSampler:
         url: str,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
     ) -> None:
         self.url = url
         self.interval_s = interval_s
         self.history = MetricsHistory()
         self._clock = clock
-        self._started = clock()
+        self._started = clock() if started is None else started  # time 0 of the charts
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dts-demo-metrics", daemon=True)
 
@@ -82,7 +83,8 @@ class MetricsSampler:
 
     def stop(self) -> MetricsHistory:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         return self.history
 
     def scrape_once(self, client: httpx.Client) -> None:

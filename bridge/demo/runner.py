@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -31,6 +29,8 @@ from bridge.demo.checks import (
     time_travel,
 )
 from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
+from bridge.demo.html_report import ReportDataMissing, write_html_report
+from bridge.demo.metrics_history import MetricsSampler
 from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
 from bridge.demo.pipeline import (
     DemoError,
@@ -44,6 +44,7 @@ from bridge.demo.pipeline import (
     start_worker,
     wait_until,
 )
+from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
 
 
 @dataclass
@@ -53,6 +54,8 @@ class DemoOptions:
     stream_seconds: float = 20.0
     round_interval_s: float = 1.0
     catch_up_timeout_s: float = 60.0
+    #: runs are kept in ``<run_root>/run-<time>/`` (``dts demo --clean`` removes them)
+    run_root: str = DEFAULT_ROOT
 
 
 @dataclass
@@ -60,6 +63,8 @@ class DemoRun:
     """What happened, for the report."""
 
     warehouse: str = ""
+    run_dir: str = ""
+    html_report: str | None = None
     addresses: dict[str, str] = field(default_factory=dict)
     generator: CdcGenerator | None = None
     weak: ReadCheck | None = None
@@ -100,7 +105,10 @@ class DemoRunner:
     # ---- progress -------------------------------------------------------------------------
 
     def step(self, message: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.started:6.1f}s[/] {message}")
+        # soft wrap: a long path stays on one line (copyable) in a pipe as on a terminal
+        self.console.print(
+            f"[dim]{time.monotonic() - self.started:6.1f}s[/] {message}", soft_wrap=True
+        )
 
     def phase_done(self, name: str) -> None:
         now = time.monotonic()
@@ -142,14 +150,17 @@ class DemoRunner:
         return self.run
 
     def _execute(self, stack: ExitStack) -> None:
-        run_dir = self.run_dir = Path(tempfile.mkdtemp(prefix="dts-demo-"))
-        stack.callback(shutil.rmtree, run_dir, ignore_errors=True)
+        run_dir = self.run_dir = new_run_dir(Path(self.options.run_root))
+        self.run.run_dir = str(run_dir)
         warehouse = self._warehouse(run_dir)
         self.run.warehouse = warehouse
         logs = run_dir / "logs"
         logs.mkdir()
 
         catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
+        # the MetaService's freshness and consistent-lag gauges, once a second, for the report
+        sampler = MetricsSampler(f"{meta.address}/metrics", started=self.started).start()
+        stack.callback(sampler.stop)
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
         self._on_stop(stack, "Spark", starter.stop)
         self.step("starting Spark (local[2], in the background) with the dts data source")
@@ -175,8 +186,25 @@ class DemoRunner:
         self.run.batches = jobs.batches()
         self.run.worker_records = report.worker_records(worker.address)
         report.print_report(self.console, self.run, catalog)
+        self._write_html_report(sampler)
         if self.options.keep_running:
             self._keep_running(stack, generator, jobs, worker, meta, warehouse)
+
+    def _write_html_report(self, sampler: MetricsSampler) -> None:
+        history = sampler.stop()
+        path = self.run_dir / "report.html"
+        summary = [f"{name}: {seconds:.1f} s" for name, seconds in self.run.timings]
+        if self.run.strong is not None:
+            summary.insert(0, report.read_line(self.run.strong))
+        try:
+            write_html_report(
+                history, path, source="by the demo from the MetaService's /metrics", summary=summary
+            )
+        except ReportDataMissing as e:
+            self.step(f"[yellow]no HTML report: {e}[/]")
+            return
+        self.run.html_report = str(path)
+        self.step(f"HTML report (freshness, consistent-version lag): {path.as_uri()}")
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -295,7 +323,7 @@ class DemoRunner:
         worker: ServiceProcess,
         gen_thread: GeneratorThread,
     ) -> StreamingJobs:
-        ck = self.run_dir / "checkpoints"  # removed with the run dir, even with --warehouse
+        ck = self.run_dir / "checkpoints"
         jobs = StreamingJobs(spark, warehouse, meta.address, ck).start()
         self._on_stop(stack, "Spark streaming jobs", jobs.stop)
         self.step(
@@ -383,7 +411,6 @@ class DemoRunner:
             self.run.addresses,
             warehouse,
             self.run_dir / "logs",
-            kept=self.options.warehouse is not None,
         )
         try:
             while True:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 
@@ -55,10 +58,16 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: f
 
 
 def _run_to_stop(
-    args: list[str], log: Path, ready: str, stopped: str, env: dict[str, str] | None = None
+    args: list[str],
+    log: Path,
+    ready: str,
+    stopped: str,
+    env: dict[str, str] | None = None,
+    serving: Callable[[str], bool] | None = None,
 ) -> str:
     """Start ``dts ARGS`` with its output in a file (not a terminal), SIGTERM it once
-    ``ready`` shows, and return the whole output once ``stopped`` shows."""
+    ``ready`` shows (and ``serving(output)`` holds), and return the whole output once
+    ``stopped`` shows."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bridge.cli", *args],
@@ -67,7 +76,12 @@ def _run_to_stop(
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     try:
-        _wait_for(log, ready, proc, 120)
+        content = _wait_for(log, ready, proc, 120)
+        deadline = time.monotonic() + 120
+        while serving is not None and not serving(content):
+            assert proc.poll() is None and time.monotonic() < deadline, content
+            time.sleep(0.2)
+            content = log.read_text(errors="replace")
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         return _wait_for(log, stopped, proc, 1)
@@ -77,8 +91,9 @@ def _run_to_stop(
             proc.wait()
 
 
+@pytest.mark.parametrize("level", ["info", "warning"])
 def test_worker_logs_plain_lines_at_the_environment_level_and_says_it_stopped(
-    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path, level: str
 ) -> None:
     create = subprocess.run(
         [sys.executable, "-m", "bridge.cli", "table", "create", "shop.plainlog",
@@ -88,12 +103,25 @@ def test_worker_logs_plain_lines_at_the_environment_level_and_says_it_stopped(
     assert create.returncode == 0, create.stderr
     log = tmp_path / "worker.log"
     args = ["worker", "--warehouse", str(warehouse), "--bootstrap", broker.bootstrap,
-            "--web-port", "0", "--group", "plainlog"]  # fmt: skip
-    out = _run_to_stop(args, log, "[^Worker]: Ready", "stopped;", {"DTS_LOG_LEVEL": "info"})
-    assert "\x1b[" not in out  # no terminal escape codes in a file
-    assert " INFO " in out  # DTS_LOG_LEVEL=info reached Faust's logging
+            "--web-port", "0", "--group", f"plainlog-{level}"]  # fmt: skip
+    # stopped once it serves /status: Faust has started (and drawn its spinner, if any)
+    out = _run_to_stop(
+        args, log, "stop with Ctrl-C", "stopped;", {"DTS_LOG_LEVEL": level}, _status_answers
+    )
+    assert "\x1b[" not in out  # no terminal escape codes (colours, cursor) in a file
+    # DTS_LOG_LEVEL reached Faust's logging
+    assert (" INFO " in out) == (level == "info")
     assert "Traceback" not in out
     assert "last barriers committed: {'shop.plainlog':" in out
+
+
+def _status_answers(output: str) -> bool:
+    url = re.search(r"status\s+(http://\S+/status)", output)
+    assert url, output
+    try:
+        return httpx.get(url.group(1), timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_exporter_and_meta_service_say_they_stopped(warehouse: Path, tmp_path: Path) -> None:
