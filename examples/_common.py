@@ -53,10 +53,16 @@ def orders(rows: list[tuple[int, int, int, str]], kinds: list[str] | None = None
 
 
 def spark_session(name: str, *, kafka: bool = False) -> Any:
-    """A local Spark (one core, 127.0.0.1) logging errors only, scratch in a temp dir.
+    """The session ``spark-submit`` made (its master, its --py-files), else a local Spark
+    (one core, 127.0.0.1, errors only, scratch in a temp dir)."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # launched by spark-submit: keep its settings
+        from pyspark.sql import SparkSession
 
-    On a cluster, build the session with spark-submit instead (docs/deploy.md).
-    """
+        from bridge.spark import register
+
+        spark = SparkSession.builder.appName(name).getOrCreate()
+        register(spark)
+        return spark
     import tempfile
 
     from bridge.spark.session import local_session

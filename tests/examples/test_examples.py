@@ -56,3 +56,16 @@ def test_example_runs(script: str, broker: EmbeddedBroker, tmp_path: Path) -> No
     assert proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     assert proc.stdout.strip().splitlines()[-1].startswith("OK: "), out[-3000:]
+
+
+def test_compose_runs_the_examples_it_mounts() -> None:
+    """`docker compose exec spark python examples/<example>.py` finds real scripts."""
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    spark = compose["services"]["spark"]
+    mounts = [v for v in spark["volumes"] if isinstance(v, str) and v.startswith("./examples:")]
+    assert mounts == ["./examples:/opt/dts/examples:ro"]
+    assert "WORKDIR /opt/dts" in (ROOT / "Dockerfile").read_text()
+    assert compose["x-dts"]["environment"]["DTS_LOG_LEVEL"]  # read by every dts command
+    assert len(EXAMPLES) >= 4 and (ROOT / "examples" / "_common.py").exists()
