@@ -55,6 +55,14 @@ class MetricsHistory:
                 series.points.append((at_s, float(sample.value)))
         self.scrapes += 1
 
+    def add_series(
+        self, metric: str, labels: dict[str, str], points: list[tuple[float, float]]
+    ) -> None:
+        """Add a whole series (a Prometheus range query's answer)."""
+        key = (metric, tuple(sorted(labels.items())))
+        self.series.setdefault(key, Series(metric, dict(labels))).points.extend(points)
+        self.scrapes = max(self.scrapes, len(points))
+
     def of(self, metric: str) -> list[Series]:
         return [s for (m, _), s in sorted(self.series.items()) if m == metric]
 

@@ -44,6 +44,7 @@ from bridge.demo.pipeline import (
     start_worker,
     wait_until,
 )
+from bridge.demo.prometheus_history import PrometheusRecorder, PrometheusUnavailable, best_history
 from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
 
 
@@ -100,6 +101,8 @@ class DemoRunner:
         self.run = DemoRun()
         self.run_dir = Path()
         self.started = time.monotonic()
+        self.started_unix = time.time()
+        self.prometheus: PrometheusRecorder | None = None
         self._phase_started = self.started
 
     # ---- progress -------------------------------------------------------------------------
@@ -161,6 +164,7 @@ class DemoRunner:
         # the MetaService's freshness and consistent-lag gauges, once a second, for the report
         sampler = MetricsSampler(f"{meta.address}/metrics", started=self.started).start()
         stack.callback(sampler.stop)
+        self._start_prometheus(stack, meta.address, run_dir / "prometheus")
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
         self._on_stop(stack, "Spark", starter.stop)
         self.step("starting Spark (local[2], in the background) with the dts data source")
@@ -190,16 +194,27 @@ class DemoRunner:
         if self.options.keep_running:
             self._keep_running(stack, generator, jobs, worker, meta, warehouse)
 
+    def _start_prometheus(self, stack: ExitStack, meta_url: str, work_dir: Path) -> None:
+        """A real Prometheus scraping the MetaService, when one is installed."""
+        try:
+            self.prometheus = PrometheusRecorder(meta_url, work_dir).start()
+        except PrometheusUnavailable as e:
+            self.step(f"no Prometheus ({e}): the demo samples the MetaService's /metrics itself")
+            return
+        self._on_stop(stack, "Prometheus", self.prometheus.stop)
+        self.run.addresses["Prometheus"] = self.prometheus.url
+        self.step(f"Prometheus {self.prometheus.url} scrapes the MetaService every second")
+
     def _write_html_report(self, sampler: MetricsSampler) -> None:
-        history = sampler.stop()
+        history, source, why = best_history(self.prometheus, sampler.stop(), self.started_unix)
+        if why is not None:
+            self.step(f"[yellow]report from the demo's own samples: {why}[/]")
         path = self.run_dir / "report.html"
         summary = [f"{name}: {seconds:.1f} s" for name, seconds in self.run.timings]
         if self.run.strong is not None:
             summary.insert(0, report.read_line(self.run.strong))
         try:
-            write_html_report(
-                history, path, source="by the demo from the MetaService's /metrics", summary=summary
-            )
+            write_html_report(history, path, source=source, summary=summary)
         except ReportDataMissing as e:
             self.step(f"[yellow]no HTML report: {e}[/]")
             return
