@@ -127,16 +127,24 @@ def confluent_config(
 ) -> dict[str, Any]:
     """A confluent-kafka client config: our defaults, then the settings, then ``overrides``.
 
-    librdkafka's log lines go to the ``logstore.kafka`` Python logger, each distinct
-    condition once (pass ``{"logger": ...}`` in ``overrides`` to get them all).
+    A producer's or admin client's librdkafka log lines go to the ``logstore.kafka``
+    Python logger, each distinct condition once (pass ``{"logger": ...}`` in
+    ``overrides`` to get them all).
     """
-    return {
+    config = {
         "bootstrap.servers": bootstrap,
-        "logger": client_logger(),
         **(defaults or {}),
         **client_settings(),
         **(overrides or {}),
     }
+    # Producers and admin clients only: a consumer with a Python logger had its first
+    # committed() fail with NOT_COORDINATOR instead of waiting for the coordinator
+    # (librdkafka then serves its log queue through the consumer's queue). Commands
+    # check the broker first (topics.ensure_reachable), so a dead broker is one error
+    # before any consumer exists.
+    if "group.id" not in config:
+        config.setdefault("logger", client_logger())
+    return config
 
 
 def _mechanism(settings: Mapping[str, str]) -> str | None:

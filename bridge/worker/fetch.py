@@ -30,7 +30,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from logstore.client_config import client_logger
 from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
@@ -83,8 +82,6 @@ class LogFetcher:
             "fetch.wait.max.ms": 50,
             "queued.max.messages.kbytes": prefetch_kbytes,
             "log_level": 3,
-            # librdkafka's repeated connection failures: once each, not once per retry
-            "logger": client_logger(),
         }
         config.update(client_config or {})
         self._config = config

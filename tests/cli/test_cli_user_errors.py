@@ -51,6 +51,22 @@ def test_worker_pointed_at_a_dead_broker_ends_with_one_clear_error(warehouse: Pa
     assert elapsed < 60  # 5 s of probing plus start-up, not a retry loop
 
 
+def test_ingest_from_a_dead_broker_is_one_clear_error(warehouse: Path) -> None:
+    created = dts(
+        "table", "create", "shop.ingested", "--schema", "id:int64 not null", "-k", "id",
+        "--warehouse", str(warehouse),
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    proc = dts(
+        "ingest", "--from-topic", "cdc.orders", "--table", "shop.ingested",
+        "--warehouse", str(warehouse), "--bootstrap", "127.0.0.1:1",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = error_lines(proc)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("Error: no Kafka broker answered at 127.0.0.1:1")
+
+
 def test_schema_type_typo_names_the_known_types_and_no_file(warehouse: Path) -> None:
     result = CliRunner().invoke(
         cli,
