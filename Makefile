@@ -36,19 +36,24 @@ java-tools:
 	  --no-install-recommends $$missing >/dev/null; } \
 	  || { echo "install$$missing (Java 17 and Maven) first: the broker and Spark need them" >&2; exit 1; }
 
-# .complete is written last, so an interrupted download is fetched again, not half-used
-$(KAFKA_JARS)/.complete: deps/kafka-broker.pom.xml | java-tools
+# .complete is written last, so an interrupted download is fetched again, not half-used.
+# The stamp names the pom's checksum (not its time): a fresh clone's newer pom file must
+# not throw away a cache another checkout filled from the same pom.
+KAFKA_POM_SUM := $(shell cksum < deps/kafka-broker.pom.xml | cut -d' ' -f1)
+SPARK_POM_SUM := $(shell cksum < deps/spark-kafka.pom.xml | cut -d' ' -f1)
+
+$(KAFKA_JARS)/.pom-$(KAFKA_POM_SUM): | java-tools
 	rm -rf $(KAFKA_JARS) && mkdir -p $(KAFKA_JARS)
 	$(MVN_COPY) -f deps/kafka-broker.pom.xml -Dkafka.version=$(KAFKA_VERSION) -DoutputDirectory=$(KAFKA_JARS)
-	touch $@
+	touch $(KAFKA_JARS)/.complete $@
 
-$(SPARK_KAFKA_JARS)/.complete: deps/spark-kafka.pom.xml | java-tools
+$(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM): | java-tools
 	rm -rf $(SPARK_KAFKA_JARS) && mkdir -p $(SPARK_KAFKA_JARS)
 	$(MVN_COPY) -f deps/spark-kafka.pom.xml -Dspark.version=$(SPARK_VERSION) -DoutputDirectory=$(SPARK_KAFKA_JARS)
-	touch $@
+	touch $(SPARK_KAFKA_JARS)/.complete $@
 
-kafka-jars: $(KAFKA_JARS)/.complete
-spark-kafka-jars: $(SPARK_KAFKA_JARS)/.complete
+kafka-jars: $(KAFKA_JARS)/.pom-$(KAFKA_POM_SUM)
+spark-kafka-jars: $(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM)
 jars: kafka-jars spark-kafka-jars
 
 demo: $(STAMP) kafka-jars

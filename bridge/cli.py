@@ -7,6 +7,7 @@ MetaService call) end as one ``Error:`` line saying what to do, never a tracebac
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,12 @@ def _show_envvars(cmd: click.Command) -> None:
     f"and of the processes it starts. Also ${CONFIG_ENV}; DTS_KAFKA_<PROPERTY> variables add to it.",
 )
 def cli(kafka_config: Path | None) -> None:
-    """Dynamic table storage: a Kafka LogStore plus a columnar LSM FileStore."""
+    """Dynamic table storage: a Kafka LogStore plus a columnar LSM FileStore.
+
+    $DTS_LOG_LEVEL (debug, info, warning, error; default warning) sets how much every
+    command logs; DTS_DEBUG=1 shows the traceback behind an Error line.
+    """
+    _setup_logging()
     if kafka_config is not None:
         # the environment carries it to every client and to the worker/Spark processes
         os.environ[CONFIG_ENV] = str(kafka_config.resolve())
@@ -69,6 +75,21 @@ def cli(kafka_config: Path | None) -> None:
             client_settings()
         except ClientConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--kafka-config") from exc
+
+
+LOG_LEVEL_ENV = "DTS_LOG_LEVEL"
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _setup_logging() -> None:
+    """Plain log lines on stderr at $DTS_LOG_LEVEL (compose sets it for every service)."""
+    level = os.environ.get(LOG_LEVEL_ENV, "warning").strip().upper()
+    if level not in _LEVELS:
+        raise click.UsageError(
+            f"{LOG_LEVEL_ENV}={os.environ[LOG_LEVEL_ENV]!r} is not a log level; "
+            f"use one of {', '.join(lv.lower() for lv in _LEVELS)}"
+        )
+    logging.basicConfig(level=level, format=worker.PLAIN_LOG_FORMAT)
 
 
 cli.add_command(table.table)

@@ -30,6 +30,8 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "date64": pa.date64(),
 }
 _NAMES = {v: k for k, v in _PRIMITIVES.items()}
+#: the primitive type names a schema accepts as a plain string ("int64", "string", ...)
+PRIMITIVE_TYPE_NAMES: tuple[str, ...] = tuple(_PRIMITIVES)
 
 
 def type_to_json(t: pa.DataType) -> Any:

@@ -27,7 +27,10 @@ Example (a SASL_SSL cluster with SCRAM)::
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -74,18 +77,74 @@ def client_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+#: where librdkafka's own log lines go (instead of its raw ``%3|...|FAIL|...`` lines on stderr)
+CLIENT_LOGGER = "logstore.kafka"
+# the parts of a librdkafka line that change between repeats of one condition: counters,
+# durations, ports of retries ("after 0ms in state CONNECT, 5 identical error(s) suppressed")
+_VARYING = re.compile(r"\([^)]*\)|\d+")
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")  # librdkafka's internal thread name
+
+
+class _OncePerCondition(logging.Filter):
+    """Lets each distinct librdkafka condition through once per process.
+
+    librdkafka logs a failed connection on every retry, from every client a command
+    makes (a worker pointed at a dead broker printed 288 lines before its error). One
+    line per condition says what is wrong; the error the caller raises says what to do.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        # confluent-kafka logs ("%s [%s] %s", facility, client name, message)
+        fac, msg = (str(args[0]), str(args[2])) if len(args) == 3 else ("", record.getMessage())
+        msg = _THREAD.sub("", msg)
+        key = fac + _VARYING.sub("", msg)
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+        record.msg, record.args = "Kafka client: %s (%s; repeats not shown)", (msg, fac)
+        return True
+
+
+def client_logger() -> logging.Logger:
+    """The logger every confluent-kafka client of the project logs through."""
+    logger = logging.getLogger(CLIENT_LOGGER)
+    if not any(isinstance(f, _OncePerCondition) for f in logger.filters):
+        logger.addFilter(_OncePerCondition())
+    return logger
+
+
 def confluent_config(
     bootstrap: str,
     defaults: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A confluent-kafka client config: our defaults, then the settings, then ``overrides``."""
-    return {
+    """A confluent-kafka client config: our defaults, then the settings, then ``overrides``.
+
+    A producer's or admin client's librdkafka log lines go to the ``logstore.kafka``
+    Python logger, each distinct condition once (pass ``{"logger": ...}`` in
+    ``overrides`` to get them all).
+    """
+    config = {
         "bootstrap.servers": bootstrap,
         **(defaults or {}),
         **client_settings(),
         **(overrides or {}),
     }
+    # Producers and admin clients only: a consumer with a Python logger had its first
+    # committed() fail with NOT_COORDINATOR instead of waiting for the coordinator
+    # (librdkafka then serves its log queue through the consumer's queue). Commands
+    # check the broker first (topics.ensure_reachable), so a dead broker is one error
+    # before any consumer exists.
+    if "group.id" not in config:
+        config.setdefault("logger", client_logger())
+    return config
 
 
 def _mechanism(settings: Mapping[str, str]) -> str | None:

@@ -19,6 +19,10 @@ class TopicError(LogStoreError):
     """A topic could not be created, described or deleted."""
 
 
+class BrokerUnreachableError(LogStoreError):
+    """No Kafka broker answered at the bootstrap address (down, wrong address, or refused)."""
+
+
 class TopicMismatchError(TopicError):
     """An existing topic does not fit the table (e.g. partition count != buckets)."""
 

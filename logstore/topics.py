@@ -12,7 +12,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]
 )
 
 from logstore.client_config import confluent_config
-from logstore.errors import TopicError, TopicMismatchError
+from logstore.errors import BrokerUnreachableError, TopicError, TopicMismatchError
 from logstore.spec import LogSpec
 
 TIMEOUT_S = 15.0
@@ -27,6 +27,24 @@ class TopicInfo:
 
 def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient(confluent_config(bootstrap, {"log_level": 3}))
+
+
+def ensure_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, with what to do, when no broker answers at ``bootstrap``.
+
+    A long-running command (the worker) otherwise retries its connections forever or
+    fails each table separately with a raw client error.
+    """
+    try:
+        admin_client(bootstrap).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        err = exc.args[0]
+        reason = err.str() if isinstance(err, KafkaError) else str(err)
+        raise BrokerUnreachableError(
+            f"no Kafka broker answered at {bootstrap} within {timeout_s:g}s ({reason}); "
+            "start one with `dts broker`, or pass --bootstrap (or DTS_BOOTSTRAP) and, for a "
+            "secured cluster, --kafka-config"
+        ) from exc
 
 
 def topic_config(spec: LogSpec) -> dict[str, str]:

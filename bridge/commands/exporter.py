@@ -77,3 +77,4 @@ def exporter(warehouse: str, host: str, port: int) -> None:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+        click.echo("dts exporter stopped", err=True)

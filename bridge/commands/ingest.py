@@ -67,6 +67,7 @@ def ingest(
     from bridge.tables import bucketer_for, log_spec_for
     from filestore import Catalog
     from filestore.errors import FileStoreError
+    from logstore.topics import ensure_reachable
 
     try:
         table = Catalog(warehouse).get_table(table_name)
@@ -76,6 +77,7 @@ def ingest(
             if barrier_interval is not None
             else table.schema.core_options.barrier_interval_ms / 1000
         )
+        ensure_reachable(bootstrap)  # one clear error in seconds, not a raw one per call
         ingestor = Ingestor(
             bootstrap,
             from_topic,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import signal
 import socket
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 import click
@@ -17,12 +19,37 @@ from bridge.meta.models import ConsistencyMode, JobKind, JobState, SinkRole
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+class _AliasOption(click.Option):
+    """An option whose old spellings still work but are not shown in the help.
+
+    Every command names the MetaService address ``--meta-url`` (the worker, Spark jobs,
+    the README); ``dts meta`` used to call it ``--url``, which scripts may still pass.
+    """
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.hidden_aliases = hidden_aliases
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = [o for o in self.opts if o not in self.hidden_aliases]
+        opts, self.opts = self.opts, shown
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
 _url_option = click.option(
+    "--meta-url",
     "--url",
+    "url",
+    cls=_AliasOption,
+    hidden_aliases=("--url",),
     envvar="DTS_META_URL",
     default=DEFAULT_URL,
     show_default=True,
-    help="MetaService address (env DTS_META_URL).",
+    help="MetaService address.",
 )
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _as_job_option = click.option(
@@ -47,7 +74,10 @@ def _run(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except MetaError as e:
-        raise click.ClickException(f"{e.code}: {e.message}") from None
+        hint = ""
+        if e.code == "unavailable":
+            hint = "; start one with `dts meta serve`, or pass --meta-url (or DTS_META_URL)"
+        raise click.ClickException(f"{e.code}: {e.message}{hint}") from None
 
 
 def _print(obj: Any, as_json: bool) -> None:
@@ -149,6 +179,10 @@ def serve(
     bound = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     base = f"http://{host}:{bound}"
+    # SIGTERM (docker stop, a supervisor) before uvicorn installs its handlers ended the
+    # process silently; as Ctrl-C it stops cleanly with the stop line. uvicorn restores
+    # this handler and re-raises the signal it caught, which lands here too.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
         _announce(base, store.safe_url, auth)
@@ -158,9 +192,14 @@ def serve(
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         sock.close()
         store.close()
         click.echo("MetaService stopped")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _announce(base: str, database: str, auth: MetaAuth) -> None:
@@ -416,7 +455,14 @@ def trace(table: str, url: str, as_json: bool) -> None:
 @meta.command()
 @click.option("--warehouse", envvar="DTS_WAREHOUSE", required=True, help="The FileStore to read.")
 @click.option("--db", help="Write into this database directly (default: the warehouse's).")
-@click.option("--url", "url", help="Report through a running MetaService instead.")
+@click.option(
+    "--meta-url",
+    "--url",
+    "url",
+    cls=_AliasOption,
+    hidden_aliases=("--url",),
+    help="Report through a running MetaService instead.",
+)
 @click.option("--table", "tables", multiple=True, help="Only these tables (repeat).")
 @click.option("--replace", is_flag=True, help="Clear each table's records first (direct only).")
 def rebuild(
@@ -433,7 +479,7 @@ def rebuild(
 
     if url:
         if replace:
-            raise click.UsageError("--replace needs direct database access (drop --url)")
+            raise click.UsageError("--replace needs direct database access (drop --meta-url)")
         with _client(url) as c:
             result = _run(lambda: do_rebuild(c, catalog, list(tables) or None, progress=progress))
     else:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from filestore import Catalog, FileStoreError
-from filestore.types import type_from_json
+from filestore.types import PRIMITIVE_TYPE_NAMES, type_from_json
 
 _TYPE_ALIASES = {
     "int": "int32",
@@ -26,6 +26,10 @@ _TYPE_ALIASES = {
     "str": "string",
     "date": "date32",
 }
+
+_KNOWN_TYPES = ", ".join(
+    [*PRIMITIVE_TYPE_NAMES, *_TYPE_ALIASES, "timestamp[s|ms|us|ns]", "decimal(p,s)"]
+)
 
 
 def warehouse_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,6 +52,11 @@ def parse_schema(text: str) -> pa.Schema:
         if typ.lower().endswith(" not null"):
             typ, nullable = typ[: -len(" not null")].strip(), False
         typ = _TYPE_ALIASES.get(typ.lower(), typ.lower())
+        if not typ.startswith(("timestamp", "decimal")) and typ not in PRIMITIVE_TYPE_NAMES:
+            raise click.BadParameter(
+                f"column {name!r}: unknown type {typ!r}; use one of {_KNOWN_TYPES}",
+                param_hint="--schema",
+            )
         try:
             if typ.startswith("timestamp"):
                 unit = typ[typ.index("[") + 1 : typ.index("]")] if "[" in typ else "us"
@@ -59,7 +68,8 @@ def parse_schema(text: str) -> pa.Schema:
                 arrow_type = type_from_json(typ)
         except (FileStoreError, ValueError) as e:
             raise click.BadParameter(
-                f"column {name!r}: unknown type {typ!r} ({e})", param_hint="--schema"
+                f"column {name!r}: bad type {typ!r} ({e}); e.g. timestamp[ms], decimal(10,2)",
+                param_hint="--schema",
             ) from None
         fields.append(pa.field(name, arrow_type, nullable=nullable))
     if not fields:

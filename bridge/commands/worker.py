@@ -3,8 +3,32 @@
 from __future__ import annotations
 
 import logging
+import sys
+from typing import Any
 
 import click
+
+#: one line per record, no colour: what a log file or a log collector wants
+PLAIN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def plain_logging_config(level: str) -> dict[str, Any]:
+    """Logging for a worker whose stderr is a file or a pipe (the demo's worker.log, a
+    container): Faust's default handler colours its lines with terminal escape codes."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": PLAIN_LOG_FORMAT}},
+        "handlers": {
+            "default": {
+                "class": "logging.StreamHandler",
+                "formatter": "plain",
+                "level": level,
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"level": level, "handlers": ["default"]},
+    }
 
 
 @click.command()
@@ -73,9 +97,10 @@ import click
 )
 @click.option(
     "--log-level",
+    envvar="DTS_LOG_LEVEL",
     default="warning",
     show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
 )
 def worker(
     warehouse: str,
@@ -100,8 +125,10 @@ def worker(
 
     from bridge.worker.app import create_app
     from bridge.worker.config import WorkerConfig
-    from bridge.worker.tiers import NoTablesError
+    from bridge.worker.tiers import NoTablesError, discover_tables
+    from filestore import Catalog
     from logstore.broker import free_port
+    from logstore.topics import ensure_reachable
 
     names = [n.strip() for t in tables for n in t.split(",") if n.strip()] or None
     port = web_port or free_port()
@@ -119,6 +146,10 @@ def worker(
         meta_heartbeat_timeout_ms=meta_heartbeat_timeout_ms,
         table_scan_interval_s=max(table_scan_interval, 0.0),
     )
+    # user errors that need no broker first (no such table, no table with a log); then one
+    # clear error for a dead broker now rather than a raw client error per table
+    if discover_tables(Catalog(warehouse), config, ()):
+        ensure_reachable(bootstrap)
     try:
         app = create_app(config)
     except NoTablesError as exc:
@@ -132,11 +163,20 @@ def worker(
     click.echo(f"  metrics    {base}/metrics")
     click.echo(f"  meta       {meta_url or '(none)'}")
     click.echo("  stop with Ctrl-C", nl=True)
-    logging.getLogger("bridge").setLevel(log_level.upper())
+    level = log_level.upper()
+    logging.getLogger("bridge").setLevel(level)
     try:
-        faust.Worker(
-            app, loglevel=log_level.upper(), redirect_stdouts=False, quiet=True
-        ).execute_from_commandline()
+        runner = faust.Worker(
+            app,
+            loglevel=level,
+            redirect_stdouts=False,
+            quiet=True,
+            logging_config=plain_logging_config(level) if not sys.stderr.isatty() else None,
+        )
+        if not sys.stdout.isatty():
+            # Faust's start-up spinner writes cursor escape codes even into a file
+            runner.spinner = None
+        runner.execute_from_commandline()
     finally:
         committed = {
             name: t.last_barrier_committed for name, t in sorted(app.status.tables.items())

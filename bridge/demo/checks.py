@@ -192,6 +192,9 @@ def run_ctas(spark: Any, catalog: Any, warehouse: str, strong: ReadCheck) -> Cta
         ),
     )
     error = ""
+    # Spark logs a deliberate task failure as ERRORs with ~100 lines of Java stack traces
+    # (executor, task set manager, writer); the demo reports it as one line instead
+    spark.sparkContext.setLogLevel("OFF")
     try:
         create_table_as(
             spark, CTAS_FAILED, failing, warehouse=warehouse, primary_key=["customer_id"]
@@ -199,6 +202,8 @@ def run_ctas(spark: Any, catalog: Any, warehouse: str, strong: ReadCheck) -> Cta
     except Exception as e:  # Spark reports the task failure; the point is what is left
         text = str(e)
         error = "demo: a task fails halfway" if "a task fails halfway" in text else text[:200]
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # the level local_session runs at
     return CtasOutcome(
         table=CTAS_TABLE,
         rows=rows,

@@ -214,7 +214,7 @@ def print_report(console: Console, run: DemoRun, catalog: Any) -> None:
 
 
 def print_exploration(
-    console: Console, addresses: dict[str, str], warehouse: str, logs: Path, kept: bool
+    console: Console, addresses: dict[str, str], warehouse: str, logs: Path
 ) -> None:
     console.rule("[bold]Still running: explore (Ctrl-C stops everything)")
     print_addresses(console, addresses, warehouse, logs)
@@ -225,12 +225,11 @@ def print_exploration(
         f"curl -s {addresses['worker /metrics']} | grep dts_worker_barrier",
         f"dts table snapshots {ORDERS} --warehouse {warehouse}",
         f"dts table scan {DERIVED[1]} --warehouse {warehouse}",
-        f"dts meta consistent-version {ORDERS} {' '.join(DERIVED)} --url {meta}",
-        f"dts meta lineage {ORDERS} --url {meta}",
+        f"dts meta consistent-version {ORDERS} {' '.join(DERIVED)} --meta-url {meta}",
+        f"dts meta lineage {ORDERS} --meta-url {meta}",
         f"open {meta}/docs",
     ]
     console.print("[bold]Try[/] (in another terminal):")
     for cmd in cmds:
         console.print(f"  {cmd}", soft_wrap=True, highlight=False)
-    where = "kept" if kept else "removed when you stop the demo"
-    console.print(f"warehouse {warehouse} ({where}); the generator keeps writing every 2 s")
+    console.print(f"warehouse {warehouse} (kept); the generator keeps writing every 2 s")

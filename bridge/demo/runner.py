@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,8 @@ from bridge.demo.checks import (
     time_travel,
 )
 from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
+from bridge.demo.html_report import ReportDataMissing, write_html_report
+from bridge.demo.metrics_history import MetricsSampler
 from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
 from bridge.demo.pipeline import (
     DemoError,
@@ -44,6 +44,8 @@ from bridge.demo.pipeline import (
     start_worker,
     wait_until,
 )
+from bridge.demo.prometheus_history import PrometheusRecorder, PrometheusUnavailable, best_history
+from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
 
 
 @dataclass
@@ -53,6 +55,8 @@ class DemoOptions:
     stream_seconds: float = 20.0
     round_interval_s: float = 1.0
     catch_up_timeout_s: float = 60.0
+    #: runs are kept in ``<run_root>/run-<time>/`` (``dts demo --clean`` removes them)
+    run_root: str = DEFAULT_ROOT
 
 
 @dataclass
@@ -60,6 +64,8 @@ class DemoRun:
     """What happened, for the report."""
 
     warehouse: str = ""
+    run_dir: str = ""
+    html_report: str | None = None
     addresses: dict[str, str] = field(default_factory=dict)
     generator: CdcGenerator | None = None
     weak: ReadCheck | None = None
@@ -95,12 +101,17 @@ class DemoRunner:
         self.run = DemoRun()
         self.run_dir = Path()
         self.started = time.monotonic()
+        self.started_unix = time.time()
+        self.prometheus: PrometheusRecorder | None = None
         self._phase_started = self.started
 
     # ---- progress -------------------------------------------------------------------------
 
     def step(self, message: str) -> None:
-        self.console.print(f"[dim]{time.monotonic() - self.started:6.1f}s[/] {message}")
+        # soft wrap: a long path stays on one line (copyable) in a pipe as on a terminal
+        self.console.print(
+            f"[dim]{time.monotonic() - self.started:6.1f}s[/] {message}", soft_wrap=True
+        )
 
     def phase_done(self, name: str) -> None:
         now = time.monotonic()
@@ -142,14 +153,18 @@ class DemoRunner:
         return self.run
 
     def _execute(self, stack: ExitStack) -> None:
-        run_dir = self.run_dir = Path(tempfile.mkdtemp(prefix="dts-demo-"))
-        stack.callback(shutil.rmtree, run_dir, ignore_errors=True)
+        run_dir = self.run_dir = new_run_dir(Path(self.options.run_root))
+        self.run.run_dir = str(run_dir)
         warehouse = self._warehouse(run_dir)
         self.run.warehouse = warehouse
         logs = run_dir / "logs"
         logs.mkdir()
 
         catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
+        # the MetaService's freshness and consistent-lag gauges, once a second, for the report
+        sampler = MetricsSampler(f"{meta.address}/metrics", started=self.started).start()
+        stack.callback(sampler.stop)
+        self._start_prometheus(stack, meta.address, run_dir / "prometheus")
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
         self._on_stop(stack, "Spark", starter.stop)
         self.step("starting Spark (local[2], in the background) with the dts data source")
@@ -175,8 +190,36 @@ class DemoRunner:
         self.run.batches = jobs.batches()
         self.run.worker_records = report.worker_records(worker.address)
         report.print_report(self.console, self.run, catalog)
+        self._write_html_report(sampler)
         if self.options.keep_running:
             self._keep_running(stack, generator, jobs, worker, meta, warehouse)
+
+    def _start_prometheus(self, stack: ExitStack, meta_url: str, work_dir: Path) -> None:
+        """A real Prometheus scraping the MetaService, when one is installed."""
+        try:
+            self.prometheus = PrometheusRecorder(meta_url, work_dir).start()
+        except PrometheusUnavailable as e:
+            self.step(f"no Prometheus ({e}): the demo samples the MetaService's /metrics itself")
+            return
+        self._on_stop(stack, "Prometheus", self.prometheus.stop)
+        self.run.addresses["Prometheus"] = self.prometheus.url
+        self.step(f"Prometheus {self.prometheus.url} scrapes the MetaService every second")
+
+    def _write_html_report(self, sampler: MetricsSampler) -> None:
+        history, source, why = best_history(self.prometheus, sampler.stop(), self.started_unix)
+        if why is not None:
+            self.step(f"[yellow]report from the demo's own samples: {why}[/]")
+        path = self.run_dir / "report.html"
+        summary = [f"{name}: {seconds:.1f} s" for name, seconds in self.run.timings]
+        if self.run.strong is not None:
+            summary.insert(0, report.read_line(self.run.strong))
+        try:
+            write_html_report(history, path, source=source, summary=summary)
+        except ReportDataMissing as e:
+            self.step(f"[yellow]no HTML report: {e}[/]")
+            return
+        self.run.html_report = str(path)
+        self.step(f"HTML report (freshness, consistent-version lag): {path.as_uri()}")
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -295,7 +338,7 @@ class DemoRunner:
         worker: ServiceProcess,
         gen_thread: GeneratorThread,
     ) -> StreamingJobs:
-        ck = self.run_dir / "checkpoints"  # removed with the run dir, even with --warehouse
+        ck = self.run_dir / "checkpoints"
         jobs = StreamingJobs(spark, warehouse, meta.address, ck).start()
         self._on_stop(stack, "Spark streaming jobs", jobs.stop)
         self.step(
@@ -308,26 +351,47 @@ class DemoRunner:
             gen_thread.check()
             jobs.check()
 
-        def followed() -> bool:
-            # both jobs have committed at least two micro-batches: they follow live changes
-            return all(jobs.batches().get(t, 0) >= 2 for t in DERIVED)
+        def committed(n: int) -> Callable[[], bool]:
+            return lambda: all(jobs.batches().get(t, 0) >= n for t in DERIVED)
 
+        # the --stream-seconds start once both jobs commit: their first micro-batch waits
+        # for Spark to plan and run the first read, which took longer than the whole
+        # announced time on a busy machine
+        started = time.monotonic()
+        self._follow(committed(1), started + 120, catalog, gen_thread, alive)
+        self.step(
+            f"both jobs committed their first micro-batch after {time.monotonic() - started:.0f} s;"
+            f" streaming for {self.options.stream_seconds:g} s"
+        )
         deadline = time.monotonic() + self.options.stream_seconds
-        limit = deadline + 90
-        last = 0.0
-        while time.monotonic() < limit:
+        self.phase_done("Spark jobs' first micro-batch")
+        self._follow(
+            lambda: time.monotonic() >= deadline, deadline + 60, catalog, gen_thread, alive
+        )
+        # and each has followed live changes (a second micro-batch) before the reads
+        self._follow(committed(2), time.monotonic() + 60, catalog, gen_thread, alive)
+        self.phase_done("streaming (generator, worker, Spark jobs)")
+        return jobs
+
+    def _follow(
+        self,
+        done: Callable[[], bool],
+        limit: float,
+        catalog: Any,
+        gen_thread: GeneratorThread,
+        alive: Callable[[], None],
+    ) -> None:
+        """Poll ``done`` until ``limit`` (monotonic), printing progress every 5 s."""
+        last = time.monotonic()
+        while not done():
             alive()
             now = time.monotonic()
-            if now >= deadline and followed():
-                break
+            if now >= limit:
+                raise DemoError("the streaming jobs made no progress within the time limit")
             if now - last >= 5:
                 self.step(report.progress_line(catalog, gen_thread.generator))
                 last = now
             time.sleep(0.5)
-        else:
-            raise DemoError("the streaming jobs made no progress within the time limit")
-        self.phase_done("streaming (generator, worker, Spark jobs)")
-        return jobs
 
     def _finish_stream(
         self,
@@ -383,7 +447,6 @@ class DemoRunner:
             self.run.addresses,
             warehouse,
             self.run_dir / "logs",
-            kept=self.options.warehouse is not None,
         )
         try:
             while True:

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from chromium_page import CHROMIUM, load
 
 from filestore import Catalog
 
@@ -31,8 +32,8 @@ def _env(tmp: Path, run_id: str) -> dict[str, str]:
     return {
         **os.environ,
         MARKER: run_id,
-        "TMPDIR": str(tmp),  # the demo's run dir (logs, checkpoints, Spark scratch) goes here
-        "COLUMNS": "200",  # rich wraps at the terminal width; keep report lines whole
+        "TMPDIR": str(tmp),  # nothing the demo makes may stay here
+        "DTS_DEMO_DIR": str(tmp.parent / "demo-runs"),  # kept runs (warehouse, logs, report)
         "PYTHONUNBUFFERED": "1",
         "PYSPARK_PYTHON": sys.executable,
     }
@@ -131,6 +132,26 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     assert "CTAS table demo.top_customers present with 5 rows" in output
     assert "table visible: no; staging left: nothing" in output
 
+    # one clear line for the deliberate CTAS failure, no Java stack traces
+    assert "\tat org.apache" not in output and "ERROR Utils" not in output, _tail(output)
+    # tables at full width though the output is a file, not a terminal
+    assert "\u2026" not in output, _tail(output)
+    # the run's logs and report are kept where it said
+    kept = re.search(r"kept in (\S+): logs/", output)
+    assert kept, _tail(output)
+    run_dir = Path(kept.group(1))
+    assert run_dir.parent == tmp_path / "demo-runs"
+    worker_log = (run_dir / "logs" / "worker.log").read_text(errors="replace")
+    assert worker_log and "\x1b[" not in worker_log  # plain lines, no terminal escapes
+    report = run_dir / "report.html"
+    assert f"report: {report.as_uri()}" in output
+    if CHROMIUM is not None:
+        page = load(report)
+        assert page.console == []
+        # freshness of every table and the consistent lag of the derived ones, with samples
+        assert page.count("trace scatter") >= 5 + 2, page.dom[:500]
+        assert page.count("point") >= 20
+
     # --warehouse kept everything the demo made
     cat = Catalog(str(warehouse))
     assert set(cat.list_tables("demo")) == {
@@ -146,6 +167,36 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     for name in ("demo.orders", "demo.orders_enriched", "demo.customer_totals"):
         assert barrier in {s.barrier for s in cat.get_table(name).snapshots()}, name
     _assert_nothing_left(run_id, output, tmp_path / "tmp")
+
+
+def test_demo_clean_removes_only_what_the_demo_made(tmp_path: Path) -> None:
+    from bridge.demo.rundir import new_run_dir
+
+    root = tmp_path / "demo-runs"
+    first, second = new_run_dir(root), new_run_dir(root)
+    (first / "logs").mkdir()
+    env = {**os.environ, "DTS_DEMO_DIR": str(root)}
+
+    def clean(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "demo", "--clean", *args],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+
+    done = clean()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"removed {root} (2 runs: {first.name}, {second.name})"
+    assert not root.exists()
+    assert clean().stdout.strip() == f"nothing to remove: {root} does not exist"
+    # a directory the demo did not make is never removed
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    refused = clean("--dir", str(other))
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().startswith(f"Error: {other} exists and was not made by")
+    assert (other / "notes.txt").exists()
 
 
 @pytest.mark.timeout(240)

@@ -98,6 +98,7 @@ def run_block(block: Block, tmp_path: Path, extra_env: dict[str, str]) -> tuple[
         "DTS_WAREHOUSE": str(warehouse),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(REPO),
+        "DTS_REPO": str(REPO),  # blocks that use repository files (examples/, monitoring/)
         "PYSPARK_PYTHON": sys.executable,
         **extra_env,
     }
