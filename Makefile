@@ -59,12 +59,13 @@ jars: kafka-jars spark-kafka-jars
 demo: $(STAMP) kafka-jars
 	$(BIN)/dts demo
 
-# Real services some tests run: Prometheus (monitoring) and PostgreSQL (MetaService on a
-# shared database), from Debian. Installed here when missing and we are root with apt-get;
+# Real services and tools some tests run: Prometheus (monitoring), PostgreSQL (MetaService
+# on a shared database) and Chromium (the demo's HTML report, loaded headless), from Debian. Installed here when missing and we are root with apt-get;
 # otherwise those tests skip with a note.
 test-tools:
 	@missing=""; command -v prometheus >/dev/null || missing="prometheus"; \
 	  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends $$missing >/dev/null; } \
