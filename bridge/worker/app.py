@@ -147,8 +147,13 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         # woken at once when this worker prepared a barrier, polled for other workers'
         while not app.should_stop:
             await commit_now()
+            # other workers' prepared records are only seen by polling: poll fast while a
+            # barrier waits for them (barriers commit in order, so each wait adds up)
+            poll = (
+                config.commit_fast_poll_s if runtime.committers_waiting() else config.commit_poll_s
+            )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(commit_wanted.wait(), config.commit_poll_s)
+                await asyncio.wait_for(commit_wanted.wait(), poll)
             commit_wanted.clear()
 
     async def status_tick() -> None:

@@ -71,6 +71,7 @@ class TableCommitter:
         # snapshot of a barrier another committer got to first (for the MetaService report)
         self._snapshot_id_at = snapshot_id_at
         self.last_committed: int | None = commit.committed_identifier()
+        self.waiting = False
 
     def commit_ready(self) -> list[int]:
         """Commit every complete barrier in order; returns the barriers committed now."""
@@ -85,6 +86,8 @@ class TableCommitter:
             self._commit_one(nxt)
             prepared.pop(nxt, None)
             done.append(nxt)
+        # some buckets prepared a barrier the others (on other workers) have not yet
+        self.waiting = bool(prepared)
         return done
 
     def _commit_one(self, barrier: int) -> None:

@@ -28,6 +28,7 @@ class WorkerConfig:
     fetch_queue_batches: int = 4  # fetched batches waiting for the table workers
     prefetch_kbytes: int = 32_768  # librdkafka's prefetch queue; bounds memory under backpressure
     commit_poll_s: float = 0.1  # committer polls for other workers' prepared records
+    commit_fast_poll_s: float = 0.01  # ... while a barrier waits for them
     status_poll_s: float = 1.0  # lag refresh
     # group membership: short timeouts make joins and rebalances quick
     session_timeout_s: float = 6.0

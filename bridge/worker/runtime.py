@@ -186,6 +186,13 @@ class WorkerRuntime:
                 slot.commit_lock.release()
         return done
 
+    def committers_waiting(self) -> bool:
+        """A committer here waits for buckets other workers prepare: poll them soon."""
+        return any(
+            c is not None and c.waiting
+            for c in (s.worker.committer for s in self.by_topic.values())
+        )
+
     def close(self) -> None:
         for slot in list(self.by_topic.values()):
             with slot.data_lock:
