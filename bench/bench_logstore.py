@@ -25,7 +25,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from logstore.broker import EmbeddedBroker
-from logstore.codec import RawRecord, decode_records, encode_batch
+from logstore.codec import RawRecord, decode_records
+from logstore.encode import encode_batch
 from logstore.reader import DataBatch, LogReader
 from logstore.spec import LogSpec
 from logstore.topics import create_topic

@@ -20,7 +20,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from logstore.client_config import confluent_config
-from logstore.codec import Bucketer, encode_batch
+from logstore.codec import Bucketer
+from logstore.encode import encode_batch
 from logstore.errors import BarrierError, WriterError, WriterFencedError
 from logstore.markers import marker_headers, parse_marker
 from logstore.spec import LogSpec

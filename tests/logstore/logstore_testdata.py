@@ -10,7 +10,8 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-from logstore.codec import RawRecord, encode_batch
+from logstore.codec import RawRecord
+from logstore.encode import encode_batch
 from logstore.spec import LogSpec
 
 try:  # the FileStore's bucket hash when present (bridge injects the same one)

@@ -17,7 +17,8 @@ from logstore_testdata import (
     strip_meta,
 )
 
-from logstore.codec import RawRecord, decode_records, encode_batch
+from logstore.codec import RawRecord, decode_records
+from logstore.encode import encode_batch
 from logstore.errors import DecodeError, EncodeError, LogSpecError
 from logstore.markers import marker_headers
 from logstore.spec import LogSpec, topic_settings
