@@ -10,6 +10,7 @@ skip them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,17 @@ class Marker:
     partition: int
     offset: int
     barrier: int
+
+
+def next_barrier_id(last: int, now_ms: int | None = None) -> int:
+    """The id of a new barrier after ``last``: epoch milliseconds, strictly increasing.
+
+    Wall-clock ids let a reader tell a barrier's age from its id alone; ``last + 1``
+    keeps them increasing when two barriers close within a millisecond or the clock
+    steps back.
+    """
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return max(now, last + 1)
 
 
 def marker_headers(barrier_id: int) -> list[tuple[str, HeaderValue]]:

@@ -23,7 +23,7 @@ from logstore.client_config import confluent_config
 from logstore.codec import Bucketer
 from logstore.encode import encode_batch
 from logstore.errors import BarrierError, WriterError, WriterFencedError
-from logstore.markers import marker_headers, parse_marker
+from logstore.markers import marker_headers, next_barrier_id, parse_marker
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
 
@@ -211,7 +211,7 @@ class LogWriter:
         self._check_usable()
         with self._lock:
             if barrier_id is None:
-                barrier_id = max(self._clock_ms(), self.last_barrier + 1)
+                barrier_id = next_barrier_id(self.last_barrier, self._clock_ms())
             elif barrier_id <= self.last_barrier:
                 raise BarrierError(
                     f"{self.spec.topic}: barrier {barrier_id} is not greater than the last "

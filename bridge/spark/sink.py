@@ -15,7 +15,6 @@ With option `meta.url` every write registers as a MetaService job
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from bridge.spark.catalog import open_catalog, open_table
 from bridge.spark.checkpoint import query_id, source_barrier, source_tables
 from bridge.spark.errors import OptionError, StagingError
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
+from logstore.markers import next_barrier_id
 
 
 @dataclass
@@ -300,8 +300,7 @@ def _committed(table: Any, commit_user: str, identifier: int) -> Any:
 def _fresh_barrier(table: Any) -> int:
     """A new barrier id for input that did not come from a `dts` source: epoch ms, increasing."""
     latest = table.latest_snapshot()
-    last = (latest.barrier or 0) if latest is not None else 0
-    return max(int(time.time() * 1000), last + 1)
+    return next_barrier_id((latest.barrier or 0) if latest is not None else 0)
 
 
 __all__ = ["DtsBatchWriter", "DtsCommitMessage", "DtsStreamWriter", "StagingError", "batch_writer"]
