@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from bridge.meta.consistency import consistent_version
 from bridge.meta.filestore_source import FileStoreBarriers
@@ -19,6 +19,7 @@ from bridge.meta.models import (
     TableVersion,
     normalize_table_name,
 )
+from filestore import Catalog
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,7 +39,7 @@ class ConsistentTables(dict[str, V], Generic[V]):
 def resolve_version(
     tables: Sequence[str],
     *,
-    catalog: Any | None = None,
+    catalog: Catalog | None = None,
     meta_url: str | None = None,
     mode: ConsistencyMode | str = ConsistencyMode.STRONG,
 ) -> ConsistentVersion:
@@ -65,7 +66,7 @@ def _listed(version: ConsistentVersion, tables: Sequence[str]) -> dict[str, Tabl
 
 
 def consistent_read_tables(
-    catalog: Any,
+    catalog: Catalog,
     tables: Sequence[str],
     *,
     meta_url: str | None = None,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from filestore import Table
 from filestore.bucket import bucket_ids
 from logstore.errors import LogSpecError
 from logstore.spec import META_COLUMNS, LogSpec, topic_settings
@@ -31,7 +32,7 @@ def _user_schema(arrow: pa.Schema) -> pa.Schema:
     )
 
 
-def log_spec_for(table: Any) -> LogSpec:
+def log_spec_for(table: Table) -> LogSpec:
     """The table's LogSpec from its schema and options (``Table`` from ``filestore``)."""
     schema = table.schema
     opts = schema.core_options
@@ -53,7 +54,7 @@ def log_spec_for(table: Any) -> LogSpec:
     )
 
 
-def bucketer_for(table: Any) -> Callable[[pa.Table], np.ndarray]:
+def bucketer_for(table: Table) -> Callable[[pa.Table], np.ndarray]:
     """The FileStore's bucket hash over the table's bucket keys (bucket-key, else pk, else all)."""
     keys = list(table.schema.bucket_keys)
     buckets = int(table.schema.bucket)
@@ -61,7 +62,7 @@ def bucketer_for(table: Any) -> Callable[[pa.Table], np.ndarray]:
 
 
 def open_log_writer(
-    table: Any,
+    table: Table,
     bootstrap: str,
     transactional_id: str | None = None,
     barrier_interval_s: float | None = -1.0,

@@ -22,14 +22,13 @@ from logstore.codec import (
     OP_D,
     OP_U,
     OPS,
-    ROW_KIND,
     ROW_KINDS,
     UPDATE_AFTER,
     UPDATE_BEFORE,
     Bucketer,
 )
 from logstore.errors import EncodeError
-from logstore.spec import LogSpec
+from logstore.spec import ROW_KIND, LogSpec
 from logstore.wire import polars_safe_type, to_wire_expr
 
 

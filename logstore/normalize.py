@@ -23,9 +23,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from logstore.codec import ROW_KIND
 from logstore.errors import LogSpecError
-from logstore.spec import LogSpec
+from logstore.spec import ROW_KIND, LogSpec
 
 _SHARD = "__dts_shard"
 _IDX = "__dts_i"

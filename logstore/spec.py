@@ -13,7 +13,11 @@ CONSISTENCIES = ("transactional", "eventual")
 CHANGELOG_MODES = ("all", "upsert", "auto")
 
 #: Columns the LogStore adds to the rows it reads; a table may not use these names.
-META_COLUMNS = ("_row_kind", "_partition", "_offset", "_barrier")
+ROW_KIND = "_row_kind"
+PARTITION_COLUMN = "_partition"
+OFFSET_COLUMN = "_offset"
+BARRIER_COLUMN = "_barrier"
+META_COLUMNS = (ROW_KIND, PARTITION_COLUMN, OFFSET_COLUMN, BARRIER_COLUMN)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ consistent reads, time travel and atomic CTAS on an embedded broker and a local 
 - ``runner``: the steps in order, with cleanup on every exit path
 """
 
-from bridge.demo.runner import DemoOptions, DemoRun, run_demo
+from bridge.demo.outcome import DemoRun
+from bridge.demo.runner import DemoOptions, run_demo
 
 __all__ = ["DemoOptions", "DemoRun", "run_demo"]

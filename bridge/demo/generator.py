@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bridge.demo.model import CITIES, CUSTOMERS_SCHEMA, ORDERS_SCHEMA, STATUSES, TIERS
+from filestore.row_kind import ROW_KIND_COLUMN
 
-_ROW_KIND = pa.field("_row_kind", pa.string())
+_ROW_KIND = pa.field(ROW_KIND_COLUMN, pa.string())
 _NAMES = ("Ada", "Bob", "Cyd", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo")
 
 
@@ -74,7 +75,7 @@ class CdcState:
                 "name": name,
                 "tier": np.array(TIERS)[self.c_tier[ids]],
                 "city": np.array(CITIES)[self.c_city[ids]],
-                "_row_kind": np.full(len(ids), kind),
+                ROW_KIND_COLUMN: np.full(len(ids), kind),
             },
             schema=pa.schema([*CUSTOMERS_SCHEMA, _ROW_KIND]),
         )
@@ -86,7 +87,7 @@ class CdcState:
                 "customer_id": self.o_customer[ids],
                 "status": np.array(STATUSES)[self.o_status[ids]],
                 "amount_cents": self.o_amount[ids],
-                "_row_kind": kinds,
+                ROW_KIND_COLUMN: kinds,
             },
             schema=pa.schema([*ORDERS_SCHEMA, _ROW_KIND]),
         )

@@ -13,6 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filestore import Catalog
+from filestore.row_kind import ROW_KIND_COLUMN
+
 DB = "demo"
 CUSTOMERS = f"{DB}.customers"
 ORDERS = f"{DB}.orders"
@@ -90,7 +93,7 @@ TABLES = (
 )  # fmt: skip
 
 
-def create_tables(catalog: Any) -> None:
+def create_tables(catalog: Catalog) -> None:
     """Create the demo database and its four tables in ``catalog`` (a filestore Catalog)."""
     if DB not in catalog.list_databases():
         catalog.create_database(DB)
@@ -124,7 +127,7 @@ def spark_enriched(orders: Any) -> Any:
         orders.where(F.col("status") != "cancelled")
         .select(
             "order_id", "customer_id", "status", "amount_cents", size.alias("size"),
-            "_row_kind", "_barrier",
+            ROW_KIND_COLUMN, "_barrier",
         )
         .coalesce(1)
     )  # fmt: skip
@@ -139,7 +142,7 @@ def spark_totals(orders: Any) -> Any:
     """
     from pyspark.sql import functions as F
 
-    sign = F.when(F.col("_row_kind").isin("-U", "-D"), F.lit(-1)).otherwise(F.lit(1))
+    sign = F.when(F.col(ROW_KIND_COLUMN).isin("-U", "-D"), F.lit(-1)).otherwise(F.lit(1))
     return (
         orders.where(F.col("status") != "cancelled")
         .groupBy("customer_id")

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import httpx
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bridge.demo.checks import ReadCheck
+from bridge.demo.generator import CdcGenerator
 from bridge.demo.model import CUSTOMERS, DERIVED, ORDERS, SOURCES, TABLES
-
-if TYPE_CHECKING:
-    from bridge.demo.checks import ReadCheck
-    from bridge.demo.generator import CdcGenerator
-    from bridge.demo.runner import DemoRun
+from bridge.demo.outcome import DemoRun
+from filestore import Catalog
 
 
 def _mark(ok: bool) -> str:
@@ -35,7 +33,7 @@ def print_addresses(
     console.print(t)
 
 
-def progress_line(catalog: Any, generator: CdcGenerator) -> str:
+def progress_line(catalog: Catalog, generator: CdcGenerator) -> str:
     """`orders@barrier(snapshots)` for every table: how far each part of the pipeline is."""
     parts = [f"generator: {generator.rounds} rounds"]
     for name in (*SOURCES, *DERIVED):
@@ -72,7 +70,7 @@ def worker_records(worker_url: str) -> dict[str, float]:
     return out
 
 
-def _tables(console: Console, run: DemoRun, catalog: Any) -> None:
+def _tables(console: Console, run: DemoRun, catalog: Catalog) -> None:
     gen = run.generator
     t = Table(title="Tables", title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("table", no_wrap=True)
@@ -204,7 +202,7 @@ def _timings(console: Console, run: DemoRun) -> None:
     console.print(t)
 
 
-def print_report(console: Console, run: DemoRun, catalog: Any) -> None:
+def print_report(console: Console, run: DemoRun, catalog: Catalog) -> None:
     console.rule("[bold]What happened")
     _tables(console, run, catalog)
     _reads(console, run)

@@ -13,7 +13,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,6 @@ from rich.console import Console
 
 from bridge.demo import report
 from bridge.demo.checks import (
-    CtasOutcome,
-    ReadCheck,
-    TimeTravel,
     check_read,
     run_ctas,
     time_travel,
@@ -32,6 +29,7 @@ from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
 from bridge.demo.html_report import ReportDataMissing, write_html_report
 from bridge.demo.metrics_history import MetricsSampler
 from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
+from bridge.demo.outcome import DemoRun
 from bridge.demo.pipeline import (
     DemoError,
     ServiceProcess,
@@ -57,25 +55,6 @@ class DemoOptions:
     catch_up_timeout_s: float = 60.0
     #: runs are kept in ``<run_root>/run-<time>/`` (``dts demo --clean`` removes them)
     run_root: str = DEFAULT_ROOT
-
-
-@dataclass
-class DemoRun:
-    """What happened, for the report."""
-
-    warehouse: str = ""
-    run_dir: str = ""
-    html_report: str | None = None
-    addresses: dict[str, str] = field(default_factory=dict)
-    generator: CdcGenerator | None = None
-    weak: ReadCheck | None = None
-    strong: ReadCheck | None = None
-    travel: TimeTravel | None = None
-    ctas: CtasOutcome | None = None
-    batches: dict[str, int] = field(default_factory=dict)
-    worker_records: dict[str, float] = field(default_factory=dict)
-    timings: list[tuple[str, float]] = field(default_factory=list)
-    interrupted: bool = False
 
 
 @contextlib.contextmanager

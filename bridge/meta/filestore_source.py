@@ -12,6 +12,7 @@ from typing import Any
 
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.models import normalize_table_name
+from filestore import Catalog
 from filestore.snapshot import barrier_snapshots
 
 
@@ -24,7 +25,7 @@ def snapshot_barriers(snapshots: Iterable[Any]) -> dict[int, BarrierPoint]:
     }
 
 
-def table_names(catalog: Any) -> list[str]:
+def table_names(catalog: Catalog) -> list[str]:
     """Every table of the catalog as ``db.table``."""
     names: set[str] = set()
     for db in catalog.list_databases():
@@ -40,7 +41,7 @@ class FileStoreBarriers:
     Snapshots are read once per table per instance, so one answer sees one state.
     """
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._cache: dict[str, dict[int, BarrierPoint]] = {}
 

@@ -7,10 +7,11 @@ barrier. (Lineage is not in the FileStore; jobs register it again when they star
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from bridge.meta.filestore_source import snapshot_barriers, table_names
 from bridge.meta.models import RebuildResult, TableBarrierReport, normalize_table_name
+from filestore import Catalog
 
 
 class BarrierSink(Protocol):
@@ -19,7 +20,7 @@ class BarrierSink(Protocol):
 
 def rebuild(
     target: BarrierSink,
-    catalog: Any,
+    catalog: Catalog,
     tables: Sequence[str] | None = None,
     *,
     replace: bool = False,

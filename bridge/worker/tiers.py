@@ -18,6 +18,8 @@ from bridge.worker.table_worker import (
     TableHooks,
     TableWorker,
 )
+from filestore import Catalog, CommitMessage, Table
+from filestore.errors import SnapshotNotFound
 from logstore.records import LogRecords, decode_log_records
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ class TopicGate:
         log.error("table %s refused, the other tables go on: %s", name, reason)
 
 
-def resume_point(table: Any) -> ResumePoint:
+def resume_point(table: Table) -> ResumePoint:
     """The latest snapshot that records log offsets, and those offsets (bucket -> next)."""
     snap = table.latest_snapshot()
     if snap is not None and snap.log_offsets is None:
@@ -85,15 +87,14 @@ def resume_point(table: Any) -> ResumePoint:
     return ResumePoint({int(b): int(o) for b, o in snap.log_offsets.items()}, snap.id)
 
 
-def resume_offsets(table: Any) -> dict[int, int]:
+def resume_offsets(table: Table) -> dict[int, int]:
     """bucket -> next log offset recorded by the latest snapshot that has offsets."""
     return resume_point(table).offsets
 
 
-def _latest_with_offsets(table: Any, start_id: int) -> Any:
+def _latest_with_offsets(table: Table, start_id: int) -> Any:
     """Newest snapshot at or below ``start_id`` with log offsets, reading one at a time
     (not every snapshot of a long-lived table)."""
-    from filestore.errors import SnapshotNotFound
 
     for sid in range(start_id, 0, -1):
         try:
@@ -105,12 +106,12 @@ def _latest_with_offsets(table: Any, start_id: int) -> Any:
     return None
 
 
-def snapshot_id_at(table: Any, barrier: int) -> int | None:
+def snapshot_id_at(table: Table, barrier: int) -> int | None:
     snap = table.snapshot_for_barrier(barrier)
     return None if snap is None else int(snap.id)
 
 
-def needs_normalize(table: Any, spec: Any) -> bool:
+def needs_normalize(table: Table, spec: Any) -> bool:
     """An upsert-mode log stores no -U and may store key-only -D; merge engines that
     retract (partial-update, aggregation) and changelog-producer=input need both
     images, so the worker rebuilds them from per-bucket state."""
@@ -121,7 +122,7 @@ def needs_normalize(table: Any, spec: Any) -> bool:
 
 
 def new_normalizer(
-    table: Any, spec: Any, bucket: int, snapshot_id: int | None, state_rows: int
+    table: Table, spec: Any, bucket: int, snapshot_id: int | None, state_rows: int
 ) -> BucketNormalizer:
     """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
     from logstore.normalize import Normalizer
@@ -135,7 +136,7 @@ def new_normalizer(
     return normalizer
 
 
-def table_names(catalog: Any, wanted: Sequence[str] | None) -> list[str]:
+def table_names(catalog: Catalog, wanted: Sequence[str] | None) -> list[str]:
     if wanted:
         return list(wanted)
     names: list[str] = []
@@ -146,18 +147,17 @@ def table_names(catalog: Any, wanted: Sequence[str] | None) -> list[str]:
     return names
 
 
-def _has_log(table: Any) -> bool:
+def _has_log(table: Table) -> bool:
     return bool(table.options.change_tracking)
 
 
 def build_table_worker(
-    table: Any,
+    table: Table,
     config: WorkerConfig,
     metrics: WorkerMetrics,
     status: WorkerStatus,
     on_barrier: BarrierListener | None = None,
 ) -> TableWorker:
-    from filestore import CommitMessage
     from logstore.dlq import DeadLetterQueue
 
     spec = log_spec_for(table)
@@ -208,7 +208,7 @@ def build_table_worker(
     )
 
 
-def discover_tables(catalog: Any, config: WorkerConfig, known: Collection[str]) -> list[Any]:
+def discover_tables(catalog: Catalog, config: WorkerConfig, known: Collection[str]) -> list[Any]:
     """Tables with a log tier this worker should consume and does not yet."""
     found = []
     for name in table_names(catalog, config.tables):
@@ -228,7 +228,6 @@ def build_table_workers(
     on_barrier: BarrierListener | None = None,
     gate: TopicGate | None = None,
 ) -> list[TableWorker]:
-    from filestore import Catalog
 
     gate = gate or TopicGate(config.bootstrap, metrics)
     catalog = Catalog(config.warehouse)
