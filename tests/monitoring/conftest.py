@@ -9,11 +9,7 @@ monitoring/alerts.yml. Both are session-scoped, bounded in time, and stopped aft
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -21,38 +17,23 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge.prometheus_server import PrometheusServer
 from logstore.broker import EmbeddedBroker
 from tests.monitoring.live import start_exporter, start_meta, start_worker
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "monitoring"
 SCRAPE_INTERVAL_S = 1
-START_TIMEOUT_S = 30
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class Prometheus:
-    url: str
-    client: httpx.Client
-
-    def query(self, expr: str) -> dict:  # type: ignore[type-arg]
-        """Evaluate ``expr`` now; returns the API's JSON (status, data or error)."""
-        r = self.client.get(f"{self.url}/api/v1/query", params={"query": expr})
-        return r.json()  # type: ignore[no-any-return]
+class Prometheus(PrometheusServer):
+    """The test's view of a running Prometheus: targets and loaded rules besides queries."""
 
     def targets(self) -> list[dict]:  # type: ignore[type-arg]
-        r = self.client.get(f"{self.url}/api/v1/targets")
-        return r.json()["data"]["activeTargets"]  # type: ignore[no-any-return]
+        return self.api("targets")["activeTargets"]  # type: ignore[no-any-return]
 
     def rules(self) -> list[dict]:  # type: ignore[type-arg]
-        r = self.client.get(f"{self.url}/api/v1/rules")
-        return [rule for g in r.json()["data"]["groups"] for rule in g["rules"]]
+        return [rule for g in self.api("rules")["groups"] for rule in g["rules"]]
 
 
 def exported_metric_names(metrics_text: str) -> set[str]:
@@ -124,44 +105,16 @@ def prometheus(
             for job, address in metric_targets.items()
         ],
     }
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            prometheus_bin,
-            f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    client = httpx.Client(timeout=10)
-    try:
-        _wait(lambda: client.get(f"{url}/-/ready").status_code == 200, proc, tmp)
-        server = Prometheus(url, client)
+    with Prometheus(config, tmp, prometheus_bin) as server:
         # Every target up and scraped a few times, so range functions have samples.
-        _wait(
+        server.wait_until(
             lambda: (
                 all(t["health"] == "up" for t in server.targets())
                 and _min_samples(server, len(metric_targets)) >= 3
             ),
-            proc,
-            tmp,
+            "did not scrape every target a few times",
         )
         yield server
-    finally:
-        client.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _min_samples(server: Prometheus, targets: int) -> float:
@@ -170,25 +123,6 @@ def _min_samples(server: Prometheus, targets: int) -> float:
     if len(result) < targets:
         return 0
     return min(float(r["value"][1]) for r in result)
-
-
-def _wait(ready: object, proc: subprocess.Popen[bytes], tmp: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"prometheus exited with {proc.returncode}: see {tmp / 'prometheus.log'}:\n"
-                + (tmp / "prometheus.log").read_text()[-2000:]
-            )
-        try:
-            if ready():  # type: ignore[operator]
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(
-        f"prometheus not ready after {START_TIMEOUT_S}s: see {tmp / 'prometheus.log'}"
-    )
 
 
 def load_alert_rules() -> list[dict]:  # type: ignore[type-arg]
