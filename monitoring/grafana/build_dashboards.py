@@ -3,8 +3,8 @@
 Dashboards as code keep the three dashboards consistent (datasource, variables, units,
 layout); the JSON files are what Grafana provisions. Edit the PANELS below, then run
 ``python monitoring/grafana/build_dashboards.py``; ``--check`` fails if the JSON files
-are stale (tests/monitoring runs it). Every expression must use only metrics some
-component exports: tests/monitoring evaluates each one against a live Prometheus.
+are stale (tests/bridge/monitoring runs it). Every expression must use only metrics some
+component exports: tests/bridge/monitoring evaluates each one against a live Prometheus.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.meta_support import meta_service
+from tests.bridge.support import meta_service
 
 
 @pytest.fixture
 def meta_url(tmp_path: Path) -> Iterator[str]:
-    """A real HTTP MetaService on its own SQLite store, started the way tests/meta does."""
+    """A real HTTP MetaService on its own SQLite store, started the way tests/bridge/meta does."""
     # long enough that a slow micro-batch on a busy 2-core box never times a job out
     with meta_service(tmp_path / "meta", heartbeat_timeout_ms=120_000) as url:
         yield url

@@ -25,8 +25,8 @@ import pytest
 from bridge.meta.client import MetaClient
 from bridge.meta.errors import NoConsistentVersion, TableNotFound
 from filestore import Catalog
-from tests.spark.spark_helpers import stream_from_first_snapshot
-from tests.worker.support import (
+from tests.bridge.spark.support import stream_from_first_snapshot
+from tests.bridge.worker.support import (
     SCHEMA,
     BackgroundProducer,
     Changelog,

@@ -1,4 +1,4 @@
-"""`dts table ...` through click's runner on a real warehouse (`dts demo`: tests/demo)."""
+"""`dts table ...` through click's runner on a real warehouse (`dts demo`: tests/bridge/demo)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
-from logstore_testdata import bucketer_for, unique_topic
 from test_logstore_broker import PK_SCHEMA, table_rows
 
 from logstore.broker import EmbeddedBroker
@@ -36,6 +35,7 @@ from logstore.client_config import (
 from logstore.reader import LogReader
 from logstore.spec import LogSpec
 from logstore.writer import LogWriter
+from tests.logstore.support import bucketer_for, unique_topic
 
 USERS = {"admin": "admin-secret", "dts": 'p"w\\d'}
 

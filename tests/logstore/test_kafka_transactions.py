@@ -21,7 +21,6 @@ import orjson
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from logstore_testdata import bucketer_for, unique_topic
 from test_logstore_broker import PK_SCHEMA, read_until, table_rows, writer
 
 from logstore.broker import EmbeddedBroker
@@ -29,6 +28,7 @@ from logstore.errors import WriterError, WriterFencedError
 from logstore.reader import LogReader
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
+from tests.logstore.support import bucketer_for, unique_topic
 
 
 def _values(bootstrap: str, topic: str, isolation: str, partitions: int = 1) -> list[bytes]:

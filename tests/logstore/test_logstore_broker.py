@@ -17,14 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from logstore_testdata import (
-    ALL_TYPES,
-    assert_tables_equal,
-    bucketer_for,
-    random_changelog,
-    strip_meta,
-    unique_topic,
-)
 from test_logstore_codec import BAD_CASES, PK_SCHEMA
 
 from logstore.broker import EmbeddedBroker
@@ -44,6 +36,14 @@ from logstore.reader import LogReader
 from logstore.spec import LogSpec, topic_settings
 from logstore.topics import create_topic, delete_topic, describe_topic, ensure_topic
 from logstore.writer import LogWriter
+from tests.logstore.support import (
+    ALL_TYPES,
+    assert_tables_equal,
+    bucketer_for,
+    random_changelog,
+    strip_meta,
+    unique_topic,
+)
 
 pytestmark = pytest.mark.kafka
 REPO = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ KILLED_WRITER = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from logstore.spec import LogSpec
     from logstore.writer import LogWriter
-    from logstore_testdata import bucketer_for
+    from tests.logstore.support import bucketer_for
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("d", pa.date32())])
     spec = LogSpec({topic!r}, schema, ["id"], 2, changelog_mode="all")
     w = LogWriter({bootstrap!r}, spec, bucketer_for(spec), barrier_interval_s=None)

@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from logstore_testdata import unique_topic
 
 from bridge.cli import cli
 from bridge.tables import log_spec_for, open_log_writer
@@ -24,6 +23,7 @@ from logstore.errors import BrokerStartError, DecodeError
 from logstore.ingest import Ingestor
 from logstore.reader import LogReader
 from logstore.topics import create_topic
+from tests.logstore.support import unique_topic
 
 pytestmark = pytest.mark.kafka
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,13 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
-from logstore_testdata import (
+
+from logstore.codec import RawRecord, decode_records
+from logstore.encode import encode_batch
+from logstore.errors import DecodeError, EncodeError, LogSpecError
+from logstore.markers import marker_headers
+from logstore.spec import LogSpec, topic_settings
+from tests.logstore.support import (
     ALL_TYPES,
     as_records,
     assert_tables_equal,
@@ -16,12 +22,6 @@ from logstore_testdata import (
     random_rows,
     strip_meta,
 )
-
-from logstore.codec import RawRecord, decode_records
-from logstore.encode import encode_batch
-from logstore.errors import DecodeError, EncodeError, LogSpecError
-from logstore.markers import marker_headers
-from logstore.spec import LogSpec, topic_settings
 
 PK_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("d", pa.date32())])
 

@@ -16,12 +16,12 @@ import random
 import orjson
 import pyarrow as pa
 import pytest
-from logstore_testdata import as_records, assert_tables_equal, random_changelog, strip_meta
 
 from logstore.codec import RawRecord, decode_records
 from logstore.encode import encode_batch
 from logstore.errors import DecodeError
 from logstore.spec import LogSpec
+from tests.logstore.support import as_records, assert_tables_equal, random_changelog, strip_meta
 
 SCHEMA = pa.schema(
     [

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from logstore_testdata import random_rows
 
 from logstore.normalize import Normalizer
 from logstore.spec import LogSpec
+from tests.logstore.support import random_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("n", pa.int32())])
 SPEC = LogSpec("t", SCHEMA, ["id"], 1)

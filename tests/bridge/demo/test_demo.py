@@ -1,0 +1,254 @@
+"""`dts demo` end to end, as a user runs it: a subprocess, its output, and what it leaves behind.
+
+Every process the demo starts (broker, MetaService, worker, the Spark JVM and its Python
+workers) inherits the environment, so a marker variable finds any survivor in /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from filestore import Catalog
+from tests.bridge.demo.support import CHROMIUM, load
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.apache_kafka]
+
+ROOT = Path(__file__).resolve().parents[3]
+MARKER = "DTS_DEMO_TEST_RUN"
+
+
+def _env(tmp: Path, run_id: str) -> dict[str, str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {
+        **os.environ,
+        MARKER: run_id,
+        "TMPDIR": str(tmp),  # nothing the demo makes may stay here
+        "DTS_DEMO_DIR": str(tmp.parent / "demo-runs"),  # kept runs (warehouse, logs, report)
+        "PYTHONUNBUFFERED": "1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+def _start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
+    with open(out, "wb") as f:
+        return subprocess.Popen(
+            [sys.executable, "-m", "bridge.cli", "demo", *args],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,  # our SIGINT goes to the demo only, as a terminal's would
+        )
+
+
+def _marked_processes(run_id: str) -> list[str]:
+    """Processes (other than ours) whose environment carries this run's marker."""
+    needle = f"{MARKER}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{entry.name}: {cmd[:200]}")
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _assert_nothing_left(run_id: str, output: str, tmp: Path) -> None:
+    deadline = time.monotonic() + 30  # the Spark JVM exits shortly after its driver
+    while (left := _marked_processes(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, "processes left running:\n" + "\n".join(left)
+    ports = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", output)}
+    assert ports, "the demo printed the addresses of what it runs"
+    for port in sorted(ports):
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
+    assert not list(tmp.glob("dts-demo-*")), "the demo's temp dir was removed"
+
+
+def _tail(output: str, n: int = 60) -> str:
+    return "\n".join(output.splitlines()[-n:])
+
+
+def _wait_for_output(proc: subprocess.Popen[bytes], out: Path, text: str, timeout_s: float) -> None:
+    """Wait until the demo printed ``text``; fail if it exits or takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while text not in out.read_text(errors="replace"):
+        assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+        assert time.monotonic() < deadline, f"the demo never printed {text!r}"
+        time.sleep(0.5)
+
+
+def _interrupt(proc: subprocess.Popen[bytes]) -> int:
+    """Ctrl-C as a terminal sends it; the exit code (killed after 120 s: a failure)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(330)
+def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
+    run_id = uuid.uuid4().hex
+    warehouse = tmp_path / "kept-warehouse"
+    out = tmp_path / "demo.out"
+    proc = _start(["--warehouse", str(warehouse)], _env(tmp_path / "tmp", run_id), out)
+    try:
+        code = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    output = out.read_text(errors="replace")
+    assert code == 0, _tail(output)
+
+    # it showed where to look while it ran
+    assert re.search(r"worker /metrics\s+.*http://127\.0\.0\.1:\d+/metrics", output)
+    assert re.search(r"worker /status\s+.*http://127\.0\.0\.1:\d+/status", output)
+    assert re.search(r"MetaService\s+.*http://127\.0\.0\.1:\d+", output)
+    # the strong read agreed at one barrier; the weak one was printed for contrast
+    m = re.search(r"strong consistent read at barrier (\d+): agreed", output)
+    assert m, _tail(output)
+    assert "weak read (each table's latest" in output
+    assert "Time travel: demo.customers at barrier" in output
+    assert "CTAS table demo.top_customers present with 5 rows" in output
+    assert "table visible: no; staging left: nothing" in output
+
+    # one clear line for the deliberate CTAS failure, no Java stack traces
+    assert "\tat org.apache" not in output and "ERROR Utils" not in output, _tail(output)
+    # tables at full width though the output is a file, not a terminal
+    assert "\u2026" not in output, _tail(output)
+    # the run's logs and report are kept where it said
+    kept = re.search(r"kept in (\S+): logs/", output)
+    assert kept, _tail(output)
+    run_dir = Path(kept.group(1))
+    assert run_dir.parent == tmp_path / "demo-runs"
+    worker_log = (run_dir / "logs" / "worker.log").read_text(errors="replace")
+    assert worker_log and "\x1b[" not in worker_log  # plain lines, no terminal escapes
+    report = run_dir / "report.html"
+    assert f"report: {report.as_uri()}" in output
+    if CHROMIUM is not None:
+        page = load(report)
+        assert page.console == []
+        # freshness of every table and the consistent lag of the derived ones, with samples
+        assert page.count("trace scatter") >= 5 + 2, page.dom[:500]
+        assert page.count("point") >= 20
+
+    # --warehouse kept everything the demo made
+    cat = Catalog(str(warehouse))
+    assert set(cat.list_tables("demo")) == {
+        "demo.customers",
+        "demo.orders",
+        "demo.orders_enriched",
+        "demo.customer_totals",
+        "demo.top_customers",
+    }
+    top = cat.get_table("demo.top_customers")
+    assert top.read().num_rows == 5 and len(top.snapshots()) == 1
+    barrier = int(m.group(1))
+    for name in ("demo.orders", "demo.orders_enriched", "demo.customer_totals"):
+        assert barrier in {s.barrier for s in cat.get_table(name).snapshots()}, name
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")
+
+
+def test_demo_clean_removes_only_what_the_demo_made(tmp_path: Path) -> None:
+    from bridge.demo.rundir import new_run_dir
+
+    root = tmp_path / "demo-runs"
+    first, second = new_run_dir(root), new_run_dir(root)
+    (first / "logs").mkdir()
+    env = {**os.environ, "DTS_DEMO_DIR": str(root)}
+
+    def clean(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "demo", "--clean", *args],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+
+    done = clean()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"removed {root} (2 runs: {first.name}, {second.name})"
+    assert not root.exists()
+    assert clean().stdout.strip() == f"nothing to remove: {root} does not exist"
+    # a directory the demo did not make is never removed
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    refused = clean("--dir", str(other))
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().startswith(f"Error: {other} exists and was not made by")
+    assert (other / "notes.txt").exists()
+
+
+@pytest.mark.timeout(240)
+def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    run_id = uuid.uuid4().hex
+    out = tmp_path / "demo.out"
+    proc = _start([], _env(tmp_path / "tmp", run_id), out)
+    try:
+        # interrupt once every part runs: services, generator, Spark and its streaming jobs
+        _wait_for_output(proc, out, "Spark streaming jobs running", 180)
+        time.sleep(2)
+    finally:
+        code = _interrupt(proc)
+    output = out.read_text(errors="replace")
+    assert code == 130, _tail(output)
+    assert "interrupted: stopping everything" in output
+    assert "stopped: every process the demo started has exited" in output
+    # Spark's own Python runners may print a traceback when their query is stopped
+    # mid-batch; the demo itself must not fail
+    assert "bridge/demo/" not in output and "bridge/commands/" not in output, _tail(output)
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")
+
+
+@pytest.mark.timeout(330)
+def test_keep_running_stays_up_until_ctrl_c(tmp_path: Path) -> None:
+    """`dts demo --keep-running`: the pipeline keeps committing after the report; Ctrl-C
+    stops it cleanly (exit 0) and leaves nothing behind."""
+    import httpx
+
+    run_id = uuid.uuid4().hex
+    out = tmp_path / "demo.out"
+    proc = _start(["--keep-running"], _env(tmp_path / "tmp", run_id), out)
+    try:
+        _wait_for_output(proc, out, "Still running: explore", 300)
+        deadline = time.monotonic() + 120
+        output = out.read_text(errors="replace")
+        status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", output)
+        assert status_url, _tail(output)
+
+        def committed() -> int:
+            tables = httpx.get(status_url.group(1), timeout=5).json()["tables"]
+            return max(int(t.get("last_barrier_committed") or 0) for t in tables.values())
+
+        first = committed()
+        # the generator writes every 2 s and the worker keeps committing barriers
+        while committed() <= first:
+            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert time.monotonic() < deadline, "no barrier committed while kept running"
+            time.sleep(1)
+    finally:
+        code = _interrupt(proc)
+    output = out.read_text(errors="replace")
+    assert code == 0, _tail(output)
+    assert "Ctrl-C: stopping the demo" in output
+    _assert_nothing_left(run_id, output, tmp_path / "tmp")

@@ -1,0 +1,67 @@
+"""Tables by name: `dts.register(spark, warehouse=W)` makes every table a Spark table `db.t`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bridge as dts
+from tests.bridge.spark.support import commit, make_table, rows, sort
+
+pytestmark = pytest.mark.spark
+
+
+def test_tables_by_name_read_in_sql_and_spark_table(conf_spark: Any, warehouse: Path) -> None:
+    spark = conf_spark
+    t = make_table(warehouse, "shopn.orders")
+    commit(t, rows(10))
+    assert "shopn.orders" in dts.register(spark, warehouse=str(warehouse))
+    assert sort(spark.table("shopn.orders").toArrow()) == sort(t.read())
+    got = spark.sql("SELECT count(*) AS n, sum(v) AS s FROM shopn.orders WHERE id < 4").first()
+    assert (got.n, got.s) == (4, 0.0 + 0.5 + 1.0 + 1.5)
+    # reads by name always see the latest snapshot
+    commit(t, rows(2, start=50))
+    assert spark.table("shopn.orders").count() == 12
+
+
+def test_writes_by_name(conf_spark: Any, warehouse: Path) -> None:
+    spark = conf_spark
+    t = make_table(warehouse, "shopn.items", pk=True)
+    commit(t, rows(3))
+    dts.register(spark, warehouse=str(warehouse))
+    spark.sql("INSERT INTO shopn.items VALUES (100, 'x', 1.0), (1, 'upd', 9.0)")
+    assert {r["id"]: r["k"] for r in t.read().to_pylist()} == {0: "a0", 1: "upd", 2: "a2", 100: "x"}
+    spark.createDataFrame(rows(1, start=200)).write.insertInto("shopn.items")
+    assert t.read().num_rows == 5
+    spark.createDataFrame(rows(1, start=300)).write.format("dts").mode("append").saveAsTable(
+        "shopn.items"
+    )
+    assert t.read().num_rows == 6
+    spark.createDataFrame(rows(1, start=400)).writeTo("shopn.items").append()
+    assert t.read().num_rows == 7
+    spark.sql("INSERT OVERWRITE shopn.items VALUES (7, 'only', 7.0)")
+    assert t.read().to_pylist() == [{"id": 7, "k": "only", "v": 7.0}]
+
+
+def test_tables_created_later_become_visible(conf_spark: Any, warehouse: Path) -> None:
+    spark = conf_spark
+    make_table(warehouse, "shopn.first")
+    dts.register(spark, warehouse=str(warehouse))
+    later = make_table(warehouse, "shopn.later")  # e.g. by a worker or another job
+    commit(later, rows(5))
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.table("shopn.later")
+    assert "shopn.later" in dts.refresh(spark)
+    assert spark.sql("SELECT count(*) FROM shopn.later").first()[0] == 5
+    # CTAS through dts.create_table_as exposes its table at once
+    df = spark.createDataFrame(rows(3, start=40))
+    dts.create_table_as(spark, "shopn.ctas", df, primary_key=["id"])
+    assert spark.table("shopn.ctas").count() == 3
+    # a table dropped from the warehouse leaves the Spark catalog on refresh
+    from filestore import Catalog
+
+    Catalog(str(warehouse)).drop_table("shopn.later")
+    dts.refresh(spark)
+    assert not spark.catalog.tableExists("later", "shopn")

@@ -1,0 +1,66 @@
+"""`dts.table`: splits that need no merge are read by Spark's own Parquet reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import bridge as dts
+from tests.bridge.spark.support import commit, make_table, rows, sort
+
+pytestmark = pytest.mark.spark
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_append_only_table_is_read_natively_with_pruning_and_pushdown(
+    spark: Any, warehouse: Path
+) -> None:
+    t = make_table(warehouse, "db.a", pk=False, buckets=2)
+    commit(t, rows(30))
+    commit(t, rows(10, start=30))
+    df = dts.table(spark, "db.a", warehouse=str(warehouse))
+    assert sort(df.toArrow()) == sort(t.read())
+    q = df.where("id >= 35").select("id")
+    plan = _plan(q)
+    assert "FileScan parquet" in plan and "(Python)" not in plan
+    assert "PushedFilters: [IsNotNull(id), GreaterThanOrEqual(id,35)]" in plan
+    assert "ReadSchema: struct<id:bigint>" in plan  # column pruning
+    assert sorted(r.id for r in q.collect()) == list(range(35, 40))
+
+
+def test_primary_key_table_merges_only_where_needed(spark: Any, warehouse: Path) -> None:
+    t = make_table(warehouse, "db.p", pk=True, buckets=2)
+    commit(t, rows(40))
+    first = dts.table(spark, "db.p", warehouse=str(warehouse))
+    assert "(Python)" not in _plan(first)  # one file per bucket: no merge anywhere
+    assert sort(first.toArrow()) == sort(t.read())
+    # overlapping upserts and a delete: those buckets go through the merge-on-read source
+    commit(t, rows(5, start=10, k="up"))
+    w = t.new_write("test")
+    w.write(pa.table({"id": [3], "k": ["x"], "v": [0.0], "_row_kind": ["-D"]}))
+    w.commit()
+    merged = dts.table(spark, "db.p", warehouse=str(warehouse))
+    assert "(Python)" in _plan(merged)
+    want = sort(t.read())
+    assert sort(merged.toArrow()) == want and 3 not in {r["id"] for r in want}
+    assert sorted(r.id for r in merged.where("k LIKE 'up%'").collect()) == list(range(10, 15))
+    # fully compacted: native again, same rows
+    t.compact(full=True)
+    compacted = dts.table(spark, "db.p", warehouse=str(warehouse))
+    assert "(Python)" not in _plan(compacted)
+    assert sort(compacted.toArrow()) == want
+    # time travel pins the snapshot
+    s1 = t.snapshots()[0].id
+    assert dts.table(spark, "db.p", warehouse=str(warehouse), snapshot_id=s1).count() == 40
+
+
+def test_empty_table_gives_an_empty_frame(spark: Any, warehouse: Path) -> None:
+    make_table(warehouse, "db.e")
+    df = dts.table(spark, "db.e", warehouse=str(warehouse))
+    assert df.count() == 0 and df.columns == ["id", "k", "v"]

@@ -1,0 +1,116 @@
+"""Streaming reads of the FileStore tier and the streaming sink's barrier propagation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.bridge.spark.support import barriers, commit, make_table, rows, sort
+
+pytestmark = pytest.mark.spark
+
+
+def _run(dts: Any, warehouse: Path, src: str, dst: str, ck: Path, **opts: Any) -> Any:
+    """One Trigger.AvailableNow run of src -> dst through dts (restartable from `ck`)."""
+    r = dts.readStream.format("dts").option("warehouse", str(warehouse)).option("tier", "file")
+    for k, v in opts.items():
+        r = r.option(k, str(v))
+    q = (
+        r.load(src)
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    return q
+
+
+def test_file_stream_chain_carries_sourcebarriers(
+    dts: Any, warehouse: Path, tmp_path: Path
+) -> None:
+    t0, t1, t2 = (make_table(warehouse, f"db.{n}") for n in ("t0", "t1", "t2"))
+    commit(t0, rows(10), barrier=100)
+    commit(t0, rows(5, start=8, k="b"), barrier=200)
+    _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")
+    assert sort(t1.read()) == sort(t0.read())
+    assert barriers(t1) == [200]  # latest-full: the snapshot at barrier 200 in one batch
+
+    w = t0.new_write("test")  # barrier 300: an update and a delete
+    w.write(pa.table({"id": [1, 2], "k": ["z", "z"], "v": [0.0, 0.0], "_row_kind": ["+U", "-D"]}))
+    w.commit(barrier=300)
+    _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")  # restart from the checkpoint
+    assert sort(t1.read()) == sort(t0.read())
+    t0.new_commit("test").commit([], identifier=99, barrier=400)  # an idle barrier: no rows
+    _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")
+    assert barriers(t1) == [200, 300, 400]  # the idle barrier propagated too
+    for b in (200, 300, 400):
+        assert sort(t1.read(barrier=b)) == sort(t0.read(barrier=b))
+
+    _run(dts, warehouse, "db.t1", "db.t2", tmp_path / "ck2")
+    assert sort(t2.read()) == sort(t0.read())
+    assert barriers(t2) == [400]
+    assert set(barriers(t2)) <= set(barriers(t0))
+
+
+def test_scan_modes_and_admission_control(dts: Any, warehouse: Path, tmp_path: Path) -> None:
+    t0 = make_table(warehouse, "db.s0")
+    snaps = [commit(t0, rows(4, start=i * 4), barrier=(i + 1) * 10) for i in range(4)]
+    a = make_table(warehouse, "db.sa")
+    # from-snapshot 2, one barrier per micro-batch: three batches, one per snapshot
+    _run(
+        dts,
+        warehouse,
+        "db.s0",
+        "db.sa",
+        tmp_path / "cka",
+        **{
+            "scan.mode": "from-snapshot",
+            "scan.snapshot-id": snaps[1].id,
+            "maxBarriersPerTrigger": 1,
+        },
+    )
+    assert barriers(a) == [20, 30, 40]
+    assert sort(a.read()) == sort(rows(12, start=4))
+    b = make_table(warehouse, "db.sb")
+    # from-barrier 20: changes after barrier 20; maxRowsPerTrigger=5 -> one snapshot (4 rows) per batch
+    _run(
+        dts,
+        warehouse,
+        "db.s0",
+        "db.sb",
+        tmp_path / "ckb",
+        **{"scan.mode": "from-barrier", "scan.barrier": 20, "maxRowsPerTrigger": 5},
+    )
+    assert barriers(b) == [30, 40]
+    assert sort(b.read()) == sort(rows(8, start=8))
+    c = make_table(warehouse, "db.sc")
+    _run(dts, warehouse, "db.s0", "db.sc", tmp_path / "ckc", **{"scan.mode": "latest"})
+    assert c.read().num_rows == 0
+
+
+def test_stream_rows_carry_row_kind_and_barrier(dts: Any, warehouse: Path, tmp_path: Path) -> None:
+    t0 = make_table(warehouse, "db.m0")
+    commit(t0, rows(3), barrier=7)
+    got: list[Any] = []
+    q = (
+        dts.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "file")
+        .load("db.m0")
+        .writeStream.foreachBatch(lambda df, _id: got.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "ckm"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(120)
+    assert sorted((r["id"], r["_row_kind"], r["_barrier"]) for r in got) == [
+        (0, "+I", 7),
+        (1, "+I", 7),
+        (2, "+I", 7),
+    ]

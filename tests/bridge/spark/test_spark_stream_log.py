@@ -1,0 +1,249 @@
+"""Streaming reads of the log tier and the hybrid source against the embedded broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.bridge.spark.support import commit, make_table, rows, sort, stream_from_first_snapshot
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+def _collect(
+    dts: Any, warehouse: Path, broker: Any, name: str, tier: str, ck: Path, **opts: Any
+) -> list[Any]:
+    got: list[Any] = []
+    r = (
+        dts.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", tier)
+        .option("bootstrap", broker.bootstrap)
+    )
+    for k, v in opts.items():
+        r = r.option(k, str(v))
+    q = (
+        r.load(name)
+        .writeStream.foreachBatch(lambda df, _id: got.append(df.toArrow()))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    return got
+
+
+def _table(warehouse: Path) -> tuple[Any, str]:
+    name = f"db.l{uuid.uuid4().hex[:8]}"
+    return make_table(warehouse, name, **{"log.topic": f"dts-test-{name}"}), name
+
+
+def test_log_tier_micro_batches_end_on_barriers(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    from bridge.tables import open_log_writer
+
+    t, name = _table(warehouse)
+    with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows(6))
+        w.barrier(1000)
+        w.write(rows(3, start=6))
+        w.barrier(2000)
+        w.write(rows(2, start=100))  # never closed by a barrier: aborted on close
+        w.abort()
+    batches = _collect(
+        dts, warehouse, broker, name, "log", tmp_path / "ck", maxBarriersPerTrigger=1
+    )
+    assert [sorted({b for b in x.column("_barrier").to_pylist()}) for x in batches] == [
+        [1000],
+        [2000],
+    ]
+    got = pa.concat_tables(batches)
+    assert sorted((r["id"], r["_barrier"]) for r in got.to_pylist()) == [
+        *((i, 1000) for i in range(6)),
+        *((i, 2000) for i in range(6, 9)),
+    ]
+    assert set(got.column("_row_kind").to_pylist()) <= {"+I", "+U"}
+
+
+def test_hybrid_switches_from_snapshot_to_log_without_gap_or_overlap(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    from bridge.spark.logtier import watermarks
+    from bridge.tables import log_spec_for, open_log_writer
+
+    t, name = _table(warehouse)
+    spec = log_spec_for(t)
+    with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows(5))
+        w.barrier(1000)
+        # what the worker does at barrier 1000: a snapshot with the offsets after its markers
+        offsets = {
+            p: hi for p, (_lo, hi) in watermarks(broker.bootstrap, spec.topic, spec.buckets).items()
+        }
+        tw = t.new_write("worker")
+        tw.write(rows(5))
+        tw.commit(barrier=1000, log_offsets=offsets)
+        w.write(rows(4, start=5))
+        w.barrier(2000)
+    first = pa.concat_tables(_collect(dts, warehouse, broker, name, "hybrid", tmp_path / "ck"))
+    with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows(2, start=20))
+        w.barrier(3000)
+    second = pa.concat_tables(
+        _collect(dts, warehouse, broker, name, "hybrid", tmp_path / "ck")
+    )  # restart
+    got = pa.concat_tables([first, second])
+    ids = sorted(got.column("id").to_pylist())
+    assert ids == [*range(9), 20, 21]  # every row exactly once across the switch and the restart
+    by_barrier = {r["id"]: r["_barrier"] for r in got.to_pylist()}
+    assert [by_barrier[i] for i in (0, 5, 20)] == [1000, 2000, 3000]
+    at_switch = first.filter(pa.compute.field("_barrier") == 1000).select(["id", "k", "v"])
+    assert sort(at_switch) == sort(rows(5))
+
+
+def test_hybrid_while_producer_keeps_writing_has_no_gap_no_overlap(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """A producer closes a barrier every ~50 ms the whole time; the FileStore snapshot is
+    committed (as the worker does) from a LogReader stopped exactly at one barrier, with the
+    offsets it reached; the hybrid stream's rows (snapshot, then log) equal what was written."""
+    import threading
+
+    from bridge.tables import log_spec_for, open_log_writer
+    from logstore.reader import DataBatch, LogReader
+
+    t, name = _table(warehouse)
+    spec = log_spec_for(t)
+    written: list[tuple[int, pa.Table]] = []  # (barrier, rows) in barrier order
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
+                i = 0
+                while not stop.is_set():
+                    batch = rows(20, start=i * 20)
+                    w.write(batch)
+                    written.append((w.barrier(), batch))
+                    i += 1
+                    stop.wait(0.05)
+        except BaseException as e:
+            errors.append(e)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(written) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        switch = written[len(written) - 1][0]
+        # the worker's job at barrier `switch`: rows of barriers <= switch, offsets after its markers
+        with LogReader(broker.bootstrap, spec, until_barrier=switch, idle_timeout_s=20) as r:
+            data = [ev.table for ev in r if isinstance(ev, DataBatch)]
+            offsets = r.positions()
+        tw = t.new_write("dts-worker")
+        tw.write(pa.concat_tables(data).select(["id", "k", "v", "_row_kind"]))
+        tw.commit(barrier=switch, log_offsets=offsets, identifier=switch)
+
+        got: list[pa.Table] = []
+        q = (
+            dts.readStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("tier", "hybrid")
+            .option("bootstrap", broker.bootstrap)
+            .load(name)
+            .writeStream.foreachBatch(lambda df, _id: got.append(df.toArrow()))
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        try:
+            time.sleep(3)  # micro-batches run while the producer keeps writing
+            stop.set()
+            producer.join(timeout=30)
+            assert not errors, errors
+            last = written[-1][0]
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                seen = [b for x in got for b in x.column("_barrier").to_pylist()]
+                if seen and max(seen) >= last:
+                    break
+                assert q.exception() is None
+                time.sleep(0.2)
+        finally:
+            q.stop()
+    finally:
+        stop.set()
+        producer.join(timeout=30)
+    assert switch < last and len(got) >= 2  # the switch happened mid-stream
+    out = pa.concat_tables(got)
+    want = pa.concat_tables([b for _, b in written])
+    assert sort(out.select(["id", "k", "v"])) == sort(want)  # no gap, no overlap
+    barrier_of = {r["id"]: b for b, tbl in written for r in tbl.select(["id"]).to_pylist()}
+    got_barriers = {r["id"]: r["_barrier"] for r in out.select(["id", "_barrier"]).to_pylist()}
+    for i, b in got_barriers.items():  # the snapshot's rows carry the switch barrier
+        assert b == (switch if barrier_of[i] <= switch else barrier_of[i])
+
+
+def test_log_target_sink_writes_rows_and_source_barriers(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """target.tier=log: a file-tier stream written into another table's log in one
+    transaction per micro-batch, closed by markers carrying the source barrier; partition =
+    FileStore bucket of the bucket-key columns."""
+    from bridge.tables import bucketer_for, log_spec_for
+    from logstore.reader import BarrierPassed, DataBatch, LogReader
+
+    src, src_name = _table(warehouse)
+    dst_name = f"db.d{uuid.uuid4().hex[:8]}"
+    dst = make_table(
+        warehouse,
+        dst_name,
+        pk=False,
+        buckets=3,
+        **{"log.topic": f"dts-test-{dst_name}", "bucket-key": "k"},
+    )
+    commit(src, rows(8), barrier=100)
+    commit(src, rows(4, start=8, k="b"), barrier=200)
+
+    def run() -> None:
+        q = (
+            stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
+            .writeStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("target.tier", "log")
+            .option("bootstrap", broker.bootstrap)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start(dst_name)
+        )
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+
+    run()
+    commit(src, rows(2, start=20, k="c"), barrier=300)
+    run()  # restart from the checkpoint: only barrier 300 is new
+    spec = log_spec_for(dst)
+    with LogReader(broker.bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        events = list(r)
+    data = pa.concat_tables([e.table for e in events if isinstance(e, DataBatch)])
+    markers = [e for e in events if isinstance(e, BarrierPassed)]
+    assert sort(data.select(["id", "k", "v"])) == sort(
+        pa.concat_tables([rows(8), rows(4, start=8, k="b"), rows(2, start=20, k="c")])
+    )
+    assert sorted({(m.partition, m.barrier) for m in markers}) == [
+        (p, b) for p in range(3) for b in (100, 200, 300)
+    ]
+    assert len(markers) == 9  # one marker per partition per barrier: no replayed batch
+    by_id = {r["id"]: r["_barrier"] for r in data.select(["id", "_barrier"]).to_pylist()}
+    assert [by_id[i] for i in (0, 8, 20)] == [100, 200, 300]
+    want_part = bucketer_for(dst)(data.select(["id", "k", "v"]))
+    assert data.column("_partition").to_pylist() == [int(x) for x in want_part]

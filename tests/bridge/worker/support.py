@@ -1,0 +1,296 @@
+"""Helpers for the worker's end-to-end tests: a random changelog with an oracle,
+and `dts worker` subprocesses."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from filestore import Catalog, Table, bucket_ids
+from logstore.broker import free_port
+from logstore.writer import LogWriter
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("n", pa.int64())])
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def create_table(warehouse: Path, buckets: int = 4, options: dict[str, str] | None = None) -> Table:
+    name = f"db.t_{uuid.uuid4().hex[:10]}"
+    opts = {"bucket": str(buckets), **(options or {})}
+    return Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options=opts)
+
+
+def log_writer(table: Table, bootstrap: str) -> LogWriter:
+    from bridge.tables import log_spec_for
+
+    spec = log_spec_for(table)
+    keys, n = table.bucket_keys, spec.buckets
+    return LogWriter(bootstrap, spec, lambda t: bucket_ids(t, keys, n), barrier_interval_s=None)
+
+
+@dataclass
+class Changelog:
+    """Random inserts/updates/deletes over a small key space, with the state at each barrier."""
+
+    seed: int = 0
+    keys: int = 300
+    state: dict[int, tuple[str, int]] = field(default_factory=dict)
+    oracle: dict[int, dict[int, tuple[str, int]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.counter = 0
+
+    def batch(self, n: int) -> pa.Table:
+        ids, vs, ns, kinds = [], [], [], []
+        for _ in range(n):
+            k = self.rng.randrange(self.keys)
+            self.counter += 1
+            if k in self.state and self.rng.random() < 0.25:
+                v, m = self.state.pop(k)
+                kinds.append("-D")
+            else:
+                v, m = f"v{self.counter}", self.counter
+                kinds.append("+U" if k in self.state else "+I")
+                self.state[k] = (v, m)
+            ids.append(k)
+            vs.append(v)
+            ns.append(m)
+        return pa.table({"id": ids, "v": vs, "n": ns, "_row_kind": kinds}).cast(
+            pa.schema([*SCHEMA, pa.field("_row_kind", pa.string())])
+        )
+
+    def close_barrier(self, barrier: int) -> None:
+        self.oracle[barrier] = dict(self.state)
+
+    def expected(self, barrier: int) -> list[tuple[int, str, int]]:
+        return sorted((k, v, n) for k, (v, n) in self.oracle[barrier].items())
+
+
+def produce(
+    writer: LogWriter, log: Changelog, barriers: int, rows_per_barrier: int, pause_s: float = 0.0
+) -> list[int]:
+    ids = []
+    for _ in range(barriers):
+        if rows_per_barrier:
+            writer.write(log.batch(rows_per_barrier))
+        b = writer.barrier()
+        log.close_barrier(b)
+        ids.append(b)
+        if pause_s:
+            time.sleep(pause_s)
+    return ids
+
+
+def rows_at(table: Table, barrier: int) -> list[tuple[int, str, int]]:
+    t = table.read(barrier=barrier, columns=["id", "v", "n"])
+    return sorted(
+        zip(
+            t.column("id").to_pylist(),
+            t.column("v").to_pylist(),
+            t.column("n").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def barrier_snapshots(table: Table) -> dict[int, int]:
+    """barrier -> snapshot id, over the worker's snapshots."""
+    return {s.barrier: s.id for s in table.snapshots() if s.barrier is not None}
+
+
+def wait_for(
+    cond: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    worker: WorkerProc | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if worker is not None and worker.proc.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.tail()}"
+            )
+        time.sleep(0.1)
+    tail = f":\n{worker.tail()}" if worker is not None else ""
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{tail}")
+
+
+def latest_barrier(table: Table) -> int | None:
+    """Greatest barrier committed (a compaction snapshot on top may carry none)."""
+    return max((s.barrier for s in table.snapshots() if s.barrier is not None), default=None)
+
+
+@dataclass
+class WorkerProc:
+    proc: subprocess.Popen[bytes]
+    web_port: int
+    log_path: Path
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout_s)
+
+    def table_status(self, table: str) -> dict[str, Any]:
+        """``table``'s entry of the worker's /status page ({} while it does not answer)."""
+        import json
+        import urllib.request
+
+        try:
+            body = urllib.request.urlopen(
+                f"http://127.0.0.1:{self.web_port}/status", timeout=2
+            ).read()
+        except OSError:
+            return {}
+        return dict(json.loads(body)["tables"].get(table, {}))
+
+    def owned_buckets(self, table: str) -> set[int]:
+        """Buckets of ``table`` this worker owns now, from its /status page."""
+        return {b["bucket"] for b in self.table_status(table).get("buckets", [])}
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        """The end of the worker's log, without librdkafka's connection chatter."""
+        keep = [line for line in self.output().splitlines() if "rdkafka" not in line]
+        return "\n".join(keep[-lines:])
+
+
+def start_worker(
+    warehouse: Path,
+    bootstrap: str,
+    tables: list[str],
+    group: str,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
+) -> WorkerProc:
+    port = free_port()
+    log_path = log_dir / f"worker-{uuid.uuid4().hex[:6]}.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "bridge.cli",
+        "worker",
+        "--warehouse",
+        str(warehouse),
+        "--bootstrap",
+        bootstrap,
+        "--group",
+        group,
+        "--web-port",
+        str(port),
+        "--log-level",
+        "info",
+        "--session-timeout",
+        "3",
+        *[a for t in tables for a in ("--tables", t)],
+        *(extra_args or []),
+    ]
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=full_env)
+    return WorkerProc(proc, port, log_path)
+
+
+class BackgroundProducer:
+    """Closes a barrier with ``rows`` random changes every ``pause_s`` until stopped."""
+
+    def __init__(self, writer: LogWriter, log: Changelog, rows: int, pause_s: float) -> None:
+        import threading
+
+        self.writer, self.log, self.rows, self.pause_s = writer, log, rows, pause_s
+        self.barriers: list[int] = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.barriers += produce(self.writer, self.log, 1, self.rows)
+                self._stop.wait(self.pause_s)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def __enter__(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        if self.error is not None:
+            raise self.error
+        return self.barriers
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def assert_all_barriers_match(table: Table, log: Changelog, barriers: list[int]) -> None:
+    snaps = barrier_snapshots(table)
+    assert sorted(snaps) == barriers, "every barrier has exactly one snapshot, in order"
+    ids = [snaps[b] for b in barriers]
+    assert ids == sorted(ids)
+    for b in barriers:
+        assert rows_at(table, b) == log.expected(b), f"barrier {b}"
+
+
+@dataclass
+class MetaProc:
+    """`dts meta serve` in a subprocess (a real MetaService on its own SQLite file)."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    port: int
+    db: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def start_meta(tmp_path: Path, port: int | None = None, db: str | None = None) -> MetaProc:
+    import urllib.request
+
+    port = port or free_port()
+    db = db or f"sqlite:///{tmp_path / f'meta-{uuid.uuid4().hex[:6]}.db'}"
+    log_path = tmp_path / f"meta-{port}-{uuid.uuid4().hex[:4]}.log"
+    cmd = [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", str(port), "--db", db]
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    meta = MetaProc(proc, f"http://127.0.0.1:{port}", port, db, log_path)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{meta.url}/health", timeout=1).read()
+            return meta
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                meta.stop()
+                raise AssertionError(
+                    f"MetaService did not start:\n{log_path.read_text()}"
+                ) from None
+            time.sleep(0.1)
