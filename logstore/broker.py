@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -109,9 +109,17 @@ def broker_classpath() -> str:
     return str(jars_dir / "*")
 
 
-def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+def random_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    Never one starting with ``-`` (as Kafka's own ``Uuid.randomUuid``): the storage
+    tool's argument parser reads ``-t -xyz`` as an unknown option and fails the start
+    (1 start in 64 did).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _jaas_value(s: str) -> str:

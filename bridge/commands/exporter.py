@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import signal
 import socket
-from types import FrameType
 
 import click
 
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # SIGTERM (docker stop) stops as cleanly as Ctrl-C
+from bridge.commands.signals import sigterm_as_interrupt
 
 
 def _wait_for_a_signal() -> None:
@@ -68,9 +65,9 @@ def exporter(warehouse: str, host: str, port: int) -> None:
         f"dts exporter: http://{host}:{server.server_port}/metrics for warehouse {warehouse}",
         err=True,
     )
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _wait_for_a_signal()  # the server runs in its own thread until Ctrl-C
+        with sigterm_as_interrupt():
+            _wait_for_a_signal()  # the server runs in its own thread until Ctrl-C
     except KeyboardInterrupt:
         click.echo("dts exporter: stopping", err=True)
     finally:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import signal
 import socket
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, TypeVar
 
 import click
 
+from bridge.commands.signals import sigterm_as_interrupt
 from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
 from bridge.meta.client import DEFAULT_URL, MetaClient
 from bridge.meta.errors import MetaError
@@ -182,24 +181,19 @@ def serve(
     # SIGTERM (docker stop, a supervisor) before uvicorn installs its handlers ended the
     # process silently; as Ctrl-C it stops cleanly with the stop line. uvicorn restores
     # this handler and re-raises the signal it caught, which lands here too.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
-        _announce(base, store.safe_url, auth)
-        # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then re-raises
-        # the signal; that is our normal way out.
-        server.run(sockets=[sock])
+        with sigterm_as_interrupt():
+            # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
+            _announce(base, store.safe_url, auth)
+            # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then
+            # re-raises the signal; that is our normal way out.
+            server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
         sock.close()
         store.close()
         click.echo("MetaService stopped")
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def _announce(base: str, database: str, auth: MetaAuth) -> None:

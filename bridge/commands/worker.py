@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from typing import Any
 
 import click
+
+from bridge.commands.signals import sigterm_interrupt
 
 #: one line per record, no colour: what a log file or a log collector wants
 PLAIN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -154,6 +157,10 @@ def worker(
         app = create_app(config)
     except NoTablesError as exc:
         raise click.ClickException(str(exc)) from exc
+    # SIGTERM before Faust installs its handlers (its first second) ended the process
+    # with no stop line; as KeyboardInterrupt it stops as Ctrl-C does. Faust replaces
+    # this handler while it runs.
+    signal.signal(signal.SIGTERM, sigterm_interrupt)
     base = f"http://{web_host}:{port}"
     click.echo(f"dts worker {config.worker_id} (group {group})")
     click.echo(f"  broker     {bootstrap}")
@@ -177,6 +184,8 @@ def worker(
             # Faust's start-up spinner writes cursor escape codes even into a file
             runner.spinner = None
         runner.execute_from_commandline()
+    except KeyboardInterrupt:
+        pass
     finally:
         committed = {
             name: t.last_barrier_committed for name, t in sorted(app.status.tables.items())

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from test_logstore_codec import BAD_CASES, PK_SCHEMA
 
-from logstore.broker import EmbeddedBroker
+from logstore.broker import EmbeddedBroker, random_cluster_id
 from logstore.dlq import REASON_HEADER
 from logstore.errors import (
     BarrierError,
@@ -476,3 +476,11 @@ def test_bad_records_land_in_dlq_with_reason(broker: EmbeddedBroker) -> None:
     assert len(reasons) == len(BAD_CASES)
     for expected, reason in zip(BAD_CASES, reasons, strict=True):
         assert expected in reason
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    # 0xF8 encodes to a leading '-': the storage tool would read "-t -..." as an option
+    draws = iter([b"\xf8" + bytes(15), bytes(16)])
+    cluster_id = random_cluster_id(lambda: next(draws))
+    assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert all(not random_cluster_id().startswith("-") for _ in range(2000))

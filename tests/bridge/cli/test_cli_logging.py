@@ -45,7 +45,9 @@ def test_repeated_connection_failures_are_logged_once(
     producer.flush(0)
 
 
-def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float) -> str:
+def _wait_for(
+    path: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float, poll_s: float = 0.2
+) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         content = path.read_text(errors="replace")
@@ -53,7 +55,7 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: f
             return content
         if proc.poll() is not None:
             pytest.fail(f"exited with {proc.returncode} before {text!r}:\n{content}")
-        time.sleep(0.2)
+        time.sleep(poll_s)
     pytest.fail(f"no {text!r} within {timeout_s} s:\n{path.read_text(errors='replace')}")
 
 
@@ -64,6 +66,7 @@ def _run_to_stop(
     stopped: str,
     env: dict[str, str] | None = None,
     serving: Callable[[str], bool] | None = None,
+    poll_s: float = 0.2,
 ) -> str:
     """Start ``dts ARGS`` with its output in a file (not a terminal), SIGTERM it once
     ``ready`` shows (and ``serving(output)`` holds), and return the whole output once
@@ -76,7 +79,7 @@ def _run_to_stop(
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     try:
-        content = _wait_for(log, ready, proc, 120)
+        content = _wait_for(log, ready, proc, 120, poll_s)
         deadline = time.monotonic() + 120
         while serving is not None and not serving(content):
             assert proc.poll() is None and time.monotonic() < deadline, content
@@ -113,6 +116,24 @@ def test_worker_logs_plain_lines_at_the_environment_level_and_says_it_stopped(
     assert (" INFO " in out) == (level == "info")
     assert "Traceback" not in out
     assert "last barriers committed: {'shop.plainlog':" in out
+
+
+def test_worker_stopped_before_faust_starts_says_it_stopped(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """SIGTERM within milliseconds of the addresses showing, before Faust has installed
+    its signal handlers: the worker still stops cleanly with its stop line."""
+    create = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "table", "create", "shop.earlystop",
+         "--schema", "id:int64 not null", "-k", "id", "--warehouse", str(warehouse)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert create.returncode == 0, create.stderr
+    args = ["worker", "--warehouse", str(warehouse), "--bootstrap", broker.bootstrap,
+            "--web-port", "0", "--group", "earlystop"]  # fmt: skip
+    out = _run_to_stop(args, tmp_path / "worker.log", "stop with Ctrl-C", "stopped;", poll_s=0.002)
+    assert "Traceback" not in out
+    assert "last barriers committed: {'shop.earlystop':" in out
 
 
 def _status_answers(output: str) -> bool:
