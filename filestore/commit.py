@@ -44,7 +44,7 @@ _MAX_BACKOFF_S = 0.5
 
 # -- producers: what each commit kind does differently ------------------------
 class SnapshotProducer:
-    """An APPEND commit: new files (and files they replace, if any); the base of the others."""
+    """What a commit kind decides while a snapshot is built; the defaults are an APPEND's."""
 
     kind: CommitKind = CommitKind.APPEND
 
@@ -53,7 +53,10 @@ class SnapshotProducer:
         return list(messages)
 
     def is_noop(
-        self, messages: Sequence[CommitMessage], barrier: int | None, log_offsets: object
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
     ) -> bool:
         """Nothing to commit: no files, no barrier, no offsets (the latest is returned)."""
         return not messages and barrier is None and log_offsets is None
@@ -91,7 +94,8 @@ class SnapshotProducer:
         return barrier
 
 
-AppendFiles = SnapshotProducer
+class AppendFiles(SnapshotProducer):
+    """New files (and the files they replace, if any); nothing to commit is a no-op."""
 
 
 class CompactFiles(SnapshotProducer):
@@ -100,7 +104,10 @@ class CompactFiles(SnapshotProducer):
     kind = CommitKind.COMPACT
 
     def is_noop(
-        self, messages: Sequence[CommitMessage], barrier: int | None, log_offsets: object
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
     ) -> bool:
         return False
 
@@ -124,13 +131,17 @@ class OverwriteFiles(SnapshotProducer):
     def prepare(self, ctx: TableContext, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
         """OVERWRITE commits store no changelog (their input rows omit the rows they
         replace, so changes() diffs across them): delete what the writer stored."""
+        keys = ctx.schema.partition_keys
         for m in messages:
             for f in m.changelog_files:
-                ctx.io.delete_file(ctx.data_path(m.partition, m.bucket, f.file_name))
+                ctx.io.delete_file(ctx.paths.data_file(keys, m.partition, m.bucket, f.file_name))
         return [replace(m, changelog_files=()) for m in messages]
 
     def is_noop(
-        self, messages: Sequence[CommitMessage], barrier: int | None, log_offsets: object
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
     ) -> bool:
         return False
 

@@ -33,7 +33,13 @@ import pyarrow.fs as pafs
 from filestore.context import TableContext
 from filestore.errors import InvalidOption, SnapshotNotFound
 from filestore.manifest import ADD, DELETE, ManifestEntry
-from filestore.refs import entry_path, referenced_files, snapshot_manifests, snapshot_refs, tag_refs
+from filestore.refs import (
+    delete_entry_files,
+    referenced_files,
+    snapshot_manifests,
+    snapshot_refs,
+    tag_refs,
+)
 from filestore.snapshot import Snapshot
 from filestore.tags import tag_snapshot
 
@@ -160,10 +166,8 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
     for snap in expired:
         manifests |= snapshot_manifests(ctx, snap)
     manifests -= kept_manifests
-    for e in doomed:
-        ctx.io.delete_file(entry_path(ctx, e))
-    for e in changelog:
-        ctx.io.delete_file(entry_path(ctx, e))
+    delete_entry_files(ctx, doomed)
+    delete_entry_files(ctx, changelog)
     for name in manifests:
         ctx.io.delete_file(ctx.paths.manifest(name))
     # EARLIEST first: a reader never starts from a snapshot being deleted
@@ -217,9 +221,7 @@ def delete_tag(ctx: TableContext, name: str) -> Snapshot:
         entries = ctx.manifest_store.read_entries(
             [snap.base_manifest_list, snap.delta_manifest_list, snap.changelog_manifest_list]
         )
-        for e in entries:
-            if e.file.file_name in orphaned:
-                ctx.io.delete_file(entry_path(ctx, e))
+        delete_entry_files(ctx, (e for e in entries if e.file.file_name in orphaned))
     for m in manifests:
         ctx.io.delete_file(ctx.paths.manifest(m))
     return snap

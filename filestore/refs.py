@@ -3,6 +3,7 @@ orphan cleanup must keep."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from filestore.context import TableContext
@@ -80,6 +81,11 @@ def referenced_files(ctx: TableContext) -> FileRefs:
     return FileRefs(frozenset(data), frozenset(manifests))
 
 
-def entry_path(ctx: TableContext, e: ManifestEntry) -> str:
-    """Path of the data or changelog file a manifest entry names."""
-    return ctx.data_path(e.partition, e.bucket, e.file.file_name)
+def delete_entry_files(ctx: TableContext, entries: Iterable[ManifestEntry]) -> int:
+    """Delete the data or changelog files the entries name; how many were asked for."""
+    keys = ctx.schema.partition_keys
+    count = 0
+    for e in entries:
+        ctx.io.delete_file(ctx.paths.data_file(keys, e.partition, e.bucket, e.file.file_name))
+        count += 1
+    return count

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from filestore.context import TableContext
 from filestore.errors import SnapshotNotFound
 from filestore.manifest import ADD
-from filestore.refs import entry_path, snapshot_manifests, snapshot_refs, tag_refs
+from filestore.refs import delete_entry_files, snapshot_manifests, snapshot_refs, tag_refs
 from filestore.snapshot import Snapshot
 from filestore.tags import tag_snapshot
 
@@ -49,7 +49,6 @@ def rollback_to(
     if replace and manager.exists(target.id - 1):
         keep_manifests |= snapshot_manifests(ctx, manager.get(target.id - 1))
     store = ctx.manifest_store
-    deleted = 0
     entries = []
     for snap in later:
         entries += store.read_entries([snap.delta_manifest_list, snap.changelog_manifest_list])
@@ -57,10 +56,9 @@ def rollback_to(
         # files live at the earliest snapshot were added after the target, in expired snapshots
         first = later[-1]
         entries += store.read_entries([first.base_manifest_list])
-    for e in entries:
-        if e.kind == ADD and e.file.file_name not in keep_data:
-            ctx.io.delete_file(entry_path(ctx, e))
-            deleted += 1
+    deleted = delete_entry_files(
+        ctx, (e for e in entries if e.kind == ADD and e.file.file_name not in keep_data)
+    )
     doomed_manifests: set[str] = set()
     for snap in later:
         doomed_manifests |= snapshot_manifests(ctx, snap)
