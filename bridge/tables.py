@@ -45,7 +45,7 @@ def log_spec_for(table: Table) -> LogSpec:
         topic=opts.log_topic(table.name),
         schema=_user_schema(schema.arrow_schema),
         primary_key=list(schema.primary_key or []),
-        buckets=int(opts.bucket),
+        buckets=int(opts.num_buckets),
         consistency=opts.log_consistency,
         changelog_mode=opts.log_changelog_mode,
         retention_ms=int(opts.log_retention_ms),
@@ -57,7 +57,7 @@ def log_spec_for(table: Table) -> LogSpec:
 def bucketer_for(table: Table) -> Callable[[pa.Table], np.ndarray]:
     """The FileStore's bucket hash over the table's bucket keys (bucket-key, else pk, else all)."""
     keys = list(table.schema.bucket_keys)
-    buckets = int(table.schema.bucket)
+    buckets = int(table.schema.num_buckets)
     return lambda rows: bucket_ids(rows, keys, buckets)
 
 

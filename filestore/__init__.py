@@ -2,7 +2,6 @@
 
 from filestore.bucket import bucket_ids
 from filestore.catalog import Catalog
-from filestore.commit import TableCommit
 from filestore.data_file import DataFileMeta
 from filestore.errors import (
     BarrierOrderError,
@@ -15,6 +14,7 @@ from filestore.errors import (
     TableNotFound,
 )
 from filestore.identifiers import InvalidIdentifier
+from filestore.maintenance import TableCommit
 from filestore.messages import CommitMessage
 from filestore.options import CoreOptions
 from filestore.scan import Split, TableScan

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from filestore.data_file import DataFileMeta, compute_value_stats, key_range_bytes, write_parquet
+from filestore.context import Partition, TableContext
+from filestore.data_file import (
+    DataFileMeta,
+    FileSource,
+    compute_value_stats,
+    key_range_bytes,
+    write_parquet,
+)
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.schema import KEY_PREFIX, TableSchema
-
-if TYPE_CHECKING:
-    from filestore.table import Table
 
 
 def key_value_schema(schema: TableSchema) -> pa.Schema:
@@ -43,22 +46,22 @@ def align(data: pa.Table, target: pa.Schema) -> pa.Table:
 
 
 def read_bucket_file(
-    table: Table, partition: tuple[str | None, ...], bucket: int, f: DataFileMeta
+    ctx: TableContext, partition: Partition, bucket: int, f: DataFileMeta
 ) -> pa.Table:
-    path = table.paths.data_file(table.schema.partition_keys, partition, bucket, f.file_name)
-    with table.io.fs.open_input_file(path) as source:
+    path = ctx.data_path(partition, bucket, f.file_name)
+    with ctx.io.fs.open_input_file(path) as source:
         return pq.read_table(source)
 
 
 def write_bucket_file(
-    table: Table,
+    ctx: TableContext,
     schema: TableSchema,
-    partition: tuple[str | None, ...],
+    partition: Partition,
     bucket: int,
     data: pa.Table,
     *,
     level: int,
-    file_source: str,
+    file_source: FileSource,
     prefix: str = "data",
 ) -> DataFileMeta:
     """Write one key-sorted (or append) table as a data/changelog file and describe it."""
@@ -77,9 +80,9 @@ def write_bucket_file(
         deletes, key_range = 0, b""
     opts = schema.core_options
     name = f"{prefix}-{uuid.uuid4()}-0.parquet"
-    path = table.paths.data_file(schema.partition_keys, partition, bucket, name)
-    table.io.mkdirs(path.rsplit("/", 1)[0])
-    with table.io.open_output(path) as out:
+    path = ctx.paths.data_file(schema.partition_keys, partition, bucket, name)
+    ctx.io.mkdirs(path.rsplit("/", 1)[0])
+    with ctx.io.open_output(path) as out:
         pk = schema.primary_key
         # _VALUE_KIND: a handful of distinct bytes, smaller and faster without a dictionary
         sorted_columns = [*(KEY_PREFIX + k for k in pk), SEQUENCE_NUMBER, VALUE_KIND, *pk]

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from filestore.bucket_file import align, read_bucket_file
+from filestore.context import Partition, TableContext
 from filestore.errors import SnapshotNotFound
+from filestore.levels import has_level0
 from filestore.read import SplitReader
 from filestore.row_kind import (
     DELETE,
@@ -43,10 +44,7 @@ from filestore.row_kind import (
     kinds_to_strings,
 )
 from filestore.scan import Split, TableScan
-from filestore.snapshot import COMPACT, OVERWRITE, Snapshot
-
-if TYPE_CHECKING:
-    from filestore.table import Table
+from filestore.snapshot import CommitKind, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -122,15 +120,15 @@ def diff_multisets(old: pa.Table, new: pa.Table) -> pa.Table:
     )
 
 
-def _splits(table: Table, snap: Snapshot) -> dict[tuple[tuple[str | None, ...], int], Split]:
-    return {(s.partition_values, s.bucket): s for s in TableScan(table, snap).plan()}
+def _splits(ctx: TableContext, snap: Snapshot) -> dict[tuple[Partition, int], Split]:
+    return {(s.partition_values, s.bucket): s for s in TableScan(ctx, snap).plan()}
 
 
-def read_state(table: Table, reader: SplitReader, split: Split | None) -> pa.Table:
+def read_state(reader: SplitReader, split: Split | None) -> pa.Table:
     """The merged rows of a split (none for no split)."""
     if split is None:
         return reader.output_schema().empty_table()
-    batches = list(table.read_split(split))
+    batches = list(reader.read(split))
     return pa.Table.from_batches(batches, schema=reader.output_schema())
 
 
@@ -138,18 +136,18 @@ def _names(split: Split | None) -> set[str]:
     return {f.file_name for f in split.files} if split is not None else set()
 
 
-def diff_snapshots(table: Table, start: Snapshot, end: Snapshot) -> pa.Table:
+def diff_snapshots(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Table:
     """The net change from start to end, bucket by bucket (unchanged buckets are skipped)."""
-    schema = table.schema
-    reader = SplitReader(table, schema)
-    old_splits, new_splits = _splits(table, start), _splits(table, end)
+    schema = ctx.schema
+    reader = SplitReader(ctx, schema)
+    old_splits, new_splits = _splits(ctx, start), _splits(ctx, end)
     parts = []
     for key in sorted(set(old_splits) | set(new_splits), key=lambda k: (str(k[0]), k[1])):
         a, b = old_splits.get(key), new_splits.get(key)
         same = a is not None and b is not None and _names(a) == _names(b)
         if same:
             continue
-        old, new = read_state(table, reader, a), read_state(table, reader, b)
+        old, new = read_state(reader, a), read_state(reader, b)
         if schema.primary_key:
             parts.append(diff_states(old, new, schema.primary_key))
         else:
@@ -159,62 +157,56 @@ def diff_snapshots(table: Table, start: Snapshot, end: Snapshot) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _has_level0(table: Table, snap: Snapshot) -> bool:
-    from filestore.compaction import live_by_bucket
-
-    return any(e.file.level == 0 for es in live_by_bucket(table, snap).values() for e in es)
-
-
 def _carries_changelog(producer: str, snap: Snapshot) -> bool | None:
     """Whether changes() reads this snapshot's changelog (None: it cannot, diff instead)."""
-    if snap.commit_kind == OVERWRITE:
+    if snap.commit_kind == CommitKind.OVERWRITE:
         return None  # its rows replace others the stored changelog does not list
     if producer == "lookup":
         # an APPEND's level-0 rows enter the changelog when they are compacted
-        return snap.commit_kind == COMPACT
-    if snap.commit_kind == COMPACT:
+        return snap.commit_kind == CommitKind.COMPACT
+    if snap.commit_kind == CommitKind.COMPACT:
         return False  # compaction changes files, not rows
     if snap.changelog_manifest_list is None and snap.delta_record_count != 0:
         return None  # written before changelog-producer was set
     return True
 
 
-def _settled(table: Table, snap: Snapshot, limit: int) -> Snapshot | None:
+def _settled(ctx: TableContext, snap: Snapshot, limit: int) -> Snapshot | None:
     """lookup: the first snapshot from ``snap`` (up to id ``limit``, across COMPACT
     snapshots only, so with the same rows) that holds no level-0 files, i.e. whose
     changes are all in stored changelog; None when there is none."""
-    while _has_level0(table, snap):
+    while has_level0(ctx, snap):
         if snap.id >= limit:
             return None
         try:
-            nxt = table.snapshot(snap.id + 1)
+            nxt = ctx.snapshot_manager.get(snap.id + 1)
         except SnapshotNotFound:
             return None
-        if nxt.commit_kind != COMPACT:
+        if nxt.commit_kind != CommitKind.COMPACT:
             return None
         snap = nxt
     return snap
 
 
-def _stored_changelog(table: Table, start: Snapshot, end: Snapshot) -> pa.Table | None:
+def _stored_changelog(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Table | None:
     """Concatenated changelog files of (start, end]; None when they do not cover the range.
 
     With ``lookup``, an end holding level-0 files moves on to the compaction that
     stored their changes, and a start holding them past the compaction whose
     changelog holds changes made up to the start (neither changes the rows).
     """
-    producer = table.options.changelog_producer
+    producer = ctx.options.changelog_producer
     if producer == "lookup":
-        latest = table.snapshot_manager.latest_id() or end.id
-        settled_start, settled_end = _settled(table, start, end.id), _settled(table, end, latest)
+        latest = ctx.snapshot_manager.latest_id() or end.id
+        settled_start, settled_end = _settled(ctx, start, end.id), _settled(ctx, end, latest)
         if settled_start is None or settled_end is None:
             return None
         start, end = settled_start, settled_end
     try:
-        snaps = [table.snapshot(i) for i in range(start.id + 1, end.id + 1)]
+        snaps = [ctx.snapshot_manager.get(i) for i in range(start.id + 1, end.id + 1)]
     except SnapshotNotFound:
         return None
-    schema = table.schema
+    schema = ctx.schema
     target = schema.arrow_schema
     parts = []
     for snap in snaps:
@@ -223,8 +215,8 @@ def _stored_changelog(table: Table, start: Snapshot, end: Snapshot) -> pa.Table 
             return None
         if not carries or snap.changelog_manifest_list is None:
             continue
-        for e in table.manifest_store.read_entries([snap.changelog_manifest_list]):
-            data = read_bucket_file(table, e.partition, e.bucket, e.file)
+        for e in ctx.manifest_store.read_entries([snap.changelog_manifest_list]):
+            data = read_bucket_file(ctx, e.partition, e.bucket, e.file)
             if SEQUENCE_NUMBER in data.column_names and not schema.primary_key:
                 data = data.drop_columns([SEQUENCE_NUMBER])
             kinds = (
@@ -239,23 +231,26 @@ def _stored_changelog(table: Table, start: Snapshot, end: Snapshot) -> pa.Table 
     return pa.concat_tables(parts)
 
 
-def table_changes(table: Table, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:
+def table_changes(ctx: TableContext, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:
     """Rows that changed from start to end (exclusive start, inclusive end)."""
     if end_snapshot_id < start_snapshot_id:
         raise ValueError(
             f"end snapshot {end_snapshot_id} is before start snapshot {start_snapshot_id}"
         )
-    start, end = table.snapshot(start_snapshot_id), table.snapshot(end_snapshot_id)
+    start, end = (
+        ctx.snapshot_manager.get(start_snapshot_id),
+        ctx.snapshot_manager.get(end_snapshot_id),
+    )
     if start.id == end.id:
-        return _with_kind(table.arrow_schema.empty_table(), INSERT)
-    if table.options.changelog_producer != "none":
-        stored = _stored_changelog(table, start, end)
+        return _with_kind(ctx.arrow_schema.empty_table(), INSERT)
+    if ctx.options.changelog_producer != "none":
+        stored = _stored_changelog(ctx, start, end)
         if stored is not None:
             return stored
         log.info(
             "table %s: snapshots %d..%d lack stored changelog; computing the diff",
-            table.name,
+            ctx.name,
             start.id,
             end.id,
         )
-    return diff_snapshots(table, start, end)
+    return diff_snapshots(ctx, start, end)

@@ -1,4 +1,4 @@
-"""TableCommit: turn prepared files into a snapshot, atomically and idempotently.
+"""SnapshotCommit: turn prepared files into a snapshot, atomically and idempotently.
 
 A commit writes a delta manifest (ADD new files, DELETE replaced ones), a new
 manifest list pair, then creates ``snapshot-N`` with create-if-absent. Losing
@@ -14,41 +14,201 @@ over everything committed before it, whenever they were written.
 
 Commits are idempotent by (commit user, identifier): an identifier this user
 already committed returns that snapshot and writes nothing.
+
+This is the pure commit: manifests and the snapshot, nothing after it. What
+differs between commit kinds is a *producer* (``AppendFiles``,
+``CompactFiles``, ``OverwriteFiles``), as in pyiceberg's snapshot producers.
+Housekeeping after a commit (auto-compaction, expiration) is
+``filestore.maintenance``'s, whose ``TableCommit`` wraps this one.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
+from filestore.context import Partition, TableContext
 from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
+from filestore.levels import BucketKey
 from filestore.manifest import ADD, DELETE, ManifestEntry, ManifestFileMeta, merge_entries
 from filestore.messages import CommitMessage
-from filestore.rebase import BucketKey, Rebased, needs_rebase, rebase
-from filestore.snapshot import APPEND, COMMIT_KINDS, COMPACT, OVERWRITE, Snapshot
-
-if TYPE_CHECKING:
-    from filestore.table import Table
+from filestore.rebase import Rebased, needs_rebase, rebase
+from filestore.schema import TableSchema
+from filestore.snapshot import COMMIT_KINDS, CommitKind, Snapshot
 
 _MANIFEST_ENTRIES_PER_FILE = 100_000
 _MAX_BACKOFF_S = 0.5
 
-log = logging.getLogger(__name__)
+
+# -- producers: what each commit kind does differently ------------------------
+class SnapshotProducer:
+    """What a commit kind decides while a snapshot is built; the defaults are an APPEND's."""
+
+    kind: CommitKind = CommitKind.APPEND
+
+    def prepare(self, ctx: TableContext, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+        """The messages to commit (before empty ones are dropped)."""
+        return list(messages)
+
+    def is_noop(
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
+    ) -> bool:
+        """Nothing to commit: no files, no barrier, no offsets (the latest is returned)."""
+        return not messages and barrier is None and log_offsets is None
+
+    def needs_live(self, messages: Sequence[CommitMessage]) -> bool:
+        """Whether the live files of the latest snapshot must be read."""
+        return any(m.deleted_files for m in messages)
+
+    def check_conflicts(
+        self,
+        ctx: TableContext,
+        messages: Sequence[CommitMessage],
+        live: Sequence[ManifestEntry] | None,
+    ) -> None:
+        """A file this commit deletes must still be live."""
+        deleted = [(m.partition, m.bucket, f.file_name) for m in messages for f in m.deleted_files]
+        if not deleted:
+            return
+        live_ids = {e.identifier for e in (live or [])}
+        for ident in deleted:
+            if ident not in live_ids:
+                raise CommitConflict(
+                    f"table {ctx.name}: file {ident[2]} (partition {list(ident[0])}, "
+                    f"bucket {ident[1]}) was removed by a concurrent commit; redo the compaction"
+                )
+
+    def removed_entries(
+        self, schema: TableSchema, live: Sequence[ManifestEntry] | None
+    ) -> list[ManifestEntry]:
+        """DELETE entries of live files the commit replaces beyond its messages' own."""
+        return []
+
+    def barrier(self, latest: Snapshot | None, barrier: int | None) -> int | None:
+        """The barrier the snapshot carries."""
+        return barrier
 
 
-class TableCommit:
-    """Commits CommitMessages of one table as one commit user."""
+class AppendFiles(SnapshotProducer):
+    """New files (and the files they replace, if any); nothing to commit is a no-op."""
 
-    def __init__(self, table: Table, commit_user: str) -> None:
-        self.table = table
+
+class CompactFiles(SnapshotProducer):
+    """The same rows rewritten: always committed, carries the latest barrier by default."""
+
+    kind = CommitKind.COMPACT
+
+    def is_noop(
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
+    ) -> bool:
+        return False
+
+    def needs_live(self, messages: Sequence[CommitMessage]) -> bool:
+        return True
+
+    def barrier(self, latest: Snapshot | None, barrier: int | None) -> int | None:
+        if barrier is None and latest is not None:
+            return latest.barrier  # compaction changes files, not data
+        return barrier
+
+
+class OverwriteFiles(SnapshotProducer):
+    """A partition (or the whole table) replaced by the messages' files."""
+
+    kind = CommitKind.OVERWRITE
+
+    def __init__(self, partition: dict[str, str | None] | None = None) -> None:
+        self.partition = partition
+
+    def prepare(self, ctx: TableContext, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
+        """OVERWRITE commits store no changelog (their input rows omit the rows they
+        replace, so changes() diffs across them): delete what the writer stored."""
+        keys = ctx.schema.partition_keys
+        for m in messages:
+            for f in m.changelog_files:
+                ctx.io.delete_file(ctx.paths.data_file(keys, m.partition, m.bucket, f.file_name))
+        return [replace(m, changelog_files=()) for m in messages]
+
+    def is_noop(
+        self,
+        messages: Sequence[CommitMessage],
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
+    ) -> bool:
+        return False
+
+    def needs_live(self, messages: Sequence[CommitMessage]) -> bool:
+        return True
+
+    def removed_entries(
+        self, schema: TableSchema, live: Sequence[ManifestEntry] | None
+    ) -> list[ManifestEntry]:
+        return [
+            ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+            for e in live or []
+            if _partition_matches(schema.partition_keys, e.partition, self.partition)
+        ]
+
+
+def producer_for(
+    kind: str, overwrite_partition: dict[str, str | None] | None = None
+) -> SnapshotProducer:
+    """The producer of a commit kind (a ``CommitKind`` or its name)."""
+    if kind not in COMMIT_KINDS:
+        raise FileStoreError(f"commit kind {kind!r} is not one of {', '.join(COMMIT_KINDS)}")
+    if kind == CommitKind.OVERWRITE:
+        return OverwriteFiles(overwrite_partition)
+    if kind == CommitKind.COMPACT:
+        return CompactFiles()
+    return AppendFiles()
+
+
+def _partition_matches(
+    keys: list[str], partition: Partition, wanted: dict[str, str | None] | None
+) -> bool:
+    if not wanted:
+        return True
+    values = dict(zip(keys, partition, strict=True))
+    return all(values.get(k) == v for k, v in wanted.items())
+
+
+# -- the commit ----------------------------------------------------------------
+@dataclass
+class CommitOutcome:
+    """What ``SnapshotCommit.publish`` did."""
+
+    snapshot: Snapshot | None
+    created: bool = False  # this call committed ``snapshot`` (else it existed already)
+    messages: list[CommitMessage] = field(default_factory=list)  # as committed (rebased)
+
+
+@dataclass
+class _Manifests:
+    """The manifest lists of a snapshot being built, and every file written for it."""
+
+    base: str
+    delta: str
+    changelog: str | None
+    written: list[str]
+
+
+class SnapshotCommit:
+    """Commits CommitMessages of one table as one commit user (manifests + snapshot only)."""
+
+    def __init__(self, ctx: TableContext, commit_user: str) -> None:
+        self.ctx = ctx
         self.commit_user = commit_user
-        self.io = table.io
-        self.snapshots = table.snapshot_manager
-        self.manifests = table.manifest_store
+        self.io = ctx.io
+        self.snapshots = ctx.snapshot_manager
+        self.manifests = ctx.manifest_store
 
     # -- idempotence ----------------------------------------------------
     def _find_identifier(self, identifier: int) -> tuple[bool, Snapshot | None]:
@@ -78,7 +238,7 @@ class TableCommit:
         identifier: int,
         barrier: int | None = None,
         log_offsets: dict[int, int] | None = None,
-        kind: str = APPEND,
+        kind: str = CommitKind.APPEND,
         *,
         overwrite_partition: dict[str, str | None] | None = None,
         check_identifier: bool = True,
@@ -89,190 +249,170 @@ class TableCommit:
         committed by this user; the latest (possibly None) when there is nothing to
         commit (no files, no barrier, no offsets).
         """
-        if kind not in COMMIT_KINDS:
-            raise FileStoreError(f"commit kind {kind!r} is not one of {', '.join(COMMIT_KINDS)}")
-        if kind == OVERWRITE:
-            messages = self._without_changelog(messages)
-        messages = [m for m in messages if not m.is_empty]
-        max_retries = self.table.options.commit_max_retries
+        producer = producer_for(kind, overwrite_partition)
+        return self.publish(
+            producer, messages, identifier, barrier, log_offsets, check_identifier=check_identifier
+        ).snapshot
+
+    def publish(
+        self,
+        producer: SnapshotProducer,
+        messages: Sequence[CommitMessage],
+        identifier: int,
+        barrier: int | None = None,
+        log_offsets: dict[int, int] | None = None,
+        *,
+        check_identifier: bool = True,
+    ) -> CommitOutcome:
+        """``commit`` with an explicit producer; says whether a snapshot was created."""
+        messages = [m for m in producer.prepare(self.ctx, messages) if not m.is_empty]
+        max_retries = self.ctx.options.commit_max_retries
         for _attempt in range(max_retries + 1):
             latest = self.snapshots.latest()
             if check_identifier and latest is not None:
                 done, snap = self._find_identifier(identifier)
                 if done:
-                    return snap or latest
-            if not messages and barrier is None and log_offsets is None and kind == APPEND:
-                return latest
-            snapshot, written, rebased = self._build(
-                latest, messages, identifier, barrier, log_offsets, kind, overwrite_partition
+                    return CommitOutcome(snap or latest)
+            if producer.is_noop(messages, barrier, log_offsets):
+                return CommitOutcome(latest)
+            snapshot, manifests, rebased = self._build(
+                producer, latest, messages, identifier, barrier, log_offsets
             )
             if self.snapshots.try_commit(snapshot):
                 # the originals stay until the snapshot exists: a crash before it
                 # leaves the messages committable as they are
                 self._delete_data(rebased.replaced)
-                self._after_commit(snapshot, rebased.messages, kind)
-                return snapshot
-            for name in written:  # lost the race: our manifests are garbage
-                self.io.delete_file(self.table.paths.manifest(name))
+                return CommitOutcome(snapshot, True, rebased.messages)
+            for name in manifests.written:  # lost the race: our manifests are garbage
+                self.io.delete_file(self.ctx.paths.manifest(name))
             self._delete_data(rebased.written)
             # racers that retry in lockstep keep colliding (an attempt takes several
             # round trips on an object store): wait a random, growing while
             time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.005 * 2**_attempt)))
         raise CommitConflict(
-            f"table {self.table.name}: gave up after {max_retries} retries against concurrent "
+            f"table {self.ctx.name}: gave up after {max_retries} retries against concurrent "
             "commits; retry the commit"
         )
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the files the messages added (they were never committed)."""
-        keys = self.table.schema.partition_keys
+        keys = self.ctx.schema.partition_keys
         for m in messages:
             for f in (*m.new_files, *m.changelog_files):
                 self.io.delete_file(
-                    self.table.paths.data_file(keys, m.partition, m.bucket, f.file_name)
+                    self.ctx.paths.data_file(keys, m.partition, m.bucket, f.file_name)
                 )
 
-    # -- internals ------------------------------------------------------
+    # -- building a snapshot --------------------------------------------
     def _delete_data(self, files: Sequence[tuple[BucketKey, str]]) -> None:
-        keys = self.table.schema.partition_keys
+        keys = self.ctx.schema.partition_keys
         for (partition, bucket), name in files:
-            self.io.delete_file(self.table.paths.data_file(keys, partition, bucket, name))
-
-    def _after_commit(
-        self, snapshot: Snapshot, messages: Sequence[CommitMessage], kind: str
-    ) -> None:
-        """Auto-compaction of the buckets just written, then snapshot expiration.
-
-        Both are housekeeping: the commit already succeeded, so a failure here is
-        logged and left to the next commit (or `dts table compact/expire`).
-        """
-        from filestore.compaction import compact_after_commit
-        from filestore.expire import expire_after_commit
-
-        options = self.table.options
-        try:
-            if options.auto_compaction and kind != COMPACT:
-                touched = {(m.partition, m.bucket) for m in messages if m.new_files}
-                compact_after_commit(self.table, snapshot, touched, self.commit_user)
-            expire_after_commit(self.table)
-        except FileStoreError as e:
-            log.warning(
-                "table %s: housekeeping after commit %d failed: %s", self.table.name, snapshot.id, e
-            )
-
-    def _without_changelog(self, messages: Sequence[CommitMessage]) -> list[CommitMessage]:
-        """OVERWRITE commits store no changelog (their input rows omit the rows they
-        replace, so changes() diffs across them): delete what the writer stored."""
-        keys = self.table.schema.partition_keys
-        for m in messages:
-            for f in m.changelog_files:
-                self.io.delete_file(
-                    self.table.paths.data_file(keys, m.partition, m.bucket, f.file_name)
-                )
-        return [replace(m, changelog_files=()) for m in messages]
-
-    def _live(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
-        if snapshot is None:
-            return []
-        return merge_entries(
-            self.manifests.read_entries([snapshot.base_manifest_list, snapshot.delta_manifest_list])
-        )
-
-    def _check_conflicts(
-        self,
-        latest: Snapshot | None,
-        messages: list[CommitMessage],
-        live: list[ManifestEntry] | None,
-    ) -> None:
-        deleted = [(m.partition, m.bucket, f.file_name) for m in messages for f in m.deleted_files]
-        if deleted:
-            live_ids = {e.identifier for e in (live or [])}
-            for ident in deleted:
-                if ident not in live_ids:
-                    raise CommitConflict(
-                        f"table {self.table.name}: file {ident[2]} (partition {list(ident[0])}, "
-                        f"bucket {ident[1]}) was removed by a concurrent commit; redo the compaction"
-                    )
+            self.io.delete_file(self.ctx.paths.data_file(keys, partition, bucket, name))
 
     def _build(
         self,
+        producer: SnapshotProducer,
         latest: Snapshot | None,
         messages: list[CommitMessage],
         identifier: int,
         barrier: int | None,
         log_offsets: dict[int, int] | None,
-        kind: str,
-        overwrite_partition: dict[str, str | None] | None,
-    ) -> tuple[Snapshot, list[str], Rebased]:
-        table = self.table
-        schema = table.schema
-        needs_live = kind in (COMPACT, OVERWRITE) or any(m.deleted_files for m in messages)
+    ) -> tuple[Snapshot, _Manifests, Rebased]:
+        schema = self.ctx.schema
         lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
-        live = self._live(latest) if needs_live or lagging else None
-        self._check_conflicts(latest, messages, live)
-        rebased = rebase(table, latest, messages, live or []) if lagging else Rebased(messages)
-        messages = rebased.messages
-        if (
-            latest is not None
-            and barrier is not None
-            and latest.barrier is not None
-            and barrier <= latest.barrier
-        ):
-            # barrier ids are strictly increasing per table: a repeated one would make
-            # snapshot_at_barrier ambiguous and a consistent read see half a barrier
-            raise BarrierOrderError(
-                f"table {table.name}: barrier {barrier} is not newer than the table's barrier "
-                f"{latest.barrier} (snapshot {latest.id}); barrier ids must strictly increase "
-                "per table (retry with the same commit identifier to make a commit idempotent)"
-            )
-        entries: list[ManifestEntry] = []
-        if kind == OVERWRITE:
-            for e in live or []:
-                if _partition_matches(schema.partition_keys, e.partition, overwrite_partition):
-                    entries.append(
-                        ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
-                    )
-        for m in messages:
+        needs_live = producer.needs_live(messages) or lagging
+        live = self.ctx.live_entries(latest) if needs_live else None
+        producer.check_conflicts(self.ctx, messages, live)
+        rebased = rebase(self.ctx, latest, messages, live or []) if lagging else Rebased(messages)
+        self._check_barrier_order(latest, barrier)
+        entries = producer.removed_entries(schema, live)
+        for m in rebased.messages:
             for f in m.deleted_files:
                 entries.append(ManifestEntry(DELETE, m.partition, m.bucket, m.total_buckets, f))
             for f in m.new_files:
                 entries.append(ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f))
+        changelog = [
+            ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
+            for m in rebased.messages
+            for f in m.changelog_files
+        ]
+        manifests = self._write_manifests(latest, schema.id, entries, changelog)
+        snapshot = self._snapshot(
+            latest,
+            schema.id,
+            manifests,
+            entries,
+            changelog,
+            producer.kind,
+            identifier,
+            producer.barrier(latest, barrier),
+            log_offsets,
+        )
+        return snapshot, manifests, rebased
+
+    def _check_barrier_order(self, latest: Snapshot | None, barrier: int | None) -> None:
+        if latest is None or barrier is None or latest.barrier is None:
+            return
+        if barrier <= latest.barrier:
+            # barrier ids are strictly increasing per table: a repeated one would make
+            # snapshot_at_barrier ambiguous and a consistent read see half a barrier
+            raise BarrierOrderError(
+                f"table {self.ctx.name}: barrier {barrier} is not newer than the table's "
+                f"barrier {latest.barrier} (snapshot {latest.id}); barrier ids must strictly "
+                "increase per table (retry with the same commit identifier to make a commit "
+                "idempotent)"
+            )
+
+    def _write_manifests(
+        self,
+        latest: Snapshot | None,
+        schema_id: int,
+        entries: list[ManifestEntry],
+        changelog: list[ManifestEntry],
+    ) -> _Manifests:
         written: list[str] = []
-        delta_meta = self.manifests.write_manifest(entries, schema.id)
+        delta_meta = self.manifests.write_manifest(entries, schema_id)
         written.append(delta_meta.file_name)
         delta_list = self.manifests.write_list([delta_meta])
         written.append(delta_list)
-        base_metas = self._base_metas(latest, schema.id, written)
+        base_metas = self._base_metas(latest, schema_id, written)
         base_list = self.manifests.write_list(base_metas)
         written.append(base_list)
-        changelog = [
-            ManifestEntry(ADD, m.partition, m.bucket, m.total_buckets, f)
-            for m in messages
-            for f in m.changelog_files
-        ]
         changelog_list = None
         if changelog:
-            changelog_meta = self.manifests.write_manifest(changelog, schema.id)
+            changelog_meta = self.manifests.write_manifest(changelog, schema_id)
             written.append(changelog_meta.file_name)
             changelog_list = self.manifests.write_list([changelog_meta])
             written.append(changelog_list)
+        return _Manifests(base_list, delta_list, changelog_list, written)
+
+    def _snapshot(
+        self,
+        latest: Snapshot | None,
+        schema_id: int,
+        manifests: _Manifests,
+        entries: list[ManifestEntry],
+        changelog: list[ManifestEntry],
+        kind: CommitKind,
+        identifier: int,
+        barrier: int | None,
+        log_offsets: dict[int, int] | None,
+    ) -> Snapshot:
         added = sum(e.file.row_count for e in entries if e.kind == ADD)
         removed = sum(e.file.row_count for e in entries if e.kind == DELETE)
         max_seq = max(
             [latest.max_sequence_number if latest else -1]
             + [e.file.max_sequence_number for e in entries if e.kind == ADD]
         )
-        if barrier is None and kind == COMPACT and latest is not None:
-            barrier = latest.barrier  # compaction changes files, not data
         offsets = dict(latest.log_offsets or {}) if latest and latest.log_offsets else None
         if log_offsets is not None:
             offsets = {**(offsets or {}), **{int(k): int(v) for k, v in log_offsets.items()}}
-        snapshot = Snapshot(
+        return Snapshot(
             id=(latest.id + 1) if latest else 1,
-            schema_id=schema.id,
-            base_manifest_list=base_list,
-            delta_manifest_list=delta_list,
-            changelog_manifest_list=changelog_list,
+            schema_id=schema_id,
+            base_manifest_list=manifests.base,
+            delta_manifest_list=manifests.delta,
+            changelog_manifest_list=manifests.changelog,
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=kind,
@@ -284,7 +424,6 @@ class TableCommit:
             changelog_record_count=sum(e.file.row_count for e in changelog),
             max_sequence_number=max_seq,
         )
-        return snapshot, written, rebased
 
     def _base_metas(
         self, latest: Snapshot | None, schema_id: int, written: list[str]
@@ -295,7 +434,7 @@ class TableCommit:
         metas = self.manifests.read_list(latest.base_manifest_list) + self.manifests.read_list(
             latest.delta_manifest_list
         )
-        if len(metas) < self.table.options.manifest_merge_min_count:
+        if len(metas) < self.ctx.options.manifest_merge_min_count:
             return metas
         live = merge_entries(e for m in metas for e in self.manifests.read_manifest(m.file_name))
         merged = []
@@ -306,12 +445,3 @@ class TableCommit:
             written.append(meta.file_name)
             merged.append(meta)
         return merged
-
-
-def _partition_matches(
-    keys: list[str], partition: tuple[str | None, ...], wanted: dict[str, str | None] | None
-) -> bool:
-    if not wanted:
-        return True
-    values = dict(zip(keys, partition, strict=True))
-    return all(values.get(k) == v for k, v in wanted.items())

@@ -1,10 +1,7 @@
 """Universal compaction of a bucket's sorted runs (as in RocksDB and Paimon).
 
-A bucket's files form *sorted runs*: every level-0 file is a run of its own
-(flushes overlap in keys), every level above 0 is one run (its files do not
-overlap). Runs are ordered newest first: level-0 files by sequence, then
-levels 1, 2, ... up to ``max_level`` (= compaction trigger), which holds the
-oldest data. The picker (Paimon's ``UniversalCompaction``) chooses, once a
+A bucket's sorted runs (``filestore.levels``) are ordered newest first, up to
+``max_level`` (= compaction trigger), which holds the oldest data. The picker (Paimon's ``UniversalCompaction``) chooses, once a
 bucket has at least ``num-sorted-run.compaction-trigger`` runs:
 
 1. every run, when the newer runs together are larger than
@@ -17,10 +14,11 @@ The picked files are merged by the table's merge engine (``merge.merge``) and
 written to one output level, rolled at ``target-file-size``. Retractions are
 dropped only when every run of the bucket takes part (nothing older remains
 that they could still hide). The result is one COMPACT commit that deletes the
-inputs and adds the outputs atomically; the committer refuses it when an input
-was already replaced by a concurrent compaction, and ``_CompactCommit`` also
-refuses it when a concurrent commit added older rows the dropped retractions
-were needed for.
+inputs and adds the outputs atomically, through the pure snapshot commit
+(``filestore.commit``): it refuses the commit when an input was already
+replaced by a concurrent compaction, and ``_GuardedCompact`` also refuses it
+when a concurrent commit added older rows the dropped retractions were needed
+for. Housekeeping after a compaction (expiration) is ``filestore.maintenance``'s.
 """
 
 from __future__ import annotations
@@ -30,56 +28,28 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
-from filestore.commit import TableCommit
-from filestore.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT, DataFileMeta
+from filestore.commit import CompactFiles, SnapshotCommit
+from filestore.context import Partition, TableContext
+from filestore.data_file import DataFileMeta, FileSource
 from filestore.errors import CommitConflict
-from filestore.manifest import ManifestEntry, merge_entries
+from filestore.levels import BucketKey, SortedRun, live_by_bucket, run_count, sorted_runs
+from filestore.lookup import lookup_changelog
+from filestore.manifest import ManifestEntry
 from filestore.merge import merge
 from filestore.messages import CommitMessage
-from filestore.schema import KEY_PREFIX
-from filestore.snapshot import COMPACT, Snapshot
-
-if TYPE_CHECKING:
-    from filestore.table import Table
+from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
-BucketKey = tuple[tuple[str | None, ...], int]
 Progress = Callable[[int, int], None]
 
 
-# -- sorted runs and the picker ------------------------------------------------
-@dataclass(frozen=True)
-class SortedRun:
-    """Files of one run: one level-0 file, or all files of a level above 0."""
-
-    level: int
-    files: tuple[DataFileMeta, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(f.file_size for f in self.files)
-
-
-def sorted_runs(files: Iterable[DataFileMeta]) -> list[SortedRun]:
-    """The runs of a bucket, newest first."""
-    level0 = sorted(
-        (f for f in files if f.level == 0), key=lambda f: f.max_sequence_number, reverse=True
-    )
-    upper: dict[int, list[DataFileMeta]] = {}
-    for f in files:
-        if f.level > 0:
-            upper.setdefault(f.level, []).append(f)
-    runs = [SortedRun(0, (f,)) for f in level0]
-    runs += [SortedRun(lvl, tuple(upper[lvl])) for lvl in sorted(upper)]
-    return runs
-
-
+# -- the picker ------------------------------------------------------------------
 @dataclass(frozen=True)
 class CompactUnit:
     """What one bucket's compaction rewrites and where to."""
@@ -153,8 +123,8 @@ class UniversalPicker:
         return CompactUnit(level, files, drop_deletes=count == len(runs))
 
 
-def picker_for(table: Table) -> UniversalPicker:
-    opts = table.options
+def picker_for(ctx: TableContext) -> UniversalPicker:
+    opts = ctx.options
     return UniversalPicker(
         max_level=opts.num_sorted_run_compaction_trigger,
         max_size_amp_percent=opts.compaction_max_size_amplification_percent,
@@ -168,17 +138,17 @@ def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:
 
 
 def rewrite(
-    table: Table,
-    partition: tuple[str | None, ...],
+    ctx: TableContext,
+    partition: Partition,
     bucket: int,
     unit: CompactUnit,
 ) -> list[DataFileMeta]:
     """Merge the unit's files and write them to its output level, rolled at target-file-size."""
-    schema = table.schema
+    schema = ctx.schema
     files = sorted(unit.files, key=lambda f: f.min_sequence_number)  # oldest first
     if schema.primary_key:
         target = key_value_schema(schema)
-        tables = [align(read_bucket_file(table, partition, bucket, f), target) for f in files]
+        tables = [align(read_bucket_file(ctx, partition, bucket, f), target) for f in files]
         keys = [KEY_PREFIX + k for k in schema.primary_key]
         merged = merge(
             pa.concat_tables(tables),
@@ -189,7 +159,7 @@ def rewrite(
         )
     else:
         target = schema.arrow_schema
-        tables = [align(read_bucket_file(table, partition, bucket, f), target) for f in files]
+        tables = [align(read_bucket_file(ctx, partition, bucket, f), target) for f in files]
         merged = pa.concat_tables(tables)
     total_rows = sum(f.row_count for f in files) or 1
     bytes_per_row = max(1.0, sum(f.file_size for f in files) / total_rows)
@@ -201,13 +171,13 @@ def rewrite(
     for start in range(0, merged.num_rows, per_file):
         chunk = merged.slice(start, per_file)
         meta = write_bucket_file(
-            table,
+            ctx,
             schema,
             partition,
             bucket,
             chunk,
             level=unit.output_level,
-            file_source=FILE_SOURCE_COMPACT,
+            file_source=FileSource.COMPACT,
         )
         if not schema.primary_key:
             meta = _with_sequence(meta, low, high)
@@ -236,48 +206,37 @@ class CompactResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def live_by_bucket(table: Table, snapshot: Snapshot | None) -> dict[BucketKey, list[ManifestEntry]]:
-    if snapshot is None:
-        return {}
-    entries = merge_entries(
-        table.manifest_store.read_entries(
-            [snapshot.base_manifest_list, snapshot.delta_manifest_list]
-        )
-    )
-    out: dict[BucketKey, list[ManifestEntry]] = {}
-    for e in entries:
-        out.setdefault((e.partition, e.bucket), []).append(e)
-    return out
-
-
-def _append_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
+def _append_unit(
+    schema: TableSchema, files: Sequence[DataFileMeta], full: bool
+) -> CompactUnit | None:
     """Append-only buckets: concatenate small files once there are enough of them."""
-    target = table.options.target_file_size
-    small = [f for f in files if f.file_size < target]
-    if len(small) < (2 if full else table.options.num_sorted_run_compaction_trigger):
+    opts = schema.core_options
+    small = [f for f in files if f.file_size < opts.target_file_size]
+    if len(small) < (2 if full else opts.num_sorted_run_compaction_trigger):
         return None
     return CompactUnit(0, tuple(small), drop_deletes=False)
 
 
-def _lookup(table: Table) -> bool:
-    return bool(table.schema.primary_key) and table.options.changelog_producer == "lookup"
+def _lookup(schema: TableSchema) -> bool:
+    return bool(schema.primary_key) and schema.core_options.changelog_producer == "lookup"
 
 
-def plan_unit(table: Table, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
-    if not table.schema.primary_key:
-        return _append_unit(table, files, full)
+def plan_unit(ctx: TableContext, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
+    schema = ctx.schema
+    if not schema.primary_key:
+        return _append_unit(schema, files, full)
     runs = sorted_runs(files)
-    picker = picker_for(table)
+    picker = picker_for(ctx)
     if full:
         return picker.full(runs)
     unit = picker.pick(runs)
-    if unit is None and _lookup(table):
+    if unit is None and _lookup(schema):
         # changelog-producer=lookup: level-0 rows reach the changelog only when compacted
         unit = picker.level0(runs)
     return unit
 
 
-class _CompactCommit(TableCommit):
+class _GuardedCompact(CompactFiles):
     """A COMPACT commit that also guards the retractions its rewrite dropped.
 
     For each bucket compacted with ``drop_deletes``: a live file that is not an
@@ -285,19 +244,16 @@ class _CompactCommit(TableCommit):
     have needed those retractions, so the compaction must be redone.
     """
 
-    def __init__(
-        self, table: Table, commit_user: str, guards: dict[BucketKey, tuple[set[str], int]]
-    ) -> None:
-        super().__init__(table, commit_user)
+    def __init__(self, guards: dict[BucketKey, tuple[set[str], int]]) -> None:
         self.guards = guards
 
-    def _check_conflicts(
+    def check_conflicts(
         self,
-        latest: Snapshot | None,
-        messages: list[CommitMessage],
-        live: list[ManifestEntry] | None,
+        ctx: TableContext,
+        messages: Sequence[CommitMessage],
+        live: Sequence[ManifestEntry] | None,
     ) -> None:
-        super()._check_conflicts(latest, messages, live)
+        super().check_conflicts(ctx, messages, live)
         for e in live or []:
             guard = self.guards.get((e.partition, e.bucket))
             if guard is None:
@@ -305,17 +261,18 @@ class _CompactCommit(TableCommit):
             inputs, max_seq = guard
             if e.file.file_name not in inputs and e.file.min_sequence_number <= max_seq:
                 raise CommitConflict(
-                    f"table {self.table.name}: partition {list(e.partition)} bucket {e.bucket} "
+                    f"table {ctx.name}: partition {list(e.partition)} bucket {e.bucket} "
                     f"got older rows ({e.file.file_name}) while it was compacted; "
                     "redo the compaction"
                 )
 
 
 class Compactor:
-    """Compacts the buckets of one table and commits the result as one COMPACT snapshot."""
+    """Compacts the buckets of one table and commits the result as one COMPACT snapshot
+    (through the pure snapshot commit: no housekeeping after it, see filestore.maintenance)."""
 
-    def __init__(self, table: Table, commit_user: str = "compactor") -> None:
-        self.table = table
+    def __init__(self, ctx: TableContext, commit_user: str = "compactor") -> None:
+        self.ctx = ctx
         self.commit_user = commit_user
 
     def compact(
@@ -328,24 +285,25 @@ class Compactor:
     ) -> CompactResult:
         started = time.monotonic()
         result = CompactResult()
-        snapshot = self.table.latest_snapshot()
-        groups = live_by_bucket(self.table, snapshot)
+        snapshot = self.ctx.snapshot_manager.latest()
+        groups = live_by_bucket(self.ctx, snapshot)
         wanted = set(buckets) if buckets is not None else None
-        keys = self.table.schema.partition_keys
+        keys = self.ctx.schema.partition_keys
         plans: list[tuple[BucketKey, int, CompactUnit]] = []
         for key, entries in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             if wanted is not None and key not in wanted:
                 continue
             if partition and not _matches(keys, key[0], partition):
                 continue
-            unit = plan_unit(self.table, [e.file for e in entries], full)
+            unit = plan_unit(self.ctx, [e.file for e in entries], full)
             if unit is not None:
                 plans.append((key, entries[0].total_buckets, unit))
         messages: list[CommitMessage] = []
         guards: dict[BucketKey, tuple[set[str], int]] = {}
+        committer = SnapshotCommit(self.ctx, self.commit_user)
         try:
             for i, ((part, bucket), total, unit) in enumerate(plans):
-                new_files = rewrite(self.table, part, bucket, unit)
+                new_files = rewrite(self.ctx, part, bucket, unit)
                 changelog = self._changelog(part, bucket, unit, groups[(part, bucket)])
                 messages.append(
                     CommitMessage(
@@ -359,12 +317,14 @@ class Compactor:
                 if progress is not None:
                     progress(i + 1, len(plans))
             if messages:
-                committer = _CompactCommit(self.table, self.commit_user, guards)
-                result.snapshot = committer.commit(
-                    messages, int(time.time() * 1000), kind=COMPACT, check_identifier=False
-                )
+                result.snapshot = committer.publish(
+                    _GuardedCompact(guards),
+                    messages,
+                    int(time.time() * 1000),
+                    check_identifier=False,
+                ).snapshot
         except BaseException:
-            TableCommit(self.table, self.commit_user).abort(messages)
+            committer.abort(messages)
             raise
         result.buckets = len(plans)
         result.seconds = time.monotonic() - started
@@ -372,19 +332,17 @@ class Compactor:
 
     def _changelog(
         self,
-        partition: tuple[str | None, ...],
+        partition: Partition,
         bucket: int,
         unit: CompactUnit,
         entries: Sequence[ManifestEntry],
     ) -> tuple[DataFileMeta, ...]:
         """changelog-producer=lookup: the changes of the unit's level-0 files (lookup.py)."""
         level0 = [f for f in unit.files if f.level == 0]
-        if not level0 or not _lookup(self.table):
+        if not level0 or not _lookup(self.ctx.schema):
             return ()
-        from filestore.lookup import lookup_changelog
-
         upper = [e.file for e in entries if e.file.level > 0]
-        meta = lookup_changelog(self.table, partition, bucket, level0, upper)
+        meta = lookup_changelog(self.ctx, partition, bucket, level0, upper)
         return () if meta is None else (meta,)
 
 
@@ -399,60 +357,55 @@ def _count(
     result.bytes_after += sum(f.file_size for f in after)
 
 
-def _matches(
-    keys: Sequence[str], values: tuple[str | None, ...], wanted: dict[str, str | None]
-) -> bool:
+def _matches(keys: Sequence[str], values: Partition, wanted: dict[str, str | None]) -> bool:
     got = dict(zip(keys, values, strict=True))
     return all(got.get(k) == (None if v is None else str(v)) for k, v in wanted.items())
 
 
-def compact_after_commit(
-    table: Table, snapshot: Snapshot, buckets: Iterable[BucketKey], commit_user: str
-) -> Snapshot | None:
-    """Auto-compaction: compact the given buckets that reached the trigger; never raises
-    on a lost race (the next commit tries again)."""
+def due_buckets(
+    ctx: TableContext, snapshot: Snapshot, buckets: Iterable[BucketKey]
+) -> list[BucketKey]:
+    """Of the given buckets, those auto-compaction should compact at the snapshot."""
     wanted = set(buckets)
     if not wanted:
-        return None
-    groups = live_by_bucket(table, snapshot)
-    trigger = table.options.num_sorted_run_compaction_trigger
-    lookup = _lookup(table)
+        return []
+    groups = live_by_bucket(ctx, snapshot)
+    schema = ctx.schema
+    trigger = schema.core_options.num_sorted_run_compaction_trigger
+    lookup = _lookup(schema)
 
     def is_due(entries: Sequence[ManifestEntry]) -> bool:
         if lookup and any(e.file.level == 0 for e in entries):
             return True  # lookup: compact every commit's level-0 files into the changelog
-        return _run_count(table, entries) >= trigger
+        return run_count(schema, [e.file for e in entries]) >= trigger
 
-    due = [k for k in wanted if k in groups and is_due(groups[k])]
+    return [k for k in wanted if k in groups and is_due(groups[k])]
+
+
+def compact_after_commit(
+    ctx: TableContext, snapshot: Snapshot, buckets: Iterable[BucketKey], commit_user: str
+) -> Snapshot | None:
+    """Auto-compaction: compact the given buckets that reached the trigger; never raises
+    on a lost race (the next commit tries again)."""
+    due = due_buckets(ctx, snapshot, buckets)
     if not due:
         return None
     try:
-        return Compactor(table, f"{commit_user}-compact").compact(buckets=due).snapshot
+        return Compactor(ctx, f"{commit_user}-compact").compact(buckets=due).snapshot
     except CommitConflict as e:
-        log.info("table %s: auto-compaction lost a race and is skipped: %s", table.name, e)
+        log.info("table %s: auto-compaction lost a race and is skipped: %s", ctx.name, e)
         return None
 
 
-def _run_count(table: Table, entries: Sequence[ManifestEntry]) -> int:
-    files = [e.file for e in entries]
-    if not table.schema.primary_key:
-        return sum(1 for f in files if f.file_size < table.options.target_file_size)
-    return len(sorted_runs(files))
-
-
-def run_counts(table: Table, snapshot: Snapshot | None) -> dict[BucketKey, int]:
-    """Sorted runs per bucket at a snapshot (for monitoring and the write stall)."""
-    return {k: _run_count(table, es) for k, es in live_by_bucket(table, snapshot).items()}
-
-
 __all__ = [
-    "FILE_SOURCE_APPEND",
     "CompactResult",
     "CompactUnit",
     "Compactor",
     "SortedRun",
     "UniversalPicker",
     "compact_after_commit",
-    "run_counts",
+    "due_buckets",
+    "plan_unit",
+    "rewrite",
     "sorted_runs",
 ]

@@ -23,10 +23,6 @@ class FileSource(StrEnum):
     COMPACT = "COMPACT"  # a compaction's rewrite
 
 
-FILE_SOURCE_APPEND = FileSource.APPEND
-FILE_SOURCE_COMPACT = FileSource.COMPACT
-
-
 def _stats_supported(t: pa.DataType) -> bool:
     return bool(
         pa.types.is_integer(t)
@@ -219,7 +215,7 @@ class DataFileMeta:
     null_counts: dict[str, int] = field(default_factory=dict)
     delete_row_count: int = 0
     creation_time_millis: int = field(default_factory=lambda: int(time.time() * 1000))
-    file_source: str = FILE_SOURCE_APPEND
+    file_source: str = FileSource.APPEND
 
     def min_key(self) -> tuple[Any, ...] | None:
         return self._key_row(0)
@@ -270,7 +266,7 @@ class DataFileMeta:
             null_counts={k: int(v) for k, v in d.get("null_counts", {}).items()},
             delete_row_count=int(d.get("delete_row_count", 0)),
             creation_time_millis=int(d.get("creation_time_millis", 0)),
-            file_source=d.get("file_source", FILE_SOURCE_APPEND),
+            file_source=d.get("file_source", FileSource.APPEND),
         )
 
     # Avro record form (manifest files): same fields, bytes stay bytes.

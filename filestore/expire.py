@@ -27,16 +27,21 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from filestore.context import TableContext
 from filestore.errors import InvalidOption, SnapshotNotFound
-from filestore.manifest import ADD, DELETE, ManifestEntry, merge_entries
+from filestore.manifest import ADD, DELETE, ManifestEntry
+from filestore.refs import (
+    delete_entry_files,
+    referenced_files,
+    snapshot_manifests,
+    snapshot_refs,
+    tag_refs,
+)
 from filestore.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from filestore.table import Table
+from filestore.tags import tag_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -55,55 +60,6 @@ class ExpireResult:
 
 
 @dataclass(frozen=True)
-class FileRefs:
-    """Files one or more snapshots reference."""
-
-    data: frozenset[str]
-    manifests: frozenset[str]
-
-
-def snapshot_manifests(table: Table, snap: Snapshot) -> set[str]:
-    """Manifest lists and manifests a snapshot references."""
-    store = table.manifest_store
-    names: set[str] = set()
-    for lst in (snap.base_manifest_list, snap.delta_manifest_list, snap.changelog_manifest_list):
-        if lst:
-            names.add(lst)
-            names.update(m.file_name for m in store.read_list(lst))
-    return names
-
-
-def snapshot_refs(table: Table, snap: Snapshot) -> FileRefs:
-    """Live data files, changelog files and manifests of one snapshot."""
-    store = table.manifest_store
-    live = merge_entries(store.read_entries([snap.base_manifest_list, snap.delta_manifest_list]))
-    data = {e.file.file_name for e in live}
-    if snap.changelog_manifest_list:
-        data.update(e.file.file_name for e in store.read_entries([snap.changelog_manifest_list]))
-    return FileRefs(frozenset(data), frozenset(snapshot_manifests(table, snap)))
-
-
-def tag_refs(table: Table, exclude: str | None = None) -> FileRefs:
-    from filestore.tags import list_tags
-
-    data: set[str] = set()
-    manifests: set[str] = set()
-    for name, snap in list_tags(table):
-        if name == exclude:
-            continue
-        refs = snapshot_refs(table, snap)
-        data |= refs.data
-        manifests |= refs.manifests
-    return FileRefs(frozenset(data), frozenset(manifests))
-
-
-def _entry_path(table: Table, e: ManifestEntry) -> str:
-    return table.paths.data_file(
-        table.schema.partition_keys, e.partition, e.bucket, e.file.file_name
-    )
-
-
-@dataclass(frozen=True)
 class Retention:
     """How many snapshots to keep and for how long."""
 
@@ -112,16 +68,18 @@ class Retention:
     time_retained_ms: int
 
     @classmethod
-    def of(cls, table: Table) -> Retention:
-        o = table.options
+    def of(cls, ctx: TableContext) -> Retention:
+        o = ctx.options
         return cls(
             o.snapshot_num_retained_min, o.snapshot_num_retained_max, o.snapshot_time_retained_ms
         )
 
 
-def expire_range_end(table: Table, retention: Retention, now_ms: int | None = None) -> int | None:
+def expire_range_end(
+    ctx: TableContext, retention: Retention, now_ms: int | None = None
+) -> int | None:
     """The new earliest snapshot id under the retention (None: nothing to expire)."""
-    manager = table.snapshot_manager
+    manager = ctx.snapshot_manager
     latest, earliest = manager.latest_id(), manager.earliest_id()
     if latest is None or earliest is None:
         return None
@@ -144,7 +102,7 @@ def expire_range_end(table: Table, retention: Retention, now_ms: int | None = No
 
 
 def expire_snapshots(
-    table: Table,
+    ctx: TableContext,
     *,
     retain_min: int | None = None,
     retain_max: int | None = None,
@@ -152,7 +110,7 @@ def expire_snapshots(
     now_ms: int | None = None,
 ) -> ExpireResult:
     """Expire snapshots; arguments override the table's retention options."""
-    base = Retention.of(table)
+    base = Retention.of(ctx)
     retention = Retention(
         base.min_retained if retain_min is None else retain_min,
         base.max_retained if retain_max is None else retain_max,
@@ -163,16 +121,16 @@ def expire_snapshots(
             f"retain at least 1 snapshot and max ({retention.max_retained}) >= "
             f"min ({retention.min_retained})"
         )
-    end = expire_range_end(table, retention, now_ms)
+    end = expire_range_end(ctx, retention, now_ms)
     if end is None:
-        return ExpireResult(earliest=table.snapshot_manager.earliest_id())
-    return expire_until(table, end)
+        return ExpireResult(earliest=ctx.snapshot_manager.earliest_id())
+    return expire_until(ctx, end)
 
 
-def expire_until(table: Table, new_earliest: int) -> ExpireResult:
+def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
     """Delete snapshots with id < new_earliest and the files only they referenced."""
-    manager = table.snapshot_manager
-    store = table.manifest_store
+    manager = ctx.snapshot_manager
+    store = ctx.manifest_store
     result = ExpireResult()
     earliest = manager.earliest_id()
     latest = manager.latest_id()
@@ -181,7 +139,7 @@ def expire_until(table: Table, new_earliest: int) -> ExpireResult:
         return result
     new_earliest = min(new_earliest, latest)
     keep = manager.get(new_earliest)
-    tags = tag_refs(table)
+    tags = tag_refs(ctx)
     expired: list[Snapshot] = []
     for sid in range(earliest, new_earliest):
         try:
@@ -203,21 +161,19 @@ def expire_until(table: Table, new_earliest: int) -> ExpireResult:
             for e in store.read_entries([snap.changelog_manifest_list]):
                 if e.kind == ADD and e.file.file_name not in tags.data:
                     changelog.append(e)
-    kept_manifests = snapshot_manifests(table, keep) | tags.manifests
+    kept_manifests = snapshot_manifests(ctx, keep) | tags.manifests
     manifests: set[str] = set()
     for snap in expired:
-        manifests |= snapshot_manifests(table, snap)
+        manifests |= snapshot_manifests(ctx, snap)
     manifests -= kept_manifests
-    for e in doomed:
-        table.io.delete_file(_entry_path(table, e))
-    for e in changelog:
-        table.io.delete_file(_entry_path(table, e))
+    delete_entry_files(ctx, doomed)
+    delete_entry_files(ctx, changelog)
     for name in manifests:
-        table.io.delete_file(table.paths.manifest(name))
+        ctx.io.delete_file(ctx.paths.manifest(name))
     # EARLIEST first: a reader never starts from a snapshot being deleted
-    table.io.write_bytes(table.paths.earliest_hint, str(new_earliest).encode())
+    ctx.io.write_bytes(ctx.paths.earliest_hint, str(new_earliest).encode())
     for snap in expired:
-        table.io.delete_file(table.paths.snapshot(snap.id))
+        ctx.io.delete_file(ctx.paths.snapshot(snap.id))
     result.expired_snapshots = [s.id for s in expired]
     result.deleted_data_files = len(doomed)
     result.deleted_changelog_files = len(changelog)
@@ -226,7 +182,7 @@ def expire_until(table: Table, new_earliest: int) -> ExpireResult:
     if expired:
         log.info(
             "table %s: expired snapshots %d..%d (%d data files, %d manifests deleted)",
-            table.name,
+            ctx.name,
             expired[0].id,
             expired[-1].id,
             len(doomed),
@@ -235,10 +191,40 @@ def expire_until(table: Table, new_earliest: int) -> ExpireResult:
     return result
 
 
-def expire_after_commit(table: Table) -> ExpireResult | None:
+def expire_after_commit(ctx: TableContext) -> ExpireResult | None:
     """Cheap check after each commit; expires only when the retention options say so."""
-    end = expire_range_end(table, Retention.of(table))
-    return expire_until(table, end) if end is not None else None
+    end = expire_range_end(ctx, Retention.of(ctx))
+    return expire_until(ctx, end) if end is not None else None
+
+
+# -- tags ----------------------------------------------------------------------
+def delete_tag(ctx: TableContext, name: str) -> Snapshot:
+    """Remove a tag; files only it kept alive (its snapshot expired) are deleted too."""
+    snap = tag_snapshot(ctx, name)
+    earliest_id = ctx.snapshot_manager.earliest_id()
+    orphaned: set[str] = set()
+    manifests: set[str] = set()
+    if earliest_id is None or snap.id < earliest_id:
+        # the tag was the last thing referencing its snapshot's files
+        mine = snapshot_refs(ctx, snap)
+        others = tag_refs(ctx, exclude=name)
+        kept_data: set[str] = set(others.data)
+        kept_manifests: set[str] = set(others.manifests)
+        if earliest_id is not None:
+            earliest = snapshot_refs(ctx, ctx.snapshot_manager.get(earliest_id))
+            kept_data |= earliest.data
+            kept_manifests |= earliest.manifests
+        orphaned = set(mine.data) - kept_data
+        manifests = set(mine.manifests) - kept_manifests
+    ctx.io.delete_file(ctx.paths.tag(name))
+    if orphaned:
+        entries = ctx.manifest_store.read_entries(
+            [snap.base_manifest_list, snap.delta_manifest_list, snap.changelog_manifest_list]
+        )
+        delete_entry_files(ctx, (e for e in entries if e.file.file_name in orphaned))
+    for m in manifests:
+        ctx.io.delete_file(ctx.paths.manifest(m))
+    return snap
 
 
 # -- orphans -------------------------------------------------------------------
@@ -249,37 +235,9 @@ class OrphanResult:
     bytes: int = 0
 
 
-def referenced_files(table: Table) -> FileRefs:
-    """Every file any existing snapshot or tag mentions (added or deleted, data or changelog)."""
-    data: set[str] = set()
-    manifests: set[str] = set()
-    snaps: list[Snapshot] = list(table.snapshot_manager.iter_backwards())
-    from filestore.tags import list_tags
-
-    snaps += [s for _, s in list_tags(table)]
-    seen_lists: set[str] = set()
-    for snap in snaps:
-        for lst in (
-            snap.base_manifest_list,
-            snap.delta_manifest_list,
-            snap.changelog_manifest_list,
-        ):
-            if not lst or lst in seen_lists:
-                continue
-            seen_lists.add(lst)
-            manifests.add(lst)
-            for meta in table.manifest_store.read_list(lst):
-                if meta.file_name in manifests:
-                    continue
-                manifests.add(meta.file_name)
-                for e in table.manifest_store.read_manifest(meta.file_name):
-                    data.add(e.file.file_name)
-    return FileRefs(frozenset(data), frozenset(manifests))
-
-
-def _candidates(table: Table) -> Iterable[pafs.FileInfo]:
-    selector = pafs.FileSelector(table.paths.root, recursive=True, allow_not_found=True)
-    for info in table.io.fs.get_file_info(selector):
+def _candidates(ctx: TableContext) -> Iterable[pafs.FileInfo]:
+    selector = pafs.FileSelector(ctx.paths.root, recursive=True, allow_not_found=True)
+    for info in ctx.io.fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
         base = info.base_name
@@ -288,14 +246,18 @@ def _candidates(table: Table) -> Iterable[pafs.FileInfo]:
 
 
 def remove_orphans(
-    table: Table, older_than_ms: int = DAY_MS, *, now_ms: int | None = None, dry_run: bool = False
+    ctx: TableContext,
+    older_than_ms: int = DAY_MS,
+    *,
+    now_ms: int | None = None,
+    dry_run: bool = False,
 ) -> OrphanResult:
     """Delete data/changelog/manifest files no snapshot or tag references, older than the window."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now_ms - older_than_ms
     # list first, then read references: a file committed meanwhile is then referenced
-    candidates = list(_candidates(table))
-    refs = referenced_files(table)
+    candidates = list(_candidates(ctx))
+    refs = referenced_files(ctx)
     result = OrphanResult()
     for info in candidates:
         base = info.base_name
@@ -308,5 +270,5 @@ def remove_orphans(
         result.deleted.append(info.path)
         result.bytes += int(info.size or 0)
         if not dry_run:
-            table.io.delete_file(info.path)
+            ctx.io.delete_file(info.path)
     return result

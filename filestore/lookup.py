@@ -14,7 +14,6 @@ changes are stored right after it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -22,15 +21,13 @@ import pyarrow as pa
 
 from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
 from filestore.changes import diff_states, indexed_frame, read_state
-from filestore.data_file import FILE_SOURCE_COMPACT, DataFileMeta
+from filestore.context import Partition, TableContext
+from filestore.data_file import DataFileMeta, FileSource
 from filestore.merge import merge
 from filestore.read import SplitReader
 from filestore.row_kind import INSERT, ROW_KIND_COLUMN, SEQUENCE_NUMBER, VALUE_KIND, parse_row_kinds
 from filestore.scan import Split
 from filestore.schema import KEY_PREFIX
-
-if TYPE_CHECKING:
-    from filestore.table import Table
 
 _ROW = "__dts_row"
 
@@ -47,12 +44,12 @@ def _as_kv(values: pa.Table, kv: pa.Schema, keys: Sequence[str], seq: int) -> pa
 
 
 def _state_of(
-    table: Table, partition: tuple[str | None, ...], bucket: int, files: Sequence[DataFileMeta]
+    ctx: TableContext, partition: Partition, bucket: int, files: Sequence[DataFileMeta]
 ) -> pa.Table:
     """The merged rows of the given files of one bucket."""
-    names = table.schema.partition_keys
-    split = Split(0, dict(zip(names, partition, strict=True)), bucket, tuple(files))
-    return read_state(table, SplitReader(table, table.schema), split if files else None)
+    schema = ctx.schema
+    split = Split(0, dict(zip(schema.partition_keys, partition, strict=True)), bucket, tuple(files))
+    return read_state(SplitReader(ctx, schema), split if files else None)
 
 
 def _rows_with_keys(rows: pa.Table, touched: pa.Table, keys: list[str]) -> pa.Table:
@@ -64,24 +61,24 @@ def _rows_with_keys(rows: pa.Table, touched: pa.Table, keys: list[str]) -> pa.Ta
 
 
 def lookup_changelog(
-    table: Table,
-    partition: tuple[str | None, ...],
+    ctx: TableContext,
+    partition: Partition,
     bucket: int,
     level0: Sequence[DataFileMeta],
     upper: Sequence[DataFileMeta],
 ) -> DataFileMeta | None:
     """The changelog file of compacting ``level0`` over ``upper`` (every file of the
     bucket above level 0); None when the level-0 rows change nothing."""
-    schema = table.schema
+    schema = ctx.schema
     keys = list(schema.primary_key)
     kv = key_value_schema(schema)
     kv_keys = [KEY_PREFIX + k for k in keys]
     files = sorted(level0, key=lambda f: f.min_sequence_number)
     written = pa.concat_tables(
-        [align(read_bucket_file(table, partition, bucket, f), kv) for f in files]
+        [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
     )
     touched = written.select(kv_keys).rename_columns(keys)
-    old = _rows_with_keys(_state_of(table, partition, bucket, upper), touched, keys)
+    old = _rows_with_keys(_state_of(ctx, partition, bucket, upper), touched, keys)
     # the old rows are older than every level-0 row
     low = min(f.min_sequence_number for f in files) - 1
     merged = merge(
@@ -98,12 +95,12 @@ def lookup_changelog(
     kinds = parse_row_kinds(changes.column(ROW_KIND_COLUMN))
     data = data.set_column(data.schema.get_field_index(VALUE_KIND), VALUE_KIND, kinds)
     return write_bucket_file(
-        table,
+        ctx,
         schema,
         partition,
         bucket,
         data,
         level=0,
-        file_source=FILE_SOURCE_COMPACT,
+        file_source=FileSource.COMPACT,
         prefix="changelog",
     )

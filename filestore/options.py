@@ -154,7 +154,7 @@ class CoreOptions:
     """Resolved table options (defaults applied, values validated)."""
 
     raw: dict[str, str] = field(default_factory=dict)
-    bucket: int = 1
+    num_buckets: int = 1  # option ``bucket``
     bucket_key: tuple[str, ...] = ()
     merge_engine: str = "deduplicate"
     write_buffer_size: int = 256 << 20
@@ -187,7 +187,7 @@ class CoreOptions:
         bucket_key = tuple(c.strip() for c in raw.get("bucket-key", "").split(",") if c.strip())
         resolved = cls(
             raw=raw,
-            bucket=_int(raw, "bucket", 1, 1),
+            num_buckets=_int(raw, "bucket", 1, 1),
             bucket_key=bucket_key,
             merge_engine=_choice(raw, "merge-engine", "deduplicate", MERGE_ENGINES),
             write_buffer_size=parse_size(

@@ -13,7 +13,7 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,14 +21,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from filestore.bucket_file import align
+from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
+from filestore.errors import SchemaError
 from filestore.merge import merge, winner_indices
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.scan import Split
 from filestore.schema import KEY_PREFIX, TableSchema
-
-if TYPE_CHECKING:
-    from filestore.table import Table
 
 
 def _key_sections(files: Sequence[DataFileMeta]) -> list[list[DataFileMeta]]:
@@ -69,7 +68,7 @@ class SplitReader:
 
     def __init__(
         self,
-        table: Table,
+        table: TableContext,
         schema: TableSchema,
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
@@ -79,8 +78,6 @@ class SplitReader:
         self.filter = filter
         names = schema.column_names
         if columns is not None:
-            from filestore.errors import SchemaError
-
             for c in columns:
                 if c not in names:
                     raise SchemaError(

@@ -15,23 +15,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore.bucket_file import read_bucket_file
-from filestore.data_file import FILE_SOURCE_APPEND, DataFileMeta, write_parquet
+from filestore.context import TableContext
+from filestore.data_file import DataFileMeta, FileSource, write_parquet
+from filestore.levels import BucketKey
 from filestore.manifest import ManifestEntry
 from filestore.messages import CommitMessage
 from filestore.row_kind import SEQUENCE_NUMBER, VALUE_KIND
 from filestore.schema import KEY_PREFIX
-
-if TYPE_CHECKING:
-    from filestore.snapshot import Snapshot
-    from filestore.table import Table
-
-BucketKey = tuple[tuple[str | None, ...], int]
+from filestore.snapshot import Snapshot
 
 
 @dataclass
@@ -44,7 +40,7 @@ class Rebased:
 
 
 def rebase(
-    table: Table,
+    ctx: TableContext,
     latest: Snapshot | None,
     messages: list[CommitMessage],
     live: Sequence[ManifestEntry],
@@ -66,15 +62,15 @@ def rebase(
         if key not in stale:
             out.messages.append(m)
             continue
-        new = tuple(_shift(table, key, f, offset, out) for f in m.new_files)
-        changelog = tuple(_shift(table, key, f, offset, out) for f in m.changelog_files)
+        new = tuple(_shift(ctx, key, f, offset, out) for f in m.new_files)
+        changelog = tuple(_shift(ctx, key, f, offset, out) for f in m.changelog_files)
         out.messages.append(replace(m, new_files=new, changelog_files=changelog))
     return out
 
 
 def needs_rebase(latest: Snapshot | None, messages: Sequence[CommitMessage]) -> bool:
     """Whether any new file could lag behind a committed one (else no manifest read)."""
-    new = [f for m in messages for f in m.new_files if f.file_source == FILE_SOURCE_APPEND]
+    new = [f for m in messages for f in m.new_files if f.file_source == FileSource.APPEND]
     return (
         bool(new)
         and latest is not None
@@ -97,7 +93,7 @@ def _stale_buckets(
         if any(
             _lags(f, other)
             for f in m.new_files
-            if f.file_source == FILE_SOURCE_APPEND
+            if f.file_source == FileSource.APPEND
             for other in committed
         ):
             stale.add(key)
@@ -122,21 +118,22 @@ def keys_overlap(a: DataFileMeta, b: DataFileMeta) -> bool:
 
 
 def _shift(
-    table: Table, key: BucketKey, f: DataFileMeta, offset: int, out: Rebased
+    ctx: TableContext, key: BucketKey, f: DataFileMeta, offset: int, out: Rebased
 ) -> DataFileMeta:
     """Rewrite one file with its sequence numbers moved by ``offset`` (a new file name)."""
     partition, bucket = key
-    data = read_bucket_file(table, partition, bucket, f)
+    data = read_bucket_file(ctx, partition, bucket, f)
     i = data.schema.get_field_index(SEQUENCE_NUMBER)
     shifted = pc.add(data.column(i), pa.scalar(offset, pa.int64()))
     data = data.set_column(i, data.schema.field(i), shifted)
     prefix, _, _ = f.file_name.partition("-")
     name = f"{prefix}-{uuid.uuid4()}-0.parquet"
-    path = table.paths.data_file(table.schema.partition_keys, partition, bucket, name)
-    pk = table.schema.primary_key
+    schema = ctx.schema
+    path = ctx.paths.data_file(schema.partition_keys, partition, bucket, name)
+    pk = schema.primary_key
     sorted_columns = [*(KEY_PREFIX + k for k in pk), SEQUENCE_NUMBER, VALUE_KIND, *pk]
-    with table.io.open_output(path) as sink:
-        write_parquet(data, sink, table.schema.core_options.file_compression, sorted_columns)
+    with ctx.io.open_output(path) as sink:
+        write_parquet(data, sink, schema.core_options.file_compression, sorted_columns)
         size = sink.tell()
     out.written.append((key, name))
     out.replaced.append((key, f.file_name))

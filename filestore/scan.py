@@ -15,20 +15,18 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
 from filestore.errors import SchemaError
-from filestore.manifest import ManifestEntry, merge_entries
+from filestore.manifest import ManifestEntry
 from filestore.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from filestore.table import Table
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ class TableScan:
 
     def __init__(
         self,
-        table: Table,
+        table: TableContext,
         snapshot: Snapshot | None,
         filter: pc.Expression | None = None,
         columns: Sequence[str] | None = None,
@@ -138,11 +136,7 @@ class TableScan:
         """Live manifest entries after pruning."""
         if self.snapshot is None:
             return []
-        snap = self.snapshot
-        store = self.table.manifest_store
-        entries = merge_entries(
-            store.read_entries([snap.base_manifest_list, snap.delta_manifest_list])
-        )
+        entries = self.table.live_entries(self.snapshot)
         schema = self.table.schema
         if self.buckets is not None:
             entries = [e for e in entries if e.bucket in self.buckets]

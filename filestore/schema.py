@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -33,13 +34,20 @@ class TableSchema:
     comment: str | None = None
     time_millis: int = 0
 
-    @property
-    def bucket(self) -> int:
-        return self.core_options.bucket
+    @cached_property
+    def core_options(self) -> CoreOptions:
+        """The options parsed (once per schema version: the object is immutable)."""
+        return CoreOptions.from_map(self.options)
 
     @property
-    def core_options(self) -> CoreOptions:
-        return CoreOptions.from_map(self.options)
+    def num_buckets(self) -> int:
+        """The bucket count (option ``bucket``); files record it as ``total_buckets``."""
+        return self.core_options.num_buckets
+
+    @property
+    def bucket(self) -> int:
+        """The bucket count under its option key's name (the public API's): ``num_buckets``."""
+        return self.num_buckets
 
     @property
     def column_names(self) -> list[str]:
@@ -197,6 +205,10 @@ class SchemaManager:
     def __init__(self, io: FileIO, paths: TablePaths) -> None:
         self.io = io
         self.paths = paths
+        # schema id -> (file bytes, parsed version): a version is parsed once; the bytes
+        # are compared on each read, so a table replaced under the same path (RTAS) is
+        # never served an old parse
+        self._parsed: dict[int, tuple[bytes, TableSchema]] = {}
 
     def list_ids(self) -> list[int]:
         ids = []
@@ -212,7 +224,12 @@ class SchemaManager:
 
     def schema(self, schema_id: int) -> TableSchema:
         data = self.io.read_bytes(self.paths.schema(schema_id))
-        return TableSchema.from_json(json.loads(data))
+        cached = self._parsed.get(schema_id)
+        if cached is not None and cached[0] == data:
+            return cached[1]
+        parsed = TableSchema.from_json(json.loads(data))
+        self._parsed[schema_id] = (data, parsed)
+        return parsed
 
     def commit(self, schema: TableSchema) -> bool:
         """Publish a schema version; False if that version exists already."""

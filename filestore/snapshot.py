@@ -21,6 +21,7 @@ class CommitKind(StrEnum):
     OVERWRITE = "OVERWRITE"  # a partition or the table replaced
 
 
+# the kinds under their own names (for callers outside filestore)
 APPEND = CommitKind.APPEND
 COMPACT = CommitKind.COMPACT
 OVERWRITE = CommitKind.OVERWRITE
@@ -37,7 +38,9 @@ def barrier_snapshots(snapshots: Iterable[Snapshot]) -> dict[int, Snapshot]:
         if snap.barrier is None:
             continue
         held = points.get(snap.barrier)
-        if held is None or (held.commit_kind == COMPACT and snap.commit_kind != COMPACT):
+        if held is None or (
+            held.commit_kind == CommitKind.COMPACT and snap.commit_kind != CommitKind.COMPACT
+        ):
             points[snap.barrier] = snap
     return points
 
@@ -177,7 +180,11 @@ class SnapshotManager:
             if snap.barrier != barrier:
                 continue
             # towards older ids: the first non-compaction wins, else the first compaction
-            if found is None or snap.commit_kind != COMPACT or found.commit_kind == COMPACT:
+            if (
+                found is None
+                or snap.commit_kind != CommitKind.COMPACT
+                or found.commit_kind == CommitKind.COMPACT
+            ):
                 found = snap
         return found
 

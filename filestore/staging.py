@@ -37,12 +37,13 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import pyarrow as pa
 
+from filestore.catalog import Catalog
 from filestore.errors import FileStoreError, TableAlreadyExists
 from filestore.fileio import FileIO, resolve_filesystem
+from filestore.table import Table
 
 STAGING_DIR = "_staging"
 _RENAME_EXCHANGE = 2
@@ -89,13 +90,11 @@ class StagedTable:
         db, table = _split(self.name)
         return f"{self._io()[1]}/{db}.db/{table}"
 
-    def _catalog(self, warehouse: str) -> Any:
-        from filestore import Catalog  # late import: the catalog module imports us lazily too
-
+    def _catalog(self, warehouse: str) -> Catalog:
         return Catalog(warehouse)
 
     @property
-    def table(self) -> Any:
+    def table(self) -> Table:
         """The staged `Table` (write and commit to it as to any table)."""
         return self._catalog(self.staging_warehouse).get_table(self.name)
 
@@ -168,7 +167,7 @@ class StagedTable:
         held = io.try_read_bytes(self._reservation())
         return held is not None and json.loads(held).get("token") == self.token
 
-    def commit(self) -> Any:
+    def commit(self) -> Table:
         """Publish the staged table (schema and snapshots) under its name; return the Table."""
         io, _ = self._io()
         if not self._holds_reservation(io):

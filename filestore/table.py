@@ -1,81 +1,50 @@
-"""Table: a cheap handle on one table directory; every call re-reads what it needs.
+"""Table: the facade over a table's operations; a cheap handle on one table directory.
 
-Nothing here caches snapshots or schemas across calls, so a Table object held
-for hours still sees commits and schema changes made by other processes.
+``Table`` is a ``TableContext`` (name, IO, paths, schema / snapshot / manifest
+managers) plus the verbs: it only delegates to the operation modules below it
+(``write``, ``maintenance``, ``scan``, ``read``, ``changes``, ``compaction``,
+``expire``, ``tags``, ``rollback``), none of which imports it.
+
+Nothing here caches snapshots across calls, so a Table object held for hours
+still sees commits and schema changes made by other processes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore.commit import TableCommit
-from filestore.errors import SchemaError, SnapshotNotFound, TableNotFound
-from filestore.fileio import FileIO
-from filestore.manifest import ManifestStore
-from filestore.options import CoreOptions
-from filestore.paths import TablePaths
+from filestore.changes import table_changes
+from filestore.compaction import CompactResult
+from filestore.context import TableContext
+from filestore.errors import SchemaError, SnapshotNotFound
+from filestore.expire import (
+    ExpireResult,
+    OrphanResult,
+    delete_tag,
+    expire_snapshots,
+    remove_orphans,
+)
+from filestore.maintenance import TableCommit, compact
 from filestore.read import SplitReader
+from filestore.rollback import RollbackResult, rollback_to
 from filestore.scan import Split, TableScan
-from filestore.schema import SchemaManager, TableSchema, evolve
-from filestore.snapshot import Snapshot, SnapshotManager
+from filestore.schema import TableSchema, evolve
+from filestore.snapshot import Snapshot
+from filestore.tags import create_tag, list_tags, tag_snapshot
 from filestore.write import TableWrite
 
-if TYPE_CHECKING:
-    from filestore.compaction import CompactResult
-    from filestore.expire import ExpireResult, OrphanResult
-    from filestore.rollback import RollbackResult
 
-
-class Table:
+class Table(TableContext):
     """A FileStore table (primary-key LSM or append-only)."""
-
-    def __init__(self, name: str, io: FileIO, root: str) -> None:
-        self.name = name
-        self.io = io
-        self.paths = TablePaths(root)
-        self.schema_manager = SchemaManager(io, self.paths)
-        self.snapshot_manager = SnapshotManager(io, self.paths)
-        self.manifest_store = ManifestStore(io, self.paths)
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, {self.paths.root!r})"
 
     # -- schema ---------------------------------------------------------
-    @property
-    def schema(self) -> TableSchema:
-        """The latest schema (read from disk)."""
-        schema = self.schema_manager.latest()
-        if schema is None:
-            raise TableNotFound(
-                f"table {self.name} does not exist (no schema at {self.paths.root})"
-            )
-        return schema
-
-    @property
-    def options(self) -> CoreOptions:
-        return self.schema.core_options
-
-    @property
-    def arrow_schema(self) -> pa.Schema:
-        return self.schema.arrow_schema
-
-    @property
-    def primary_key(self) -> list[str]:
-        return list(self.schema.primary_key)
-
-    @property
-    def partition_keys(self) -> list[str]:
-        return list(self.schema.partition_keys)
-
-    @property
-    def bucket_keys(self) -> list[str]:
-        """Columns of the bucket hash (also the LogStore's partitioner keys)."""
-        return self.schema.bucket_keys
-
     def evolve_schema(self, new_schema: pa.Schema) -> TableSchema:
         """Publish a new schema version (add nullable columns, widen types)."""
         current = self.schema
@@ -121,12 +90,7 @@ class Table:
 
     def tag_snapshot(self, tag: str) -> Snapshot:
         """The snapshot a tag points at (tags are snapshot JSON files under tag/)."""
-        import json
-
-        data = self.io.try_read_bytes(self.paths.tag(tag))
-        if data is None:
-            raise SnapshotNotFound(f"table {self.name} has no tag {tag!r}")
-        return Snapshot.from_json(json.loads(data))
+        return tag_snapshot(self, tag)
 
     def resolve_snapshot(
         self,
@@ -218,8 +182,6 @@ class Table:
         Replaying them in order onto the state at start gives the state at end
         (see filestore.changes for what ``changelog-producer`` changes).
         """
-        from filestore.changes import table_changes
-
         return table_changes(self, start_snapshot_id, end_snapshot_id)
 
     # -- lifecycle ------------------------------------------------------
@@ -232,11 +194,7 @@ class Table:
         commit_user: str = "compactor",
     ) -> CompactResult:
         """Compact buckets that need it (all of them into one run with ``full``)."""
-        from filestore.compaction import Compactor
-
-        return Compactor(self, commit_user).compact(
-            full=full, partition=partition, progress=progress
-        )
+        return compact(self, commit_user, full=full, partition=partition, progress=progress)
 
     def expire(
         self,
@@ -246,8 +204,6 @@ class Table:
         older_than_ms: int | None = None,
     ) -> ExpireResult:
         """Expire old snapshots (arguments override the snapshot.* retention options)."""
-        from filestore.expire import expire_snapshots
-
         return expire_snapshots(
             self, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms
         )
@@ -256,29 +212,20 @@ class Table:
         self, older_than_ms: int = 86_400_000, *, dry_run: bool = False
     ) -> OrphanResult:
         """Delete unreferenced files older than the safety window (default one day)."""
-        from filestore.expire import remove_orphans
-
         return remove_orphans(self, older_than_ms, dry_run=dry_run)
 
     def create_tag(self, name: str, snapshot_id: int | None = None) -> Snapshot:
-        from filestore.tags import create_tag
-
         return create_tag(self, name, snapshot_id)
 
     def list_tags(self) -> list[tuple[str, Snapshot]]:
-        from filestore.tags import list_tags
-
         return list_tags(self)
 
     def delete_tag(self, name: str) -> Snapshot:
-        from filestore.tags import delete_tag
-
+        """Remove a tag; files only it kept alive (its snapshot expired) are deleted too."""
         return delete_tag(self, name)
 
     def rollback_to(
         self, snapshot_id: int | None = None, *, tag: str | None = None
     ) -> RollbackResult:
         """Make a snapshot (or a tag) the latest again; stop writers first."""
-        from filestore.rollback import rollback_to
-
         return rollback_to(self, snapshot_id, tag=tag)

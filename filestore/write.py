@@ -15,7 +15,6 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,12 +22,12 @@ import pyarrow.compute as pc
 
 from filestore.bucket import bucket_ids
 from filestore.bucket_file import key_value_schema, write_bucket_file
-from filestore.compaction import Compactor, CompactUnit, rewrite, run_counts
-from filestore.data_file import (
-    FILE_SOURCE_APPEND,
-    DataFileMeta,
-)
+from filestore.compaction import CompactUnit, rewrite
+from filestore.context import TableContext
+from filestore.data_file import DataFileMeta, FileSource
 from filestore.errors import FileStoreError
+from filestore.levels import BucketKey, run_counts
+from filestore.maintenance import TableCommit, compact
 from filestore.merge import check_retractable, integer_keys, merge, take_rows, winner_indices
 from filestore.messages import CommitMessage
 from filestore.row_kind import (
@@ -40,18 +39,15 @@ from filestore.row_kind import (
     VALUE_KIND,
 )
 from filestore.schema import KEY_PREFIX
+from filestore.snapshot import Snapshot
 from filestore.validate import conform
-
-if TYPE_CHECKING:
-    from filestore.snapshot import Snapshot
-    from filestore.table import Table
 
 _CLOCK_SHIFT = 20
 _FEW_GROUPS = 8
 
 log = logging.getLogger(__name__)
 
-PartitionBucket = tuple[tuple[str | None, ...], int]
+PartitionBucket = BucketKey
 _Flushed = tuple[DataFileMeta | None, DataFileMeta | None]
 
 
@@ -146,7 +142,7 @@ def _rows(memtable: pa.Table, idx: np.ndarray) -> pa.Table:
 class TableWrite:
     """Buffers writes of one table per partition/bucket and turns them into data files."""
 
-    def __init__(self, table: Table, commit_user: str) -> None:
+    def __init__(self, table: TableContext, commit_user: str) -> None:
         self.table = table
         self.commit_user = commit_user
         self.schema = table.schema
@@ -154,7 +150,7 @@ class TableWrite:
         self.primary_key = list(self.schema.primary_key)
         self.key_columns = [KEY_PREFIX + k for k in self.primary_key]
         self.kv_schema = key_value_schema(self.schema) if self.primary_key else None
-        latest = table.latest_snapshot()
+        latest = table.snapshot_manager.latest()
         self._seq = SequenceGenerator(latest.max_sequence_number if latest else -1)
         # the memtable: key-value rows as written; routed to buckets at flush
         self._batches: list[pa.Table] = []
@@ -213,7 +209,7 @@ class TableWrite:
             self.flush()
 
     def _groups(self, rows: pa.Table) -> list[tuple[PartitionBucket, np.ndarray | None]]:
-        buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.bucket)
+        buckets = bucket_ids(rows, self.schema.bucket_keys, self.options.num_buckets)
         return split_groups(rows, self.schema.partition_keys, buckets)
 
     def flush(self) -> None:
@@ -270,7 +266,7 @@ class TableWrite:
             bucket,
             data,
             level=0,
-            file_source=FILE_SOURCE_APPEND,
+            file_source=FileSource.APPEND,
             prefix="changelog",
         )
         return meta
@@ -310,7 +306,7 @@ class TableWrite:
             self._merge_pending(key)
         if committed + 1 >= stop:
             try:
-                Compactor(self.table, f"{self.commit_user}-compact").compact(buckets=[key])
+                compact(self.table, f"{self.commit_user}-compact", buckets=[key])
             except FileStoreError as e:  # a concurrent compaction did it: fine
                 log.info("table %s: stall compaction skipped: %s", self.table.name, e)
         self.stall_seconds += time.monotonic() - started
@@ -322,7 +318,7 @@ class TableWrite:
             self.table, partition, bucket, CompactUnit(0, tuple(files), drop_deletes=False)
         )
         # still the writer's own level-0 output, not a compaction of committed files
-        self._pending[key] = [replace(f, file_source=FILE_SOURCE_APPEND, level=0) for f in merged]
+        self._pending[key] = [replace(f, file_source=FileSource.APPEND, level=0) for f in merged]
         for f in files:
             self.table.io.delete_file(
                 self.table.paths.data_file(
@@ -386,7 +382,7 @@ class TableWrite:
             bucket,
             data,
             level=0,
-            file_source=FILE_SOURCE_APPEND,
+            file_source=FileSource.APPEND,
         )
         # the file covers every sequence number of its memtable rows, losers included
         return replace(meta, min_sequence_number=min_seq, max_sequence_number=max_seq)
@@ -399,7 +395,7 @@ class TableWrite:
             CommitMessage(
                 partition=part,
                 bucket=bucket,
-                total_buckets=self.options.bucket,
+                total_buckets=self.options.num_buckets,
                 new_files=tuple(self._pending.get((part, bucket), ())),
                 changelog_files=tuple(self._pending_changelog.get((part, bucket), ())),
             )
@@ -422,7 +418,7 @@ class TableWrite:
         retries idempotent.
         """
         messages = self.prepare()
-        committer = self.table.new_commit(self.commit_user)
+        committer = TableCommit(self.table, self.commit_user)
         if identifier is None:
             if self._next_identifier is None:
                 self._next_identifier = (committer.committed_identifier() or 0) + 1

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, CommitConflict, DataFileMeta, Table
-from filestore.compaction import SortedRun, UniversalPicker, run_counts, sorted_runs
+from filestore.compaction import UniversalPicker
+from filestore.levels import SortedRun, run_counts, sorted_runs
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

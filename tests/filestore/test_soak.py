@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog
-from filestore.compaction import run_counts
+from filestore.levels import run_counts
 
 
 @pytest.mark.slow
