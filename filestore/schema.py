@@ -45,11 +45,6 @@ class TableSchema:
         return self.core_options.num_buckets
 
     @property
-    def bucket(self) -> int:
-        """The bucket count under its option key's name (the public API's): ``num_buckets``."""
-        return self.num_buckets
-
-    @property
     def column_names(self) -> list[str]:
         return list(self.arrow_schema.names)
 

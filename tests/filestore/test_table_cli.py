@@ -34,7 +34,7 @@ def test_table_commands(warehouse: Path) -> None:
     assert r.exit_code == 0, r.output
     assert runner.invoke(cli, ["table", "list", *wh]).output.split() == ["db.t"]
     t = Catalog(str(warehouse)).get_table("db.t")
-    assert t.schema.bucket == 2 and t.arrow_schema.field("dt").type == pa.date32()
+    assert t.schema.num_buckets == 2 and t.arrow_schema.field("dt").type == pa.date32()
     w = t.new_write("cli")
     w.write(
         pa.table(

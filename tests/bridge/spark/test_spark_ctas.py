@@ -26,7 +26,7 @@ def test_ctas_creates_schema_and_data_in_one_snapshot(dts: Any, warehouse: Path)
         dts, "db.c", df, warehouse=str(warehouse), primary_key=["id"], options={"bucket": "2"}
     )
     t = Catalog(str(warehouse)).get_table("db.c")
-    assert t.schema.primary_key == ["id"] and t.schema.bucket == 2
+    assert t.schema.primary_key == ["id"] and t.schema.num_buckets == 2
     assert len(data_snapshots(t)) == 1
     assert sort(t.read()) == sort(rows(12))
     assert not (warehouse / "_staging").exists() or not any((warehouse / "_staging").iterdir())
