@@ -15,15 +15,16 @@ from typing import Any
 import click
 
 from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
+from bridge.meta.errors import MetaError
+from filestore.errors import FileStoreError
 from logstore.client_config import CONFIG_ENV, ClientConfigError, client_settings
+from logstore.errors import LogStoreError
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from bridge.meta.errors import MetaError
+    # bridge.spark loads pyspark and bridge.worker loads faust: not for `dts --help`
     from bridge.spark.errors import SparkBridgeError
     from bridge.worker.tiers import NoTablesError
-    from filestore.errors import FileStoreError
-    from logstore.errors import LogStoreError
 
     return (FileStoreError, LogStoreError, MetaError, SparkBridgeError, NoTablesError)
 

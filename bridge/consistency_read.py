@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from bridge.meta.client import MetaClient
 from bridge.meta.consistency import consistent_version
 from bridge.meta.filestore_source import FileStoreBarriers
 from bridge.meta.models import (
@@ -51,8 +52,6 @@ def resolve_version(
     mode = ConsistencyMode(mode)
     names = [normalize_table_name(t) for t in tables]
     if meta_url:
-        from bridge.meta.client import MetaClient
-
         with MetaClient(meta_url) as client:
             return client.consistent_version(names, mode)
     if catalog is None:
@@ -99,9 +98,8 @@ def consistent_read(
     """``{table: DataFrame}`` read with the ``dts`` Spark source at one consistent barrier."""
     catalog = None
     if not meta_url:
-        from filestore import Catalog
-
         catalog = Catalog(str(warehouse))
+    # bridge.spark loads pyspark: consistent_read_tables (Arrow) must not need it
     from bridge.spark import register
 
     register(spark)  # idempotent: makes format("dts") available

@@ -26,6 +26,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from filestore import Catalog, Snapshot, Table
+from filestore.fileio import resolve_filesystem
+from filestore.manifest import ADD
 from filestore.snapshot import COMPACT
 
 log = logging.getLogger(__name__)
@@ -37,49 +40,69 @@ BARRIER_LOOKBACK = 32
 HISTORY_READS_PER_SCRAPE = 200
 
 
+# What the exporter reads of the FileStore API, as read-only members so that both the
+# real types (filestore.Catalog, Table, Snapshot, Split, DataFileMeta, CoreOptions) and
+# the unit tests' stand-in (tests/bridge/monitoring/support.py) satisfy them.
+
+
 class DataFileLike(Protocol):
-    level: int
-    file_size: int
+    @property
+    def level(self) -> int: ...
+    @property
+    def file_size(self) -> int: ...
 
 
 class SplitLike(Protocol):
-    partition: Mapping[str, Any]
-    bucket: int
-    files: Iterable[DataFileLike]
+    @property
+    def partition(self) -> Mapping[str, Any]: ...
+    @property
+    def bucket(self) -> int: ...
+    @property
+    def files(self) -> Iterable[DataFileLike]: ...
+
+
+class ScanLike(Protocol):
+    def plan(self) -> Iterable[SplitLike]: ...
 
 
 class SnapshotLike(Protocol):
-    id: int
-    barrier: int | None
-    total_record_count: int | None
+    @property
+    def id(self) -> int: ...
+    @property
+    def barrier(self) -> int | None: ...
+    @property
+    def total_record_count(self) -> int | None: ...
 
 
 class TableSchemaLike(Protocol):
-    primary_key: list[str]
+    @property
+    def primary_key(self) -> list[str]: ...
 
 
 class OptionsLike(Protocol):
     """The resolved options the exporter reads (``filestore.options.CoreOptions``)."""
 
-    num_sorted_run_stop_trigger: int
-    barrier_interval_ms: int
+    @property
+    def num_sorted_run_stop_trigger(self) -> int: ...
+    @property
+    def barrier_interval_ms(self) -> int: ...
 
 
 class TableLike(Protocol):
-    name: str
-
     @property
-    def schema(self) -> Any: ...
+    def name(self) -> str: ...
     @property
-    def options(self) -> Any: ...
-    def latest_snapshot(self) -> Any: ...
-    def snapshot(self, snapshot_id: int) -> Any: ...
-    def new_scan(self, snapshot_id: int | None = None) -> Any: ...
+    def schema(self) -> TableSchemaLike: ...
+    @property
+    def options(self) -> OptionsLike: ...
+    def latest_snapshot(self) -> SnapshotLike | None: ...
+    def snapshot(self, snapshot_id: int) -> SnapshotLike: ...
+    def new_scan(self, snapshot_id: int | None = None) -> ScanLike: ...
 
 
 class CatalogLike(Protocol):
     def list_tables(self, db: str | None = None) -> list[str]: ...
-    def get_table(self, name: str) -> Any: ...
+    def get_table(self, name: str) -> TableLike: ...
 
 
 @dataclass(frozen=True)
@@ -193,11 +216,9 @@ class History:
     compaction_bytes: int = 0
 
 
-def compaction_bytes(table: TableLike, snapshot: Any) -> int:
+def compaction_bytes(table: Table, snapshot: Snapshot) -> int:
     """Bytes of the files a COMPACT snapshot added (its delta manifests' ADD entries)."""
-    from filestore.manifest import ADD
-
-    entries = table.manifest_store.read_entries([snapshot.delta_manifest_list])  # type: ignore[attr-defined]
+    entries = table.manifest_store.read_entries([snapshot.delta_manifest_list])
     return sum(int(e.file.file_size) for e in entries if e.kind == ADD)
 
 
@@ -292,7 +313,12 @@ class FileStoreCollector(Collector):
                 snapshot = table.snapshot(snapshot_id)
             except Exception:  # expired between the listing and the read: nothing to count
                 continue
-            if getattr(snapshot, "commit_kind", None) == COMPACT:
+            # commit kinds and manifests are the real FileStore's (the stand-in has neither)
+            if (
+                isinstance(snapshot, Snapshot)
+                and snapshot.commit_kind == COMPACT
+                and isinstance(table, Table)
+            ):
                 history.compactions += 1
                 history.compaction_bytes += compaction_bytes(table, snapshot)
         if todo:
@@ -401,9 +427,6 @@ def exporter_registry(
     warehouse: str, filesystem: pafs.FileSystem | None = None
 ) -> CollectorRegistry:
     """A fresh registry holding a FileStore collector for ``warehouse``."""
-    from filestore import Catalog
-    from filestore.fileio import resolve_filesystem
-
     catalog = Catalog(warehouse, filesystem=filesystem)
     # Resolve the filesystem the way the FileStore does, so both see the same root.
     fs, root = resolve_filesystem(warehouse, filesystem)

@@ -12,6 +12,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from bridge.meta.client import MetaClient
 from bridge.worker.config import WorkerConfig
 from bridge.worker.dataplane import DataPlane
 from bridge.worker.fetch import LogFetcher
@@ -20,9 +21,15 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
 from bridge.worker.table_worker import BarrierListener, TableWorker
-from bridge.worker.tiers import TopicGate
+from bridge.worker.tiers import (
+    TopicGate,
+    build_table_worker,
+    build_table_workers,
+    discover_tables,
+)
 from bridge.worker.transport import DtsTransport
 from bridge.worker.web import attach_views
+from filestore import Catalog
 from logstore.client_config import client_settings, faust_settings
 
 log = logging.getLogger(__name__)
@@ -51,8 +58,6 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     on_barrier = meta.report if meta is not None else None
     gate = TopicGate(config.bootstrap, metrics)
     if tables is None:
-        from bridge.worker.tiers import build_table_workers
-
         tables = build_table_workers(config, metrics, status, on_barrier, gate)
     for t in tables:
         status.tables[t.name] = t.status
@@ -176,8 +181,6 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
 def _meta_link(config: WorkerConfig, metrics: WorkerMetrics) -> MetaLink | None:
     if not config.meta_url:
         return None
-    from bridge.meta.client import MetaClient
-
     return MetaLink(
         MetaClient(config.meta_url, timeout_s=5.0),
         config.group,
@@ -206,9 +209,6 @@ class TableScanner:
         self.gate = gate
 
     def scan(self) -> list[TableWorker]:
-        from bridge.worker.tiers import build_table_worker, discover_tables
-        from filestore import Catalog
-
         try:
             found = discover_tables(
                 Catalog(self.config.warehouse), self.config, self.runtime.table_names

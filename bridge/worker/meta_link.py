@@ -27,6 +27,7 @@ whole deployment is gone; a process that finds its job ended registers again.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -79,8 +80,6 @@ def worker_job_id(group: str, table: str) -> str:
     job_id = f"worker:{group}:{table}"
     if len(job_id) <= MAX_JOB_ID:
         return job_id
-    import hashlib
-
     digest = hashlib.sha1(job_id.encode()).hexdigest()[:12]
     return f"{job_id[: MAX_JOB_ID - 13]}-{digest}"
 

@@ -20,7 +20,11 @@ from bridge.worker.table_worker import (
 )
 from filestore import Catalog, CommitMessage, Table
 from filestore.errors import SnapshotNotFound
+from logstore.dlq import DeadLetterQueue
+from logstore.errors import TopicError
+from logstore.normalize import Normalizer
 from logstore.records import LogRecords, decode_log_records
+from logstore.topics import ensure_topic
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +57,6 @@ class TopicGate:
 
     def admit(self, tables: Sequence[Any]) -> list[Any]:
         """The tables whose topic exists (created if absent) with the right partition count."""
-        from logstore.errors import TopicError
-        from logstore.topics import ensure_topic
-
         ready = []
         for table in tables:
             try:
@@ -125,8 +126,6 @@ def new_normalizer(
     table: Table, spec: Any, bucket: int, snapshot_id: int | None, state_rows: int
 ) -> BucketNormalizer:
     """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
-    from logstore.normalize import Normalizer
-
     normalizer = Normalizer(spec, max_rows_in_memory=state_rows)
     if snapshot_id is not None:
         columns = list(spec.schema.names)
@@ -158,8 +157,6 @@ def build_table_worker(
     status: WorkerStatus,
     on_barrier: BarrierListener | None = None,
 ) -> TableWorker:
-    from logstore.dlq import DeadLetterQueue
-
     spec = log_spec_for(table)
     dlq: DeadLetterQueue | None = None
 
