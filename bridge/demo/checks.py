@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bridge.consistency_read import consistent_read, consistent_read_tables
 from bridge.demo.model import (
     CTAS_FAILED,
     CTAS_TABLE,
@@ -24,6 +25,8 @@ from bridge.demo.model import (
     row_diff,
     totals_from_enriched,
 )
+from bridge.meta.errors import MetaError
+from filestore import Catalog
 
 READ_TABLES = (ORDERS, ENRICHED, TOTALS)
 
@@ -51,13 +54,10 @@ class ReadCheck:
 
 
 def check_read(
-    spark: Any | None, catalog: Any, warehouse: str, meta_url: str, mode: str
+    spark: Any | None, catalog: Catalog, warehouse: str, meta_url: str, mode: str
 ) -> ReadCheck:
     """Read orders, orders_enriched and customer_totals together (``mode`` strong or weak)
     through the MetaService; with ``spark`` as DataFrames, else through the FileStore API."""
-    from bridge.consistency_read import consistent_read, consistent_read_tables
-    from bridge.meta.errors import MetaError
-
     check = ReadCheck(mode, engine="Spark" if spark is not None else "FileStore API")
     try:
         if spark is not None:
@@ -105,7 +105,7 @@ class TimeTravel:
 
 
 def time_travel(
-    spark: Any, catalog: Any, warehouse: str, orders_barrier: int, customers_barrier: int
+    spark: Any, catalog: Catalog, warehouse: str, orders_barrier: int, customers_barrier: int
 ) -> TimeTravel:
     """customers as of their first barrier (Spark, option barrier) next to now; orders' counts."""
 
@@ -155,9 +155,10 @@ class CtasOutcome:
         return self.snapshots == 1 and not self.failed_visible and not self.staging_left
 
 
-def run_ctas(spark: Any, catalog: Any, warehouse: str, strong: ReadCheck) -> CtasOutcome:
+def run_ctas(spark: Any, catalog: Catalog, warehouse: str, strong: ReadCheck) -> CtasOutcome:
     """CREATE TABLE top_customers AS SELECT (totals at the strong barrier x customers), and a
     CTAS whose tasks fail: that table never becomes visible and leaves nothing behind."""
+    # pyspark (and bridge.spark, which loads it) only where Spark runs
     from pyspark.sql import functions as F
 
     from bridge.spark import create_table_as

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plotly.graph_objects as go
+
 from bridge.demo.metrics_history import CONSISTENT_LAG, FRESHNESS, MetricsHistory
 
 
@@ -17,8 +19,6 @@ class ReportDataMissing(RuntimeError):
 
 
 def _figure(history: MetricsHistory, metric: str, title: str, label: str) -> object:
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for series in history.of(metric):
         xs = [t for t, _ in series.points]

@@ -116,6 +116,7 @@ def spark_enriched(orders: Any) -> Any:
     partitions one after the other, so the sink sees every key's changes in order.
     (Spark refuses sorting a stream, and a shuffle does not keep the order.)
     """
+    # pyspark only where Spark runs: the Arrow oracle and create_tables do without it
     from pyspark.sql import functions as F
 
     size = (

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 from bridge.demo.model import ENRICHED, ORDERS, SOURCES, TOTALS, spark_enriched, spark_totals
+from bridge.meta.client import MetaClient
 from logstore.broker import free_port
 
 
@@ -176,8 +178,6 @@ def http_ok(url: str) -> bool:
 
 def meta_has_barrier(meta_url: str, table: str, barrier: int) -> bool:
     """Whether the MetaService knows ``table`` completed ``barrier`` (the worker reports it)."""
-    from bridge.meta.client import MetaClient
-
     try:
         with MetaClient(meta_url, timeout_s=2.0) as client:
             latest = client.table(table).latest_barrier
@@ -191,6 +191,8 @@ def meta_has_barrier(meta_url: str, table: str, barrier: int) -> bool:
 
 def start_spark(work_dir: Path, warehouse: str) -> Any:
     """A local[2] SparkSession on 127.0.0.1, quiet (errors only), with `dts` registered."""
+    # the Spark imports here and below load pyspark: not for the rest of the demo
+    # (`dts demo clean`, the Arrow checks) nor for importing bridge.demo
     from bridge.spark.session import local_session
 
     conf = {
@@ -204,8 +206,6 @@ class SparkStarter:
     """Starts the SparkSession in a thread (the JVM takes 15-50 s) while the rest starts."""
 
     def __init__(self, work_dir: Path, warehouse: str) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="dts-demo-spark")
         self._future = self._pool.submit(start_spark, work_dir, warehouse)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -53,8 +54,6 @@ def read_line(check: ReadCheck) -> str:
 
 def worker_records(worker_url: str) -> dict[str, float]:
     """records in per table from the worker's /metrics (what Prometheus would scrape)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         text = httpx.get(f"{worker_url}/metrics", timeout=3.0).text
     except httpx.HTTPError:

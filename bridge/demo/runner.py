@@ -28,7 +28,16 @@ from bridge.demo.checks import (
 from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
 from bridge.demo.html_report import ReportDataMissing, write_html_report
 from bridge.demo.metrics_history import MetricsSampler
-from bridge.demo.model import CUSTOMERS, DB, DERIVED, ENRICHED, ORDERS, SOURCES, TOTALS
+from bridge.demo.model import (
+    CUSTOMERS,
+    DB,
+    DERIVED,
+    ENRICHED,
+    ORDERS,
+    SOURCES,
+    TOTALS,
+    create_tables,
+)
 from bridge.demo.outcome import DemoRun
 from bridge.demo.pipeline import (
     DemoError,
@@ -44,6 +53,9 @@ from bridge.demo.pipeline import (
 )
 from bridge.demo.prometheus_history import PrometheusRecorder, PrometheusUnavailable, best_history
 from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
+from bridge.tables import open_log_writer
+from filestore import Catalog
+from logstore.broker import EmbeddedBroker
 
 
 @dataclass
@@ -207,8 +219,6 @@ class DemoRunner:
             return str(run_dir / "warehouse")
         path = Path(self.options.warehouse).resolve()
         path.mkdir(parents=True, exist_ok=True)
-        from filestore import Catalog
-
         if DB in Catalog(str(path)).list_databases():
             raise DemoError(
                 f"{path} already holds a '{DB}' database from an earlier demo; "
@@ -219,10 +229,6 @@ class DemoRunner:
     def _start_services(
         self, stack: ExitStack, warehouse: str, logs: Path
     ) -> tuple[Any, str, ServiceProcess, ServiceProcess]:
-        from bridge.demo.model import create_tables
-        from filestore import Catalog
-        from logstore.broker import EmbeddedBroker
-
         self.step("starting the embedded Apache Kafka broker (KRaft, on 127.0.0.1)")
         broker = EmbeddedBroker(log_path=logs / "broker.log").start()
         self._on_stop(stack, "broker", broker.stop)
@@ -255,10 +261,8 @@ class DemoRunner:
         self.phase_done("start broker, MetaService, worker")
 
     def _start_generator(
-        self, stack: ExitStack, catalog: Any, bootstrap: str
+        self, stack: ExitStack, catalog: Catalog, bootstrap: str
     ) -> tuple[CdcGenerator, GeneratorThread]:
-        from bridge.tables import open_log_writer
-
         writers = {}
         for short, name in (("orders", ORDERS), ("customers", CUSTOMERS)):
             writers[short] = open_log_writer(
@@ -302,8 +306,6 @@ class DemoRunner:
         return spark
 
     def _latest_barrier_of(self, name: str) -> int | None:
-        from filestore import Catalog
-
         snap = Catalog(self.run.warehouse).get_table(name).latest_snapshot()
         return snap.barrier if snap is not None else None
 
@@ -311,7 +313,7 @@ class DemoRunner:
         self,
         stack: ExitStack,
         spark: Any,
-        catalog: Any,
+        catalog: Catalog,
         warehouse: str,
         meta: ServiceProcess,
         worker: ServiceProcess,
@@ -356,7 +358,7 @@ class DemoRunner:
         self,
         done: Callable[[], bool],
         limit: float,
-        catalog: Any,
+        catalog: Catalog,
         gen_thread: GeneratorThread,
         alive: Callable[[], None],
     ) -> None:

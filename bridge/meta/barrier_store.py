@@ -116,6 +116,8 @@ class BarrierLog:
             self._jobs.touch(conn, job_id, now)  # a committing job is alive
 
     def _upsert(self, rows: list[dict[str, Any]]) -> sa.Executable:
+        # the upsert is dialect-specific: load only the dialect of the connected database
+        # (Postgres is the optional backend)
         if self._write.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:

@@ -21,6 +21,7 @@ from starlette.routing import Match
 
 from bridge.meta.auth import JOB_HEADER, Caller, MetaAuth
 from bridge.meta.errors import MetaError
+from bridge.meta.graph import render_mermaid
 from bridge.meta.metrics import RequestMetrics, meta_registry, requests_counter
 from bridge.meta.models import (
     JOB_ID_PATTERN,
@@ -296,8 +297,6 @@ def _routes(app: FastAPI, store: Store, auth: MetaAuth) -> None:
 
     @app.get("/lineage", response_model=Graph, tags=["lineage"])
     def whole_graph(_who: As) -> Graph:
-        from bridge.meta.graph import render_mermaid
-
         edges = store.edges()
         return Graph(edges=edges, mermaid=render_mermaid(edges))
 
