@@ -58,6 +58,7 @@ def demo(
     itself in about 1.5-3 minutes, stops everything it started (also on Ctrl-C), and
     keeps the warehouse, the logs and an HTML report of freshness and consistency.
     """
+    # bridge.demo loads the demo's stack (Prometheus client, plotly, HTTP): only for `dts demo`
     from bridge.demo import DemoOptions, run_demo
     from bridge.demo.pipeline import DemoError
     from bridge.demo.rundir import RunDirError
@@ -101,6 +102,7 @@ def _console() -> Console:
 
 
 def _clean(root: Path) -> None:
+    # importing bridge.demo.rundir loads all of bridge.demo: only for `dts demo --clean`
     from bridge.demo.rundir import RunDirError, clean
 
     try:

@@ -55,6 +55,7 @@ def exporter(warehouse: str, host: str, port: int) -> None:
 
     The warehouse is read on every scrape; nothing is written. Stop with Ctrl-C.
     """
+    # prometheus_client (and bridge.exporter) only for `dts exporter`, not `dts --help`
     from prometheus_client import start_http_server
 
     from bridge.exporter import exporter_registry

@@ -8,8 +8,12 @@ from types import FrameType
 
 import click
 
+from bridge.tables import bucketer_for, log_spec_for
+from filestore import Catalog
+from filestore.errors import FileStoreError
 from logstore.errors import LogStoreError
 from logstore.ingest import Ingestor, IngestStats
+from logstore.topics import ensure_reachable
 
 
 @click.command()
@@ -64,11 +68,6 @@ def ingest(
 ) -> None:
     """Copy --from-topic into the table's log with barriers (consume-transform-produce,
     source offsets committed in the log's transactions). Stops cleanly on Ctrl-C/SIGTERM."""
-    from bridge.tables import bucketer_for, log_spec_for
-    from filestore import Catalog
-    from filestore.errors import FileStoreError
-    from logstore.topics import ensure_reachable
-
     try:
         table = Catalog(warehouse).get_table(table_name)
         spec = log_spec_for(table)

@@ -15,6 +15,7 @@ from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
 from bridge.meta.client import DEFAULT_URL, MetaClient
 from bridge.meta.errors import MetaError
 from bridge.meta.models import ConsistencyMode, JobKind, JobState, SinkRole
+from filestore import Catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,6 +100,7 @@ def _short(v: Any) -> str:
 
 
 def _default_db(db: str | None, warehouse: str | None) -> str:
+    # bridge.meta.store loads SQLAlchemy: only for the commands that open the database
     from bridge.meta.store import default_url
 
     if db:
@@ -155,6 +157,7 @@ def serve(
     admin_token: str | None,
 ) -> None:
     """Run the MetaService HTTP API (OpenAPI at /docs). Stop with Ctrl-C."""
+    # the server's stack (uvicorn, FastAPI, SQLAlchemy) only for `dts meta serve`
     import uvicorn
 
     from bridge.meta.server import create_app
@@ -463,8 +466,8 @@ def rebuild(
     warehouse: str, db: str | None, url: str | None, tables: tuple[str, ...], replace: bool
 ) -> None:
     """Reload every table's completed barriers and snapshot ids from the FileStore."""
+    # bridge.meta.rebuild and .store (SQLAlchemy) cost `dts --help` ~25 ms and ~250 ms
     from bridge.meta.rebuild import rebuild as do_rebuild
-    from filestore import Catalog
 
     catalog = Catalog(warehouse)
 

@@ -11,9 +11,11 @@ from typing import Any
 import click
 import pyarrow as pa
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from filestore import Catalog, FileStoreError
+from filestore.options import parse_duration_ms
 from filestore.types import PRIMITIVE_TYPE_NAMES, type_from_json
 
 _TYPE_ALIASES = {
@@ -305,8 +307,6 @@ def _partition_filter(pairs: tuple[str, ...]) -> dict[str, str | None] | None:
 @warehouse_option
 def compact(name: str, full: bool, partitions: tuple[str, ...], warehouse: str) -> None:
     """Compact a table's buckets (universal compaction; --full rewrites everything)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     wanted = _partition_filter(partitions)
     try:
         t = Catalog(warehouse).get_table(name)
@@ -350,8 +350,6 @@ def expire(
     warehouse: str,
 ) -> None:
     """Expire old snapshots and delete the files only they referenced."""
-    from filestore.options import parse_duration_ms
-
     try:
         t = Catalog(warehouse).get_table(name)
         older = parse_duration_ms(older_than, "--older-than") if older_than else None
@@ -372,8 +370,6 @@ def expire(
 @warehouse_option
 def remove_orphans(name: str, older_than: str, dry_run: bool, warehouse: str) -> None:
     """Delete files no snapshot or tag references that are older than the safety window."""
-    from filestore.options import parse_duration_ms
-
     try:
         t = Catalog(warehouse).get_table(name)
         r = t.remove_orphans(parse_duration_ms(older_than, "--older-than"), dry_run=dry_run)

@@ -10,6 +10,9 @@ from typing import Any
 import click
 
 from bridge.commands.signals import sigterm_interrupt
+from filestore import Catalog
+from logstore.broker import free_port
+from logstore.topics import ensure_reachable
 
 #: one line per record, no colour: what a log file or a log collector wants
 PLAIN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -124,14 +127,12 @@ def worker(
     (or SIGTERM): buffered rows are dropped and redone from the last snapshot
     by whichever worker takes the buckets over.
     """
+    # bridge.worker loads Faust: not for `dts --help` and the other commands
     import faust
 
     from bridge.worker.app import create_app
     from bridge.worker.config import WorkerConfig
     from bridge.worker.tiers import NoTablesError, discover_tables
-    from filestore import Catalog
-    from logstore.broker import free_port
-    from logstore.topics import ensure_reachable
 
     names = [n.strip() for t in tables for n in t.split(",") if n.strip()] or None
     port = web_port or free_port()
