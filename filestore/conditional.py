@@ -41,6 +41,7 @@ class ConditionalCreate:
 
     def create(self, path: str, data: bytes) -> bool:
         """True when this call created ``path``; False when it existed already."""
+        # obstore is optional (see for_filesystem): only S3 warehouses need it
         import obstore
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
@@ -71,6 +72,7 @@ def for_filesystem(fs: pafs.FileSystem) -> ConditionalCreate | None:
 
 
 def _s3_store(bucket: str, settings: dict[str, Any]) -> Any:
+    # obstore is optional (see for_filesystem)
     from obstore.store import S3Store
 
     config: S3Config = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import ssl
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -220,8 +221,6 @@ def spark_kafka_options(settings: Mapping[str, str] | None = None) -> dict[str, 
 
 
 def _ssl_context(settings: Mapping[str, str]) -> Any:
-    import ssl
-
     ctx = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
     if "ssl.certificate.location" in settings:
         ctx.load_cert_chain(
@@ -284,6 +283,7 @@ def faust_settings(settings: Mapping[str, str] | None = None) -> dict[str, Any]:
 
     Pass them to ``faust.App(..., **faust_settings())``; with PLAINTEXT it is empty.
     """
+    # Faust is the worker's: the LogStore must not load it for its other clients
     import faust
 
     kw = aiokafka_settings(settings)

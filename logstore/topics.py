@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -150,8 +151,6 @@ def delete_topic(bootstrap: str, topic: str) -> bool:
 
 
 def _wait_for_topic(bootstrap: str, topic: str) -> TopicInfo:
-    import time
-
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         info = describe_topic(bootstrap, topic, with_config=False)
