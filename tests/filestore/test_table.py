@@ -55,7 +55,9 @@ def test_catalog_lifecycle(warehouse: Path) -> None:
 
 def test_schema_file_round_trip(orders) -> None:  # type: ignore[no-untyped-def]
     s = orders.schema
-    assert s.id == 0 and s.primary_key == ["id"] and s.partition_keys == ["dt"] and s.num_buckets == 4
+    assert (
+        s.id == 0 and s.primary_key == ["id"] and s.partition_keys == ["dt"] and s.num_buckets == 4
+    )
     assert s.arrow_schema == SCHEMA
     assert (Path(orders.paths.root) / "schema" / "schema-0").exists()
 
