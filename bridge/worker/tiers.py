@@ -18,12 +18,13 @@ from bridge.worker.table_worker import (
     TableHooks,
     TableWorker,
 )
-from filestore import Catalog, CommitMessage, Table
+from filestore import Catalog, CommitMessage, Snapshot, Table
 from filestore.errors import SnapshotNotFound
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import TopicError
 from logstore.normalize import Normalizer
 from logstore.records import LogRecords, decode_log_records
+from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class TopicGate:
         self.metrics = metrics
         self.refused: dict[str, str] = {}
 
-    def admit(self, tables: Sequence[Any]) -> list[Any]:
+    def admit(self, tables: Sequence[Table]) -> list[Table]:
         """The tables whose topic exists (created if absent) with the right partition count."""
         ready = []
         for table in tables:
@@ -93,7 +94,7 @@ def resume_offsets(table: Table) -> dict[int, int]:
     return resume_point(table).offsets
 
 
-def _latest_with_offsets(table: Table, start_id: int) -> Any:
+def _latest_with_offsets(table: Table, start_id: int) -> Snapshot | None:
     """Newest snapshot at or below ``start_id`` with log offsets, reading one at a time
     (not every snapshot of a long-lived table)."""
 
@@ -112,7 +113,7 @@ def snapshot_id_at(table: Table, barrier: int) -> int | None:
     return None if snap is None else int(snap.id)
 
 
-def needs_normalize(table: Table, spec: Any) -> bool:
+def needs_normalize(table: Table, spec: LogSpec) -> bool:
     """An upsert-mode log stores no -U and may store key-only -D; merge engines that
     retract (partial-update, aggregation) and changelog-producer=input need both
     images, so the worker rebuilds them from per-bucket state."""
@@ -123,7 +124,7 @@ def needs_normalize(table: Table, spec: Any) -> bool:
 
 
 def new_normalizer(
-    table: Table, spec: Any, bucket: int, snapshot_id: int | None, state_rows: int
+    table: Table, spec: LogSpec, bucket: int, snapshot_id: int | None, state_rows: int
 ) -> BucketNormalizer:
     """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
     normalizer = Normalizer(spec, max_rows_in_memory=state_rows)
@@ -205,7 +206,7 @@ def build_table_worker(
     )
 
 
-def discover_tables(catalog: Catalog, config: WorkerConfig, known: Collection[str]) -> list[Any]:
+def discover_tables(catalog: Catalog, config: WorkerConfig, known: Collection[str]) -> list[Table]:
     """Tables with a log tier this worker should consume and does not yet."""
     found = []
     for name in table_names(catalog, config.tables):
