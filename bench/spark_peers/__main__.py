@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.spark_peers.common import BUCKETS, CORES, DRIVER_MEMORY, PHASES, SHUFFLE_PARTITIONS
+from bench.spark_peers.common import CORES, DRIVER_MEMORY, PHASES, SHUFFLE_PARTITIONS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -75,7 +75,10 @@ def fetch_jars(system: str) -> None:
     print(f"set-up: resolving {system}'s Spark connector from Maven Central -> {where}", flush=True)
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
-    version = {"paimon": f"-Dpaimon.version={PAIMON_VERSION}", "delta": f"-Ddelta.version={DELTA_VERSION}"}
+    version = {
+        "paimon": f"-Dpaimon.version={PAIMON_VERSION}",
+        "delta": f"-Ddelta.version={DELTA_VERSION}",
+    }
     subprocess.run(
         [
             "mvn", "-q", "-B", "-s", str(ROOT / "deps" / "maven-settings.xml"),
@@ -113,7 +116,9 @@ def set_up(systems: list[str]) -> None:
 
 
 # -- data -----------------------------------------------------------------------
-def generate(data: Path, rows: int, batches: int, batch_rows: int, files: int = 4) -> dict[str, Any]:
+def generate(
+    data: Path, rows: int, batches: int, batch_rows: int, files: int = 4
+) -> dict[str, Any]:
     """base/ (rows keys 0..rows-1, shuffled) and upsert-<i>/ (batch_rows each: half updates
     of existing keys, half new keys), `files` Parquet files per directory so Spark reads
     each with parallel tasks; spec.json with the expected results."""
@@ -224,7 +229,7 @@ def machine() -> dict[str, Any]:
 def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per phase: rows/s of each system and the ratios dts/peer (None if missing)."""
     out = []
-    phases = list(PHASES) + ["full_read_python_source"]
+    phases = [*PHASES, "full_read_python_source"]
     for phase in phases:
         rates: dict[str, float | None] = {}
         rows = None
@@ -244,14 +249,14 @@ def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _rate(v: float | None) -> str:
     if v is None:
-        return "–"
+        return "-"
     if v >= 1e6:
         return f"{v / 1e6:.2f}M"
     return f"{v / 1e3:.0f}k" if v >= 1e4 else f"{v:,.0f}"
 
 
 def _ratio(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}x"
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -263,7 +268,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         name = r["phase"].replace("_", " ")
         if r["phase"] == "full_read_python_source":
             name = "full read, dts Python source only"
-        cells = [name, f"{r['rows']:,}" if r["rows"] else "–"]
+        cells = [name, f"{r['rows']:,}" if r["rows"] else "-"]
         cells += [_rate(r["rates"][s]) for s in SYSTEMS]
         cells += [_ratio(r[f"dts_vs_{p}"]) for p in PEERS]
         lines.append("| " + " | ".join(cells) + " |")
@@ -303,7 +308,7 @@ def readme_section(report: dict[str, Any]) -> str:
         f"during the run mean {load['mean']:.2f}, max {load['max']:.2f}.",
         f"- Data: {cfg['rows']:,} rows written, then {cfg['batches']} upsert batches of "
         f"{cfg['batch_rows']:,} (half updates, half new keys); "
-        f"{cfg['expected']['count']:,} rows in the end; key range {cfg['range'][0]:,}–"
+        f"{cfg['expected']['count']:,} rows in the end; key range {cfg['range'][0]:,}-"
         f"{cfg['range'][1]:,}.",
         f"- Spark: local[{CORES}], spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}, "
         f"driver memory {DRIVER_MEMORY}, for every system.",
@@ -334,7 +339,9 @@ def update_readme(path: Path, section: str) -> None:
 
 
 # -- driver ---------------------------------------------------------------------
-def run_side(system: str, data: Path, work: Path, repeat: int, profile: Path | None) -> dict[str, Any]:
+def run_side(
+    system: str, data: Path, work: Path, repeat: int, profile: Path | None
+) -> dict[str, Any]:
     out = work / f"{system}.json"
     cmd = [
         str(python_for(system)), "-m", f"bench.spark_peers.{system}_side",
@@ -355,7 +362,9 @@ def run_side(system: str, data: Path, work: Path, repeat: int, profile: Path | N
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--batch-rows", type=int, default=1_000_000)
@@ -382,7 +391,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     print(f"load average before: {os.getloadavg()}", flush=True)
-    print(f"generating {ns.rows:,} rows + {ns.batches} x {ns.batch_rows:,} in {work / 'data'}", flush=True)
+    print(
+        f"generating {ns.rows:,} rows + {ns.batches} x {ns.batch_rows:,} in {work / 'data'}",
+        flush=True,
+    )
     shutil.rmtree(work / "data", ignore_errors=True)
     spec = generate(work / "data", ns.rows, ns.batches, ns.batch_rows)
     results: dict[str, Any] = {}
@@ -395,7 +407,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()[0]
     samples = load.samples or [load_after]
-    report = {
+    report: dict[str, Any] = {
         "finished": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "argv": list(argv if argv is not None else sys.argv[1:]),
         "config": {k: spec[k] for k in ("rows", "batches", "batch_rows", "range", "expected")},
@@ -414,7 +426,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "table": table_rows(results),
         "systems": results,
     }
-    print(f"\nrows/s per phase (ratios: dts rows/s over the peer's; > 1 means dts is faster)\n")
+    print("\nrows/s per phase (ratios: dts rows/s over the peer's; > 1 means dts is faster)\n")
     print(format_table(report["table"]))
     print(
         f"\nload average (1 min): before {load_before:.2f}, after {load_after:.2f}, "

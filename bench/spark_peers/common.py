@@ -52,7 +52,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 def artifact(jar_name: str) -> str:
-    """"kafka-clients-3.9.2.jar" -> "kafka-clients": the name up to the first -<digit>."""
+    """ "kafka-clients-3.9.2.jar" -> "kafka-clients": the name up to the first -<digit>."""
     return re.sub(r"-\d.*$", "", jar_name.removesuffix(".jar"))
 
 

@@ -79,9 +79,11 @@ def main() -> None:
     )
     source = lambda: spark.read.format("dts").option("warehouse", wh).load(TABLE)  # noqa: E731
     run.best("full_read_python_source", total, lambda: agg(source()))
-    changes = (
-        lambda: spark.read.format("dts").option("warehouse", wh).option("changes", f"{v0},{v1}")
-    )  # noqa: E731
+
+    def changes() -> Any:
+        reader = spark.read.format("dts").option("warehouse", wh)
+        return reader.option("changes", f"{v0},{v1}")
+
     run.best("changelog", spec.upsert_rows, lambda: agg(changes().load(TABLE)))
     kinds = changes().load(TABLE).groupBy("_row_kind").count().collect()
     run.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
