@@ -322,6 +322,17 @@ def readme_section(report: dict[str, Any]) -> str:
     else:
         lines.append("- Every system's full and filtered read matched the input (count and sum).")
     lines += ["", format_table(report["table"]), ""]
+    for phase in ("changelog", "stream"):
+        got = {
+            LABEL[s]: report["systems"][s]["phases"].get(phase, {}).get("rows_returned")
+            for s in SYSTEMS
+            if s in report["systems"]
+        }
+        lines.append(
+            f"- Rows returned by the {phase} phase: "
+            + ", ".join(f"{k} {v:,}" for k, v in got.items() if v is not None)
+            + "."
+        )
     for system in SYSTEMS:
         notes = report["notes"].get(system) or {}
         for k, v in notes.items():

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 from bench.spark_peers.common import Run, Spec, agg, args, session, stream_noop
@@ -32,7 +33,8 @@ def main() -> None:
     Catalog(wh).create_database("b")
     spark = session("bench-peers-dts", ns.work, {"spark.dts.warehouse": wh})
     dts.register(spark)
-    run.versions["dts"] = "working tree"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    run.versions["dts"] = f"commit {head.stdout.strip()}" if head.returncode == 0 else "?"
 
     def snapshot() -> int:
         snap = Catalog(wh).get_table(TABLE).latest_snapshot()
