@@ -409,10 +409,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shutil.rmtree(work / "data", ignore_errors=True)
     spec = generate(work / "data", ns.rows, ns.batches, ns.batch_rows)
     results: dict[str, Any] = {}
+    failed: list[str] = []
     try:
         with LoadSampler() as load:
             for system in systems:
-                results[system] = run_side(system, work / "data", work, ns.repeat, ns.profile)
+                try:
+                    results[system] = run_side(system, work / "data", work, ns.repeat, ns.profile)
+                except subprocess.CalledProcessError as e:  # the others still run and report
+                    print(f"=== {LABEL[system]} failed (exit {e.returncode})", flush=True)
+                    failed.append(f"{LABEL[system]} side failed (exit {e.returncode})")
     finally:
         if not ns.keep and ns.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -433,7 +438,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "versions": {s: r["versions"] for s, r in results.items()},
         "notes": {s: r.get("notes", {}) for s, r in results.items()},
         "checks": {s: r.get("checks", {}) for s, r in results.items()},
-        "problems": check(spec, results),
+        "problems": failed + check(spec, results),
         "table": table_rows(results),
         "systems": results,
     }
