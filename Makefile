@@ -78,6 +78,16 @@ test: $(STAMP) test-tools jars lint typecheck
 bench: $(STAMP) jars
 	$(BIN)/python -m bench.run
 
+# Spark peers benchmark (bench/spark_peers, issue #18): dts beside Apache Paimon's and Delta
+# Lake's own Spark connectors on the same data; prints the table with ratios and regenerates
+# the results section of bench/README.md. First use creates Paimon's PySpark 3.5 venv
+# (bench/.venv-spark-paimon) and fetches the connectors' jars from Maven Central into the
+# cache. Smaller run: make bench-peers BENCH_PEERS_ARGS="--rows 200000 --batch-rows 40000"
+.PHONY: bench-peers
+BENCH_PEERS_ARGS ?=
+bench-peers: $(STAMP) java-tools
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.spark_peers --readme bench/README.md $(BENCH_PEERS_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .

@@ -1,0 +1,111 @@
+"""dts's side of the Spark peers benchmark (PySpark 4.2, the project's .venv).
+
+- write: ``df.write.format("dts")`` with ``create``, ``primary-key=id``, ``table.bucket=4``
+  (a primary-key table, deduplicate merge engine, the default options otherwise);
+- upsert: the same writer in append mode (rows without ``_row_kind`` are upserts);
+- full / filtered read: ``dts.table(spark, ...)`` (Spark's Parquet reader for splits that
+  need no merge, the Python source with merge-on-read for the others) and, for reference,
+  the Python source alone (``spark.read.format("dts")``);
+- changelog: ``option("changes", "v0,v1")`` between the snapshot after the initial write
+  and the last upsert's;
+- stream: ``readStream.format("dts")``, ``tier=file``, ``scan.mode=from-snapshot`` at the
+  first snapshot after the initial write, Trigger.AvailableNow into the noop sink.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from bench.spark_peers.common import Run, Spec, agg, args, session, stream_noop
+
+TABLE = "b.t"
+
+
+def main() -> None:
+    ns = args(__doc__)
+    spec = Spec(ns.data)
+    run = Run("dts", ns, spec)
+    import bridge as dts
+    from filestore import Catalog
+
+    wh = str(ns.work / "wh")
+    Catalog(wh).create_database("b")
+    spark = session("bench-peers-dts", ns.work, {"spark.dts.warehouse": wh})
+    dts.register(spark)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    run.versions["dts"] = f"commit {head.stdout.strip()}" if head.returncode == 0 else "?"
+
+    def snapshot() -> int:
+        snap = Catalog(wh).get_table(TABLE).latest_snapshot()
+        assert snap is not None
+        return int(snap.id)
+
+    def writer(df: Any) -> Any:
+        return df.write.format("dts").option("warehouse", wh).mode("append")
+
+    def write() -> None:
+        w = writer(spark.read.parquet(spec.base)).option("create", "true")
+        w.option("primary-key", "id").option("table.bucket", "4").save(TABLE)
+
+    def upsert() -> None:
+        for i in range(spec.batches):
+            writer(spark.read.parquet(spec.upsert(i))).save(TABLE)
+            run.log(f"  upsert batch {i + 1}/{spec.batches} committed (snapshot {snapshot()})")
+
+    # warm-up on a throwaway table: JVM, Python workers, the write and read paths
+    warm = lambda: spark.read.parquet(spec.base).limit(1000)  # noqa: E731
+    w = writer(warm()).option("create", "true").option("primary-key", "id")
+    w.option("table.bucket", "4").save("b.warm_up")
+    writer(warm()).save("b.warm_up")
+    agg(dts.table(spark, "b.warm_up"))
+
+    run.once("write", spec.rows, write)
+    v0 = snapshot()
+    run.once("upsert", spec.upsert_rows, upsert)
+    v1 = snapshot()
+    run.checks["versions"] = [v0, v1]
+    table = Catalog(wh).get_table(TABLE)
+    splits = table.new_scan().plan()
+    run.notes["layout"] = (
+        f"{len(splits)} splits, {sum(len(s.files) for s in splits)} data files at snapshot {v1}"
+    )
+    total = spec.expected["count"]
+    lo, hi = spec.range
+    in_range = spec.expected["range_count"]
+    run.best("full_read", total, lambda: agg(dts.table(spark, TABLE)))
+    run.best(
+        "filtered_read",
+        in_range,
+        lambda: agg(dts.table(spark, TABLE).where(f"id >= {lo} AND id < {hi}")),
+    )
+    source = lambda: spark.read.format("dts").option("warehouse", wh).load(TABLE)  # noqa: E731
+    run.best("full_read_python_source", total, lambda: agg(source()))
+
+    def changes() -> Any:
+        reader = spark.read.format("dts").option("warehouse", wh)
+        return reader.option("changes", f"{v0},{v1}")
+
+    run.best("changelog", spec.upsert_rows, lambda: agg(changes().load(TABLE)))
+    kinds = changes().load(TABLE).groupBy("_row_kind").count().collect()
+    run.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
+
+    def stream() -> tuple[int]:
+        run.streams += 1
+        reader = (
+            spark.readStream.format("dts")
+            .option("warehouse", wh)
+            .option("tier", "file")
+            .option("scan.mode", "from-snapshot")
+            .option("scan.snapshot-id", str(v0 + 1))
+            .load(TABLE)
+        )
+        return (stream_noop(reader, ns.work / f"checkpoint-{run.streams}"),)
+
+    run.best("stream", spec.upsert_rows, stream)
+    spark.stop()
+    run.write()
+
+
+if __name__ == "__main__":
+    main()
