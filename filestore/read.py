@@ -10,9 +10,11 @@ the table's merge engine (see merge.py).
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ from filestore.data_file import DataFileMeta
 from filestore.errors import SchemaError
 from filestore.merge import merge, winner_indices
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
-from filestore.scan import Split
+from filestore.scan import Split, may_match
 from filestore.schema import KEY_PREFIX, TableSchema
 
 
@@ -63,6 +65,41 @@ def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:
     return all(a.max_sequence_number < b.min_sequence_number for a, b in itertools.pairwise(files))
 
 
+def key_filter(filter: pc.Expression | None, schema: TableSchema) -> pc.Expression | None:
+    """``filter`` when it names primary-key columns only, else None.
+
+    All rows of one key match such a filter or none does, so it may drop rows before
+    the merge (and skip row groups by their key statistics) without letting an older
+    version of a key win. A filter on a value column must wait for the merge.
+    """
+    if filter is None or not schema.primary_key:
+        return None
+    keys = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_key])
+    try:
+        keys.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    return filter
+
+
+def _row_group_guarantee(
+    meta: pq.FileMetaData, group: int, columns: dict[str, tuple[int, pa.DataType]]
+) -> pc.Expression:
+    """What the footer statistics say about the keys of one row group."""
+    terms: list[pc.Expression] = []
+    rg = meta.row_group(group)
+    for name, (index, typ) in columns.items():
+        stats = rg.column(index).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            continue
+        try:
+            lo, hi = pa.scalar(stats.min).cast(typ), pa.scalar(stats.max).cast(typ)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue
+        terms.append((pc.field(name) >= lo) & (pc.field(name) <= hi))
+    return reduce(operator.and_, terms) if terms else pc.scalar(True)
+
+
 class SplitReader:
     """Reads splits of one table with a given projection and filter."""
 
@@ -89,6 +126,8 @@ class SplitReader:
         self.key_columns = [KEY_PREFIX + k for k in schema.primary_key]
         self._primary_key = set(schema.primary_key)
         self.options = schema.core_options
+        self._key_filter = key_filter(filter, schema)
+        self._key_schema = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_key])
 
     def _path(self, split: Split, f: DataFileMeta) -> str:
         return self.table.paths.data_file(
@@ -109,8 +148,33 @@ class SplitReader:
             present = set(pf.schema_arrow.names)
             wanted = [*self.key_columns, *system] if self.key_columns else []
             wanted += [c for c in self.read_columns if c not in self._primary_key]
-            data = pf.read(columns=[c for c in wanted if c in present], use_threads=True)
-        return data
+            columns = [c for c in wanted if c in present]
+            if self._key_filter is None:
+                return pf.read(columns=columns, use_threads=True)
+            groups = self._matching_row_groups(pf.metadata)
+            data = pf.read_row_groups(groups, columns=columns, use_threads=True)
+        return self._matching_keys(data)
+
+    def _matching_row_groups(self, meta: pq.FileMetaData) -> list[int]:
+        """Row groups whose key statistics may match the key filter (files are key-sorted,
+        so a key range touches few of them)."""
+        paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
+        columns = {
+            k: (paths.index(KEY_PREFIX + k), self._key_schema.field(k).type)
+            for k in self.schema.primary_key
+            if KEY_PREFIX + k in paths
+        }
+        guarantees = [_row_group_guarantee(meta, i, columns) for i in range(meta.num_row_groups)]
+        assert self._key_filter is not None
+        return may_match(guarantees, self._key_filter, self._key_schema)
+
+    def _matching_keys(self, data: pa.Table) -> pa.Table:
+        """The rows whose key matches the key filter, before any merge."""
+        assert self._key_filter is not None
+        names = data.column_names
+        keys = {KEY_PREFIX + k: k for k in self.schema.primary_key}
+        view = data.rename_columns([keys.get(n, n) for n in names])
+        return view.filter(self._key_filter).rename_columns(names)
 
     def _values(self, data: pa.Table) -> pa.Table:
         """The read columns in the current schema (keys from ``_KEY_*``, missing ones null)."""

@@ -98,17 +98,27 @@ def prune(
     if not entries:
         return entries
     guarantees = [file_guarantee(e, schema, partition_keys, stats_columns) for e in entries]
-    paths = [f"/{i}" for i in range(len(entries))]
+    return [entries[i] for i in may_match(guarantees, filter, schema)]
+
+
+def may_match(
+    guarantees: Sequence[pc.Expression], filter: pc.Expression, schema: pa.Schema
+) -> list[int]:
+    """Indexes of the guarantees under which ``filter`` may hold for some row.
+
+    pyarrow simplifies the filter under each guarantee as it does for a dataset's
+    partitions, so no expression tree is walked here.
+    """
+    paths = [f"/{i}" for i in range(len(guarantees))]
     dataset = ds.FileSystemDataset.from_paths(
         paths,
         schema=schema,
         format=ds.ParquetFileFormat(),
         filesystem=pafs.LocalFileSystem(),
-        partitions=guarantees,
+        partitions=list(guarantees),
     )
     try:
-        kept = dataset.get_fragments(filter=filter)
-        return [entries[int(f.path[1:])] for f in kept]
+        return [int(f.path[1:]) for f in dataset.get_fragments(filter=filter)]
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         raise SchemaError(f"filter {filter} does not fit the table schema: {e}") from None
 

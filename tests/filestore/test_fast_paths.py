@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -147,3 +148,40 @@ def test_string_stats_from_the_footer_equal_computed_ones(row_group_size: int | 
     computed = deserialize_batch(compute_value_stats(data, columns)[0])
     assert with_footer.equals(computed)
     assert with_footer.column(0).to_pylist() == ["ab\u00e9", "zz"]
+
+
+def test_key_range_reads_skip_row_groups_and_match_the_merge(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter on the key drops rows before the merge and skips row groups by their key
+    statistics; the rows are those of the full merge-read, filtered. A filter on a value
+    column is applied after the merge only (an older version must not win)."""
+    import filestore.data_file as data_file
+    import filestore.read as read
+
+    monkeypatch.setattr(data_file, "ROW_GROUP_ROWS", 1000)  # many groups per file
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    t = Catalog(str(warehouse)).create_table("db.kr", schema, primary_key=["id"])
+    rng = np.random.default_rng(5)
+    w = t.new_write("w")
+    w.write(pa.table({"id": rng.permutation(20_000), "v": np.zeros(20_000, np.int64)}))
+    w.commit()
+    for step in range(1, 4):  # overlapping upserts: every key range needs a merge
+        ids = rng.choice(20_000, 5_000, replace=False)
+        w.write(pa.table({"id": ids, "v": np.full(5_000, step, np.int64)}))
+        w.commit()
+    w.close()
+    whole = t.read()
+    key_range = (pc.field("id") >= 7_000) & (pc.field("id") < 7_500)
+    for filter in (key_range, pc.field("v") == 0, key_range & (pc.field("v") == 3)):
+        got = t.read(filter=filter).sort_by("id")
+        assert got.equals(whole.filter(filter).sort_by("id")), filter
+    # the key range reads a few row groups of each file, not all of them
+    reader = read.SplitReader(t, t.schema, filter=key_range)
+    (split,) = t.new_scan(filter=key_range).plan()
+    for f in split.files:
+        meta = pq.ParquetFile(t.paths.data_file([], (), split.bucket, f.file_name)).metadata
+        kept = reader._matching_row_groups(meta)
+        assert meta.num_row_groups >= 5 and 1 <= len(kept) <= 2, (meta.num_row_groups, kept)
+    assert read.key_filter(pc.field("v") == 0, t.schema) is None
+    assert read.key_filter(key_range & (pc.field("v") == 3), t.schema) is None
