@@ -22,7 +22,9 @@ not yet compacted, so not yet in any changelog); otherwise the diff is used.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
@@ -137,24 +139,33 @@ def _names(split: Split | None) -> set[str]:
 
 
 def diff_snapshots(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Table:
-    """The net change from start to end, bucket by bucket (unchanged buckets are skipped)."""
+    """The net change from start to end, bucket by bucket (unchanged buckets are skipped).
+
+    Buckets are diffed in parallel threads (Parquet decoding, polars joins and Arrow
+    gathers release the GIL), at most one per core, and concatenated in bucket order.
+    """
     schema = ctx.schema
     reader = SplitReader(ctx, schema)
     old_splits, new_splits = _splits(ctx, start), _splits(ctx, end)
-    parts = []
-    for key in sorted(set(old_splits) | set(new_splits), key=lambda k: (str(k[0]), k[1])):
-        a, b = old_splits.get(key), new_splits.get(key)
-        same = a is not None and b is not None and _names(a) == _names(b)
-        if same:
-            continue
-        old, new = read_state(reader, a), read_state(reader, b)
-        if schema.primary_key:
-            parts.append(diff_states(old, new, schema.primary_key))
-        else:
-            parts.append(diff_multisets(old, new))
-    if not parts:
+    changed = [
+        (old_splits.get(key), new_splits.get(key))
+        for key in sorted(set(old_splits) | set(new_splits), key=lambda k: (str(k[0]), k[1]))
+        if _names(old_splits.get(key)) != _names(new_splits.get(key))
+    ]
+    if not changed:
         return _with_kind(reader.output_schema().empty_table(), INSERT)
-    return pa.concat_tables(parts)
+
+    def diff(pair: tuple[Split | None, Split | None]) -> pa.Table:
+        old, new = read_state(reader, pair[0]), read_state(reader, pair[1])
+        if schema.primary_key:
+            return diff_states(old, new, schema.primary_key)
+        return diff_multisets(old, new)
+
+    workers = min(len(changed), os.cpu_count() or 1)
+    if workers <= 1:
+        return pa.concat_tables([diff(pair) for pair in changed])
+    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-diff") as pool:
+        return pa.concat_tables(list(pool.map(diff, changed)))
 
 
 def _carries_changelog(producer: str, snap: Snapshot) -> bool | None:
