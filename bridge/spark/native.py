@@ -21,22 +21,10 @@ from typing import Any
 
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_table
+from bridge.spark.errors import OptionError
+from bridge.spark.plan_scan import needs_merge
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
-
-
-def needs_merge(table: Any, split: Any) -> bool:
-    """Whether `split` must go through the merge-on-read path (see the module doc)."""
-    schema_id = table.schema.id
-    if any(f.schema_id != schema_id for f in split.files):
-        return True  # files of an older schema: the Python reader aligns them
-    if not table.primary_key:
-        return False
-    if any(f.delete_row_count for f in split.files):
-        return True
-    from filestore.read import _key_sections
-
-    return any(len(section) > 1 for section in _key_sections(split.files))
 
 
 def spark_path(warehouse: str, path: str) -> str:
@@ -60,8 +48,6 @@ def table(
 ) -> Any:
     """The rows of table `name` at a snapshot (latest by default) as a DataFrame whose
     no-merge splits Spark reads natively. `warehouse` defaults to `spark.dts.warehouse`."""
-    from bridge.spark.errors import OptionError
-
     warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
     if not warehouse:
         raise OptionError("dts.table needs warehouse= or the Spark conf spark.dts.warehouse")

@@ -1,4 +1,9 @@
-"""The `dts` Python data source: batch reads (with time travel and changelog reads).
+"""The `dts` Python data source: its schema, batch reads (time travel, changelog reads),
+and the writers and stream readers it hands out (`sink`, `streams`).
+
+Planning happens here and in `plan_scan` / `plan_log` (driver side); reading in
+`read_scan` / `read_log` (executors); writing in `writing` (executors) committed by
+`sink` / `staged` (driver).
 
 Where code runs (PySpark 4.3): `DataSource.schema/reader/writer/streamReader`
 and `DataSourceReader.pushFilters/partitions` run in short-lived Python
@@ -18,20 +23,16 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from bridge.spark.arrow_schema import spark_arrow_schema, spark_schema, table_columns
+from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_table, resolve_snapshot_id
 from bridge.spark.errors import OptionError
 from bridge.spark.filters import conjunction
 from bridge.spark.habits import CHANGE_TYPE
 from bridge.spark.options import ReadOptions, WriteOptions
-from bridge.spark.partitions import (
-    ChangesPartition,
-    ChangeStepsPartition,
-    ReadContext,
-    SplitPartition,
-    read_partition,
-)
-from filestore.snapshot import COMPACT
+from bridge.spark.plan_scan import changes_partitions, needs_merge, read_context, split_partitions
+from bridge.spark.read_scan import read_partition
+from bridge.spark.sink import DtsStreamWriter, batch_writer
+from bridge.spark.streams import FailedStreamReader, stream_reader
 
 
 class DtsDataSource(DataSource):
@@ -77,13 +78,9 @@ class DtsDataSource(DataSource):
         return DtsBatchReader(ReadOptions.parse(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from bridge.spark.sink import batch_writer
-
         return batch_writer(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> Any:
-        from bridge.spark.stream_file import FailedStreamReader, stream_reader
-
         try:
             return stream_reader(ReadOptions.parse(self.options), schema)
         except Exception as e:
@@ -93,24 +90,7 @@ class DtsDataSource(DataSource):
             return FailedStreamReader(e)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from bridge.spark.sink import DtsStreamWriter
-
         return DtsStreamWriter(WriteOptions.parse(self.options), schema, overwrite)
-
-
-def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadContext:
-    """The shared part of every partition of a scan of `table` with Spark schema `schema`."""
-    known = set(table.schema.arrow_schema.names)
-    columns = table_columns(schema)
-    unknown = [c for c in columns if c not in known]
-    if unknown:
-        raise OptionError(f"columns {unknown} are not in table {table.name}")
-    return ReadContext(
-        warehouse=opts.common.warehouse,
-        table=opts.common.table,
-        columns=columns,
-        target=spark_arrow_schema(schema),
-    )
 
 
 class DtsBatchReader(DataSourceReader):
@@ -140,38 +120,13 @@ class DtsBatchReader(DataSourceReader):
             )
         if self.snapshot_id is None:
             return []
-        snap = table.snapshot(self.snapshot_id)
+        if not self.opts.merge_only:
+            return split_partitions(table, self.ctx, self.snapshot_id)
         scan = table.new_scan(
             snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
         )
-        splits = scan.plan()
-        if self.opts.merge_only:
-            from bridge.spark.native import needs_merge
-
-            splits = [s for s in splits if needs_merge(table, s)]
-        return [SplitPartition(self.ctx, split, snap.barrier) for split in splits]
+        merging = [s for s in scan.plan() if needs_merge(table, s)]
+        return split_partitions(table, self.ctx, self.snapshot_id, merging)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)
-
-
-def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
-    """The snapshot steps in (start, end], each tagged with its barrier, in one partition.
-
-    One task reads the steps in order (see `ChangeStepsPartition`): a later change of a
-    key must reach a sink after the earlier one. Compaction snapshots change no rows and
-    are skipped.
-    """
-    if end <= start:
-        return []
-    parts: list[ChangesPartition] = []
-    prev = start
-    for snap in table.snapshots():
-        if snap.id <= start or snap.id > end:
-            continue
-        if snap.commit_kind != COMPACT:
-            parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
-        prev = snap.id
-    if len(parts) > 1:
-        return [ChangeStepsPartition(parts)]
-    return list(parts)

@@ -19,11 +19,13 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from bridge.spark.errors import OptionError
-from bridge.spark.logtier import LogPartition, read_log_range
 from bridge.spark.offsets import HybridOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.partitions import SplitPartition, read_partition
-from bridge.spark.stream_file import default_read_limit
+from bridge.spark.plan_limits import default_read_limit
+from bridge.spark.plan_scan import split_partitions
+from bridge.spark.read_log import read_log_range
+from bridge.spark.read_parts import LogPartition
+from bridge.spark.read_scan import read_partition
 from bridge.spark.stream_log import LogTierReader
 
 
@@ -70,10 +72,7 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if a.phase == "snapshot":
             if b.snapshot == 0:
                 return []
-            table = self.tier.table()
-            snap = table.snapshot(b.snapshot)
-            scan = table.new_scan(snapshot_id=b.snapshot, columns=self.tier.ctx.columns)
-            return [SplitPartition(self.tier.ctx, s, snap.barrier) for s in scan.plan()]
+            return split_partitions(self.tier.table(), self.tier.ctx, b.snapshot)
         if a.offsets == b.offsets:
             return []
         self.tier.scanner.cover(a.offsets, b.offsets)  # after a restart: re-read the range

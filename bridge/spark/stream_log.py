@@ -23,19 +23,14 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.log_scan import LiveLogScanner
-from bridge.spark.logtier import (
-    Barrier,
-    LogOffsetsExpired,
-    LogPartition,
-    admit,
-    log_spec,
-    read_log_range,
-)
+from bridge.spark.kafka_access import LogOffsetsExpired, consumer, log_spec
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.source import read_context
-from bridge.spark.stream_file import default_read_limit, limits
+from bridge.spark.plan_limits import default_read_limit, limits
+from bridge.spark.plan_log import LiveLogScanner, admit, record_admission
+from bridge.spark.plan_scan import read_context
+from bridge.spark.read_log import read_log_range
+from bridge.spark.read_parts import LogPartition
 
 
 class LogTierReader:
@@ -61,9 +56,7 @@ class LogTierReader:
     def _watermarks(self) -> dict[int, tuple[int, int]]:
         """(low, high) per partition through one kept consumer: `latestOffset` asks on
         every trigger, and a consumer made and closed per call cost tens of ms each."""
-        from confluent_kafka import TopicPartition
-
-        from bridge.spark.logtier import consumer
+        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
 
         if self._meta is None:
             self._meta = consumer(self.bootstrap, eof=False)
@@ -170,9 +163,7 @@ class LogTierReader:
         return {p: pick[given[p]][p] if given.get(p, -2) in pick else given[p] for p in earliest}
 
     def _offsets_for_time(self, ms: int) -> dict[int, int]:
-        from confluent_kafka import TopicPartition
-
-        from bridge.spark.logtier import consumer
+        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
 
         c = consumer(self.bootstrap, eof=False)
         try:
@@ -184,28 +175,6 @@ class LogTierReader:
         return {
             tp.partition: (tp.offset if tp.offset >= 0 else latest[tp.partition]) for tp in found
         }
-
-
-def record_admission(
-    start: dict[int, int], barriers: list[Barrier], max_offsets: int
-) -> tuple[dict[int, int], int | None]:
-    """Kafka's maxOffsetsPerTrigger: at most `max_offsets` offsets, split over partitions
-    in proportion to what each has ready (at least one each, so a batch always moves).
-
-    Only offsets of complete barriers are admitted, so every row has its barrier; a batch
-    may end inside a barrier. Its barrier is the last one wholly inside it, or None.
-    """
-    ready = barriers[-1].ends
-    avail = {p: max(0, ready[p] - start.get(p, 0)) for p in ready}
-    total = sum(avail.values())
-    if total <= max_offsets:
-        return ready, barriers[-1].barrier
-    end = {
-        p: start.get(p, 0) + (min(n, max(1, n * max_offsets // total)) if n else 0)
-        for p, n in avail.items()
-    }
-    done = [b for b in barriers if all(b.ends[p] <= end[p] for p in b.ends)]
-    return end, (done[-1].barrier if done else None)
 
 
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -74,7 +74,7 @@ def test_log_tier_micro_batches_end_on_barriers(
 def test_hybrid_switches_from_snapshot_to_log_without_gap_or_overlap(
     dts: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
-    from bridge.spark.logtier import watermarks
+    from bridge.spark.kafka_access import watermarks
     from bridge.tables import log_spec_for, open_log_writer
 
     t, name = _table(warehouse)

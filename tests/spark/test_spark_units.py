@@ -13,9 +13,9 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, String
 from bridge.spark.checkpoint import query_id, source_barrier
 from bridge.spark.errors import OptionError
 from bridge.spark.filters import conjunction
-from bridge.spark.logtier import Barrier, LogScanner, MarkerAt, admit
 from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, OffsetFormatError, barrier_of
 from bridge.spark.options import ReadOptions, WriteOptions
+from bridge.spark.plan_log import Barrier, LogScanner, MarkerAt, admit
 
 
 def test_offsets_round_trip_and_are_deterministic() -> None:
