@@ -157,26 +157,41 @@ def admit(
     return chosen
 
 
-def record_admission(
-    start: dict[int, int], barriers: list[Barrier], max_offsets: int
-) -> tuple[dict[int, int], int | None]:
+@dataclass(frozen=True)
+class BatchEnd:
+    """Where the next micro-batch of a log-tier stream ends.
+
+    `barrier`: the last barrier wholly inside it (None: none). `partial`: it also holds
+    part of a later barrier (record-level admission cut one), so it completes no barrier
+    exactly and a sink must not stamp its commit with one.
+    """
+
+    offsets: dict[int, int]
+    barrier: int | None
+    partial: bool = False
+
+
+def record_admission(start: dict[int, int], barriers: list[Barrier], max_offsets: int) -> BatchEnd:
     """Kafka's maxOffsetsPerTrigger: at most `max_offsets` offsets, split over partitions
     in proportion to what each has ready (at least one each, so a batch always moves).
 
-    Only offsets of complete barriers are admitted, so every row has its barrier; a batch
-    may end inside a barrier. Its barrier is the last one wholly inside it, or None.
+    Only offsets of complete barriers are admitted, so every row has its barrier. A batch
+    ends on the last barrier that fits in the allowance; only when none fits does it end
+    inside one (`BatchEnd.partial`).
     """
     ready = barriers[-1].ends
     avail = {p: max(0, ready[p] - start.get(p, 0)) for p in ready}
     total = sum(avail.values())
     if total <= max_offsets:
-        return ready, barriers[-1].barrier
+        return BatchEnd(ready, barriers[-1].barrier)
     end = {
         p: start.get(p, 0) + (min(n, max(1, n * max_offsets // total)) if n else 0)
         for p, n in avail.items()
     }
     done = [b for b in barriers if all(b.ends[p] <= end[p] for p in b.ends)]
-    return end, (done[-1].barrier if done else None)
+    if done:  # end on the last barrier that fits: its commit can carry it
+        return BatchEnd(dict(done[-1].ends), done[-1].barrier)
+    return BatchEnd(end, None, partial=True)
 
 
 # how long one poll waits when every partition already reported EOF: just enough to

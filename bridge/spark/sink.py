@@ -30,22 +30,24 @@ from pyspark.sql.types import StructType
 from bridge.spark import meta_jobs
 from bridge.spark.arrow_schema import spark_arrow_schema
 from bridge.spark.catalog import open_catalog, open_table
-from bridge.spark.checkpoint import query_id, source_barrier, source_tables
+from bridge.spark.checkpoint import ends_inside_barrier, query_id, source_barrier, source_tables
 from bridge.spark.errors import OptionError
 from bridge.spark.log_sink import abort_staged, commit_to_log, stage_task
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 from bridge.spark.staged import staged_writer
-from bridge.spark.writing import DtsCommitMessage, commit_messages, write_task
+from bridge.spark.writing import DtsCommitMessage, commit_messages, publish_schema, write_task
 from filestore.errors import SchemaError
+from filestore.schema import TableSchema, evolve
 from logstore.markers import next_barrier_id
 
 
-def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> None:
+def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> TableSchema | None:
     """Driver side, before any task runs: the written columns must fit the table.
 
     A column the table lacks is an error, never silently dropped; with Delta's
-    `mergeSchema=true` it is added to the table as a nullable column (a new schema
-    version, published before the data). `partitionBy` must match the table's.
+    `mergeSchema=true` it is added as a nullable column: returns the new schema version
+    the tasks write with, published only by the commit of the data
+    (`writing.publish_schema`). `partitionBy` must match the table's.
     """
     if opts.partition_by and opts.partition_by != list(table.partition_keys):
         raise OptionError(
@@ -56,7 +58,7 @@ def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> No
     known = set(table.schema.arrow_schema.names)
     extra = [f for f in arrow if f.name not in known and f.name not in (ROW_KIND, BARRIER)]
     if not extra:
-        return
+        return None
     names = [f.name for f in extra]
     if not opts.merge_schema:
         raise OptionError(
@@ -67,7 +69,7 @@ def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> No
     for f in extra:
         evolved = evolved.append(pa.field(f.name, f.type, nullable=True))
     try:
-        table.evolve_schema(evolved)
+        return evolve(table.schema, evolved)
     except SchemaError as e:
         raise OptionError(f"mergeSchema cannot add {names} to {table.name}: {e}") from e
 
@@ -84,19 +86,26 @@ def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> Dat
             f"cannot write to {opts.common.table}: {e}. To create it from this DataFrame use "
             '.option("create", "true") (atomic CREATE TABLE AS SELECT)'
         ) from e
-    check_write_schema(table, schema, opts)
+    evolved = check_write_schema(table, schema, opts)
     # registered once, here on the driver while Spark plans the write; the id is pickled
     job_id = meta_jobs.register(opts, meta_jobs.BATCH, meta_jobs.new_job_id(meta_jobs.BATCH))
-    return DtsBatchWriter(opts, overwrite, job_id)
+    return DtsBatchWriter(opts, overwrite, job_id, evolved)
 
 
 class DtsBatchWriter(DataSourceArrowWriter):
     """Append or overwrite: one atomic snapshot per Spark write job."""
 
-    def __init__(self, opts: WriteOptions, overwrite: bool, job_id: str | None = None) -> None:
+    def __init__(
+        self,
+        opts: WriteOptions,
+        overwrite: bool,
+        job_id: str | None = None,
+        evolved: TableSchema | None = None,
+    ) -> None:
         self.opts = opts
         self.overwrite = overwrite
         self.job_id = job_id
+        self.evolved = evolved  # mergeSchema: the version the tasks write, the commit publishes
         self.commit_user = opts.commit_user or job_id or f"spark-batch-{uuid.uuid4().hex}"
 
     def _table(self) -> Any:
@@ -104,14 +113,20 @@ class DtsBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
         meta_jobs.heartbeat(self.opts, self.job_id)
-        return write_task(self._table(), self.commit_user, iterator)
+        return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self._table()
         kind = "OVERWRITE" if self.overwrite else "APPEND"
+        msgs = commit_messages(list(messages))
         try:
+            try:
+                publish_schema(table, self.evolved)
+            except BaseException:
+                table.new_commit(self.commit_user).abort(msgs)
+                raise
             snap = table.new_commit(self.commit_user).commit(
-                commit_messages(list(messages)),
+                msgs,
                 identifier=1,
                 barrier=self.opts.barrier,
                 kind=kind,
@@ -144,8 +159,9 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             )
         self.opts = opts
         self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
+        self.evolved: TableSchema | None = None  # see DtsBatchWriter.evolved
         if opts.target_tier == "file":
-            check_write_schema(self._table(), schema, opts)
+            self.evolved = check_write_schema(self._table(), schema, opts)
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
@@ -153,7 +169,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
         if self.opts.target_tier == "log":
             return stage_task(self.opts, self.commit_user, iterator)
-        return write_task(self._table(), self.commit_user, iterator)
+        return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def barrier_for(self, messages: list[Any], batch_id: int) -> int | None:
         """The barrier to commit for `batch_id` (see module `bridge.spark.checkpoint`)."""
@@ -195,9 +211,22 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self._table()
-        barrier = self.barrier_for(list(messages), batchId)
+        # a batch holding part of a source barrier completes none: no barrier to stamp
+        partial = (
+            self.opts.barrier is None
+            and bool(self.opts.checkpoint)
+            and ends_inside_barrier(self.opts.checkpoint or "", batchId)
+        )
+        barrier = None if partial else self.barrier_for(list(messages), batchId)
         job_id = self._register(list(messages), batchId)
         if self.opts.target_tier == "log":
+            if partial:
+                abort_staged(self.opts, list(messages))
+                raise OptionError(
+                    f"micro-batch {batchId} ends inside a source barrier (maxOffsetsPerTrigger "
+                    "cut it); a log-tier sink writes whole barriers: use maxRowsPerTrigger or "
+                    "maxBarriersPerTrigger on the source, or target.tier=file"
+                )
             commit_to_log(self.opts, table, self.commit_user, list(messages), batchId, barrier)
             return
         commit = table.new_commit(self.commit_user)
@@ -207,8 +236,13 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
             meta_jobs.report(self.opts, job_id, _committed(table, self.commit_user, batchId))
             return
-        if barrier is None:
+        if barrier is None and not partial:
             barrier = _fresh_barrier(table)
+        try:
+            publish_schema(table, self.evolved)
+        except BaseException:
+            commit.abort(msgs)
+            raise
         snap = commit.commit(msgs, identifier=batchId, barrier=barrier)
         meta_jobs.report(self.opts, job_id, snap)
 

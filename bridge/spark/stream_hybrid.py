@@ -64,8 +64,10 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        barrier = nxt[1] if nxt[1] is not None else begin.barrier
-        return HybridOffset(self.name, "log", begin.snapshot, nxt[0], barrier).to_json()
+        barrier = nxt.barrier if nxt.barrier is not None else begin.barrier
+        return HybridOffset(
+            self.name, "log", begin.snapshot, nxt.offsets, barrier, nxt.partial
+        ).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = HybridOffset.from_json(start), HybridOffset.from_json(end)

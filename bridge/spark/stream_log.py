@@ -27,7 +27,7 @@ from bridge.spark.kafka_access import LogOffsetsExpired, consumer, log_spec
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
 from bridge.spark.plan_limits import default_read_limit, limits
-from bridge.spark.plan_log import LiveLogScanner, admit, record_admission
+from bridge.spark.plan_log import BatchEnd, LiveLogScanner, admit, record_admission
 from bridge.spark.plan_scan import read_context
 from bridge.spark.read_log import read_log_range
 from bridge.spark.read_parts import LogPartition
@@ -86,9 +86,7 @@ class LogTierReader:
                     f"is {lo}); restart the query with tier=hybrid (FileStore snapshot, then the log)"
                 )
 
-    def next_end(
-        self, start: dict[int, int], limit: ReadLimit
-    ) -> tuple[dict[int, int], int | None] | None:
+    def next_end(self, start: dict[int, int], limit: ReadLimit) -> BatchEnd | None:
         """End offsets and barrier of the next micro-batch from `start`, or None when none is ready."""
         self.scanner.scan(start)
         barriers = self.scanner.complete_barriers(start)
@@ -99,7 +97,7 @@ class LogTierReader:
             return record_admission(start, barriers, self.opts.max_offsets_per_trigger)
         max_rows, max_barriers = limits(self.opts, limit)
         chosen = admit(barriers, max_rows, max_barriers)
-        return None if chosen is None else (chosen.ends, chosen.barrier)
+        return None if chosen is None else BatchEnd(chosen.ends, chosen.barrier)
 
     def plan(self, start: dict[int, int], end: dict[int, int]) -> list[InputPartition]:
         parts: list[InputPartition] = []
@@ -200,8 +198,8 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        barrier = nxt[1] if nxt[1] is not None else begin.barrier
-        return LogOffset(self.name, nxt[0], barrier).to_json()
+        barrier = nxt.barrier if nxt.barrier is not None else begin.barrier
+        return LogOffset(self.name, nxt.offsets, barrier, nxt.partial).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = LogOffset.from_json(start), LogOffset.from_json(end)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
-from bridge.spark.errors import OptionError
+from bridge.spark.errors import OptionError, SchemaConflict
 from bridge.spark.options import BARRIER, ROW_KIND
-from filestore import CommitMessage
+from filestore import CommitMessage, Table, TableWrite
+from filestore.errors import SchemaError
+from filestore.schema import TableSchema
 
 
 @dataclass
@@ -45,22 +47,66 @@ def table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
 
 
+class EvolvingTable:
+    """`table` as it will be once schema version `schema` is published: a `mergeSchema`
+    write's tasks write their files with the new columns (stamped with the new version)
+    while the table itself still has the old one; the driver publishes the version in
+    its commit, right before the snapshot (`publish_schema`), so a write that fails or
+    is aborted leaves the schema unchanged."""
+
+    def __init__(self, table: Any, schema: TableSchema) -> None:
+        self._table = table
+        self.schema = schema
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def publish_schema(table: Any, schema: TableSchema | None) -> None:
+    """Driver side, in the commit: publish the schema version the tasks wrote with.
+
+    Nothing to do when the table has it already (an earlier micro-batch published it);
+    a different version in its place means the schema changed while the write ran.
+    """
+    if schema is None:
+        return
+    current = table.schema
+    if current.id >= schema.id:
+        if table.schema_manager.schema(schema.id).arrow_schema.equals(schema.arrow_schema):
+            return
+    elif current.id == schema.id - 1:
+        try:
+            published = table.evolve_schema(schema.arrow_schema)
+        except SchemaError as e:
+            raise SchemaConflict(
+                f"{table.name}: mergeSchema cannot publish its columns: {e}"
+            ) from e
+        if published.id == schema.id:
+            return
+    raise SchemaConflict(
+        f"{table.name}: its schema changed while this mergeSchema write ran (the write "
+        f"prepared version {schema.id}, the table is at {table.schema.id}); the write was "
+        "not committed: run it again"
+    )
+
+
 def write_task(
     table: Any,
     commit_user: str,
     batches: Iterator[pa.RecordBatch],
-    target: pa.Schema | None = None,
+    schema: TableSchema | None = None,
 ) -> DtsCommitMessage:
     """Executor side: write every batch, prepare, return the messages (files not visible).
 
-    `target` is the Arrow schema the rows are written with (default: the table's); a
-    write that adds columns (`mergeSchema`) writes with the evolved schema the commit
-    will publish.
+    `schema`: the not yet published version a `mergeSchema` write writes with (see
+    `EvolvingTable`); None writes with the table's schema.
     """
-    if target is None:
-        target = table.schema.arrow_schema
-    target = pa.schema([f for f in target if f.name not in (ROW_KIND, BARRIER)])
-    writer = table.new_write(commit_user)
+    writer = (
+        table.new_write(commit_user)
+        if schema is None
+        else TableWrite(cast(Table, EvolvingTable(table, schema)), commit_user)  # duck-typed
+    )
+    target = pa.schema([f for f in writer.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
     rows, max_barrier = 0, None
     try:
         for batch in batches:
