@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.spark.catalog import open_catalog
-from bridge.spark.register import BY_NAME_CONF, expose, register, session_defaults
+from bridge.spark.registration import BY_NAME_CONF, expose, register, session_defaults
 from bridge.spark.staged import table_exists
 
 

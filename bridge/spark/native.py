@@ -27,6 +27,24 @@ from bridge.spark.plan_scan import needs_merge
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
 
 
+# past this many paths Spark lists files with a distributed job (its default: 32); the
+# paths come from the manifests, so listing them on the driver is a few stat calls
+LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def _parquet(spark: Any, struct: Any, paths: list[str]) -> Any:
+    """`spark.read.parquet(paths)` without the listing job a long path list starts."""
+    before = spark.conf.get(LISTING_CONF, None)
+    spark.conf.set(LISTING_CONF, str(max(len(paths) + 1, 32)))
+    try:  # Spark lists the paths here, when the DataFrame is made
+        return spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames())
+    finally:
+        if before is None:
+            spark.conf.unset(LISTING_CONF)
+        else:
+            spark.conf.set(LISTING_CONF, before)
+
+
 def spark_path(warehouse: str, path: str) -> str:
     """A FileStore path (as its pyarrow filesystem names it) as a URI Spark can open."""
     if "://" in path:
@@ -70,7 +88,7 @@ def table(
             for s in native
             for f in s.files
         ]
-        parts.append(spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames()))
+        parts.append(_parquet(spark, struct, paths))
     if len(native) < len(splits):
         merged = (
             spark.read.format("dts")

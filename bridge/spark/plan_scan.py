@@ -19,6 +19,7 @@ from bridge.spark.read_parts import (
     ChangeStepsPartition,
     ReadContext,
     SplitPartition,
+    SplitsPartition,
 )
 from filestore.read import _key_sections
 from filestore.snapshot import COMPACT
@@ -51,15 +52,50 @@ def needs_merge(table: Any, split: Any) -> bool:
     return any(len(section) > 1 for section in _key_sections(split.files))
 
 
+# Spark's own file scans pack files into tasks of up to 128 MiB, counting 4 MiB per file
+# opened; the Python merge path does more work per byte, so its tasks get half that.
+TASK_TARGET_BYTES = 64 * 1024 * 1024
+FILE_OPEN_COST_BYTES = 4 * 1024 * 1024
+
+
+def split_cost(split: Any) -> int:
+    return sum(int(f.file_size) + FILE_OPEN_COST_BYTES for f in split.files)
+
+
 def split_partitions(
-    table: Any, ctx: ReadContext, snapshot_id: int, splits: list[Any] | None = None
+    table: Any,
+    ctx: ReadContext,
+    snapshot_id: int,
+    splits: list[Any] | None = None,
+    *,
+    pack: bool = False,
 ) -> list[InputPartition]:
-    """One partition per bucket split of snapshot `snapshot_id` (all of them unless given)."""
+    """One partition per bucket split of snapshot `snapshot_id` (all of them unless given).
+
+    `pack`: splits packed into tasks of about `TASK_TARGET_BYTES` instead, as Spark packs
+    files (the merge part of `dts.table`, beside Spark's own Parquet scan): a table of
+    many small buckets (10 partitions x 4 buckets) would otherwise pay a task and Python
+    worker round trip per bucket.
+    """
     snap = table.snapshot(snapshot_id)
     if splits is None:
         scan = table.new_scan(snapshot_id=snapshot_id, filter=ctx.filter, columns=ctx.columns)
         splits = scan.plan()
-    return [SplitPartition(ctx, split, snap.barrier) for split in splits]
+    if not pack:
+        return [SplitPartition(ctx, split, snap.barrier) for split in splits]
+    out: list[InputPartition] = []
+    group: list[SplitPartition] = []
+    size = 0
+    for split in sorted(splits, key=split_cost, reverse=True):
+        cost = split_cost(split)
+        if group and size + cost > TASK_TARGET_BYTES:
+            out.append(group[0] if len(group) == 1 else SplitsPartition(group))
+            group, size = [], 0
+        group.append(SplitPartition(ctx, split, snap.barrier))
+        size += cost
+    if group:
+        out.append(group[0] if len(group) == 1 else SplitsPartition(group))
+    return out
 
 
 def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:

@@ -33,6 +33,15 @@ class SplitPartition(InputPartition):
         self.ctx, self.split, self.barrier = ctx, split, barrier
 
 
+class SplitsPartition(InputPartition):
+    """Several small splits read by one task, one after the other: a Spark task and its
+    Python worker round trip cost more than reading a small bucket (see `plan_scan`)."""
+
+    def __init__(self, parts: list[SplitPartition]) -> None:
+        super().__init__(None)
+        self.parts = parts
+
+
 class ChangesPartition(InputPartition):
     """The changes of one snapshot step (start exclusive, end inclusive)."""
 

@@ -20,6 +20,7 @@ from bridge.spark.read_parts import (
     ChangeStepsPartition,
     ReadContext,
     SplitPartition,
+    SplitsPartition,
 )
 
 
@@ -48,6 +49,9 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
         return
     if isinstance(p, SplitPartition):
         yield from _read_split(p)
+    elif isinstance(p, SplitsPartition):
+        for part in p.parts:
+            yield from _read_split(part)
     elif isinstance(p, ChangesPartition):
         yield from _read_changes(p)
     elif isinstance(p, ChangeStepsPartition):

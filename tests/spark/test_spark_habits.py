@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from spark_helpers import commit, make_table, rows, sort
 
-from bridge.spark.register import register
+from bridge.spark.registration import register
 
 pytestmark = pytest.mark.spark
 
