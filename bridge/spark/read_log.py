@@ -14,6 +14,8 @@ cost more than the rows of a small micro-batch.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +41,15 @@ class _Kept:
 
 
 _KEPT: dict[tuple[str, str, int], _Kept] = {}
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close the kept consumers when the Python worker exits."""
+    while _KEPT:
+        _key, kept = _KEPT.popitem()
+        with contextlib.suppress(Exception):
+            kept.consumer.close()
 
 
 def _kept(p: LogPartition) -> _Kept:
