@@ -12,6 +12,7 @@ from bridge.spark.errors import SparkBridgeError
 # should not pay for Kafka's client library.
 
 EOF_CODE = -191  # confluent_kafka.KafkaError._PARTITION_EOF
+EOF_FETCH_WAIT_MS = 25
 
 
 class LogOffsetsExpired(SparkBridgeError):
@@ -41,6 +42,11 @@ def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") ->
                 "isolation.level": isolation,
                 "enable.partition.eof": eof,
                 "auto.offset.reset": "error",
+                # the end of a partition (EOF) is only learnt from a fetch that returns
+                # nothing, which the broker holds up to this long (librdkafka: 500 ms):
+                # the driver's marker scan waits for EOF, so that wait was micro-batch
+                # latency; executors read known ranges and keep the default
+                **({"fetch.wait.max.ms": EOF_FETCH_WAIT_MS} if eof else {}),
             },
         )
     )

@@ -197,6 +197,7 @@ def record_admission(start: dict[int, int], barriers: list[Barrier], max_offsets
 # how long one poll waits when every partition already reported EOF: just enough to
 # pick up records the background fetcher has queued
 IDLE_POLL_S = 0.02
+BEHIND_POLL_S = 0.05
 
 
 @dataclass
@@ -259,7 +260,9 @@ class LiveLogScanner(LogScanner):
         behind = set(self.pos) - self.at_end
         deadline = time.monotonic() + self.budget_s
         while True:
-            timeout = min(0.2, self.budget_s) if behind else IDLE_POLL_S
+            # consume() waits its whole timeout unless it fills the batch; EOF follows new
+            # records within a fetch wait (kafka_access), so short polls suffice
+            timeout = min(BEHIND_POLL_S, self.budget_s) if behind else IDLE_POLL_S
             for msg in c.consume(num_messages=10000, timeout=timeout):
                 err = msg.error()
                 p = msg.partition()

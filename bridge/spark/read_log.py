@@ -41,6 +41,7 @@ class _Kept:
 
 
 _KEPT: dict[tuple[str, str, int], _Kept] = {}
+POLL_S = 0.02
 
 
 @atexit.register
@@ -98,7 +99,9 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
                     f"{p.spec.topic}[{p.partition}]: could not read up to offset {p.end} in "
                     f"{timeout_s:.0f} s"
                 )
-            pending = kept.consumer.consume(num_messages=10000, timeout=0.5)
+            # consume() waits its whole timeout unless it fills the batch: short waits,
+            # so a small range returns as soon as its records are in
+            pending = kept.consumer.consume(num_messages=10000, timeout=POLL_S)
         for i, msg in enumerate(pending):
             if msg.error() is not None:
                 raise LogOffsetsExpired(f"{p.spec.topic}[{p.partition}]: {msg.error()}")
