@@ -1,7 +1,8 @@
 """Spark bridge benchmark: batch scans vs spark.read.parquet of the same rows (see
 `bench.spark_batch`: compacted and upserted primary-key table, cold and warm), the
-`dts` Python source vs parquet on an append table, and streaming reads of the log tier
-vs the FileStore tier (Trigger.AvailableNow, noop sink).
+`dts` Python source vs parquet on an append table, streaming reads of the log tier
+vs the FileStore tier (Trigger.AvailableNow, noop sink), and the log tier's
+write-to-visible latency (a barrier every 0.5 s, p50/p99; target p99 <= 1.5 s).
 
     python -m bench.bench_spark --rows 1000000 --batch-rows 5000000 --out bench/results/spark.json
 """
@@ -54,6 +55,65 @@ def _stream(spark: Any, reader: Any, ck: Path) -> None:
     q.awaitTermination()
     if q.exception() is not None:
         raise RuntimeError(q.exception())
+
+
+def log_latency(
+    spark: Any, cat: Any, wh: str, bootstrap: str, ck: Path, barriers: int = 40
+) -> dict[str, float]:
+    """A producer closes a barrier every 0.5 s (barrier.interval=0.5s) with a few rows; a
+    live log-tier stream (processingTime 0) notes when each barrier's rows first reach
+    `foreachBatch`. Latency = that moment - the barrier's transaction commit."""
+    import threading
+    import time as _time
+
+    from bridge.tables import open_log_writer
+
+    t = cat.create_table(
+        "b.lat", _data(1).schema, options={"bucket": "2", "log.topic": "bench-spark-lat"}
+    )
+    written: dict[int, float] = {}
+    seen: dict[int, float] = {}
+
+    def on_batch(df: Any, _id: int) -> None:
+        now = _time.monotonic()
+        for b in set(df.select("_barrier").toArrow().column(0).to_pylist()):
+            seen.setdefault(b, now)
+
+    q = (
+        spark.readStream.format("dts")
+        .option("warehouse", wh)
+        .option("tier", "log")
+        .option("bootstrap", bootstrap)
+        .load("b.lat")
+        .writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(ck))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    stop = threading.Event()
+    try:
+        with open_log_writer(t, bootstrap, barrier_interval_s=None) as w:
+            for i in range(barriers + 5):
+                w.write(_data(20).set_column(0, "id", pa.array(range(i * 20, i * 20 + 20))))
+                b = w.barrier()
+                if i >= 5:  # the first ones warm the query up (workers, consumers)
+                    written[b] = _time.monotonic()
+                stop.wait(0.5)
+        deadline = _time.monotonic() + 60
+        while not set(written) <= set(seen) and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+    finally:
+        q.stop()
+    lags = sorted(seen[b] - at for b, at in written.items() if b in seen)
+    missing = len(written) - len(lags)
+    p50 = lags[len(lags) // 2]
+    p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+    print(
+        f"  log tier write-to-visible: p50 {p50:.2f} s, p99 {p99:.2f} s, max {lags[-1]:.2f} s "
+        f"over {len(lags)} barriers ({missing} not seen) (target p99 <= 1.5 s)",
+        flush=True,
+    )
+    return {"log_latency_p50_s": p50, "log_latency_p99_s": p99, "log_latency_missing": missing}
 
 
 def main() -> None:
@@ -126,8 +186,10 @@ def main() -> None:
         results["log_stream_s"] = _timed(
             "log tier", lambda: _stream(spark, log_stream, tmp / "ck-log")
         )
+        latency = log_latency(spark, cat, wh, broker.bootstrap, tmp / "ck-lat")
     spark.stop()
     rate = {k.removesuffix("_s") + "_rows_per_s": n / v for k, v in results.items() if v > 0}
+    print(f"load average after: {os.getloadavg()}", flush=True)
     print(f"\n{'what':<28}{'rows/s':>14}")
     for k, v in rate.items():
         print(f"{k.removesuffix('_rows_per_s'):<28}{v:>14,.0f}")
@@ -148,6 +210,7 @@ def main() -> None:
                 "batch_rows": args.batch_rows,
                 "batch_seconds": batch_res,
                 "batch_ratios": batch_ratios,
+                "log_latency": latency,
                 "load_average": os.getloadavg(),
             },
             indent=2,

@@ -23,8 +23,8 @@ _EXPORTS = {
     "consistent_read": "bridge.consistency_read",
     "consistent_read_tables": "bridge.consistency_read",
     "create_table_as": "bridge.spark.ctas",
-    "register": "bridge.spark.register",
-    "refresh": "bridge.spark.register",
+    "register": "bridge.spark.registration",
+    "refresh": "bridge.spark.registration",
     "table": "bridge.spark.native",
 }
 

@@ -3,9 +3,27 @@
 from bridge.spark import register, create_table_as
 register(spark)
 spark.read.format("dts").option("warehouse", W).load("db.table")
+
+The exports are imported lazily: Spark's Python workers import this package before
+any of its modules, and a worker reading a scan needs neither CTAS nor registration.
 """
 
-from bridge.spark.ctas import create_table_as
-from bridge.spark.register import register
+from __future__ import annotations
 
-__all__ = ["create_table_as", "register"]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers: the names below, without importing them at run time
+    from bridge.spark.ctas import create_table_as as create_table_as
+    from bridge.spark.registration import register as register
+
+_EXPORTS = {"create_table_as": "bridge.spark.ctas", "register": "bridge.spark.registration"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge.spark' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -6,7 +6,8 @@ Barrier propagation: the sink commits, for micro-batch N, the barrier of the
 line per source, "-" for none) before any task of batch N runs, and replays
 the same file on restart, so reading it back is deterministic and also works
 for micro-batches that carry no rows (an idle barrier still propagates).
-With several `dts` sources (a join) the greatest barrier wins.
+With several `dts` sources (a join) the greatest barrier wins. A micro-batch that
+ends inside a barrier (`maxOffsetsPerTrigger`) commits without one.
 
 Idempotence: the commit user is `spark-<query id>`, the query id being the one
 Spark keeps in `<checkpoint>/metadata` across restarts; the commit identifier
@@ -20,7 +21,7 @@ import json
 import pyarrow.fs as pafs
 
 from bridge.spark.errors import BarrierError
-from bridge.spark.offsets import barrier_of
+from bridge.spark.offsets import barrier_of, is_partial
 
 
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -69,6 +70,12 @@ def source_barrier(checkpoint: str, batch_id: int) -> int | None:
     """The barrier the `dts` sources of micro-batch `batch_id` end at (None: no `dts` source)."""
     barriers = [b for o in _dts_offsets(checkpoint, batch_id) if (b := barrier_of(o)) is not None]
     return max(barriers) if barriers else None
+
+
+def ends_inside_barrier(checkpoint: str, batch_id: int) -> bool:
+    """Whether a `dts` source of micro-batch `batch_id` ends inside a barrier (its commit
+    then carries no barrier: it holds part of one)."""
+    return any(is_partial(o) for o in _dts_offsets(checkpoint, batch_id))
 
 
 def source_tables(checkpoint: str, batch_id: int) -> list[str]:

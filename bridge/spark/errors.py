@@ -21,3 +21,8 @@ class BarrierError(SparkBridgeError):
 
 class JobRefused(SparkBridgeError):
     """The MetaService refused to register the write (a second writer of a table, a cycle)."""
+
+
+class SchemaConflict(SparkBridgeError):
+    """A `mergeSchema` write's new schema version could not be published with its data (the
+    table's schema changed while the write ran)."""

@@ -23,20 +23,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bridge.spark.errors import OptionError
+from bridge.spark.kafka_access import log_spec
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
+from bridge.spark.writing import DtsCommitMessage
+from filestore.fileio import resolve_filesystem
 
 
 def _staging_dir(opts: WriteOptions, commit_user: str) -> tuple[Any, str]:
-    from filestore.fileio import resolve_filesystem
-
     fs, root = resolve_filesystem(opts.common.warehouse, None)
     return fs, f"{root}/_spark_staging/{opts.common.table}/{commit_user}"
 
 
-def stage_task(opts: WriteOptions, commit_user: str, batches: Iterator[pa.RecordBatch]) -> Any:
+def stage_task(
+    opts: WriteOptions, commit_user: str, batches: Iterator[pa.RecordBatch]
+) -> DtsCommitMessage:
     """Executor side: stage this task's rows in one Parquet file."""
-    from bridge.spark.sink import DtsCommitMessage
-
     fs, base = _staging_dir(opts, commit_user)
     rows = [
         b.drop_columns([BARRIER]) if BARRIER in b.schema.names else b for b in batches if b.num_rows
@@ -69,8 +70,7 @@ def commit_to_log(
     barrier: int | None,
 ) -> None:
     """Driver side: one transaction with every staged row and the barrier markers."""
-    from bridge.spark.logtier import log_spec
-    from bridge.tables import open_log_writer
+    from bridge.tables import open_log_writer  # LogWriter: driver side only (kafka_access)
 
     if not opts.common.bootstrap:
         raise OptionError('target.tier=log needs .option("bootstrap", "host:port")')

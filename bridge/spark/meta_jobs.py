@@ -42,6 +42,7 @@ import logging
 import uuid
 from typing import Any
 
+from bridge.spark.checkpoint import query_id
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
 
@@ -140,8 +141,6 @@ def finish(opts: WriteOptions, job_id: str | None, *, failed: str | None = None)
 
 def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> None:
     """Mark the streaming query of `checkpoint` finished (call after `query.stop()`)."""
-    from bridge.spark.checkpoint import query_id
-
     with _client(url) as client:
         client.finish_job(streaming_job_id(query_id(checkpoint)), state, own=True)
 

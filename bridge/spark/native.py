@@ -21,22 +21,28 @@ from typing import Any
 
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_table
+from bridge.spark.errors import OptionError
+from bridge.spark.plan_scan import needs_merge
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
 
 
-def needs_merge(table: Any, split: Any) -> bool:
-    """Whether `split` must go through the merge-on-read path (see the module doc)."""
-    schema_id = table.schema.id
-    if any(f.schema_id != schema_id for f in split.files):
-        return True  # files of an older schema: the Python reader aligns them
-    if not table.primary_key:
-        return False
-    if any(f.delete_row_count for f in split.files):
-        return True
-    from filestore.read import _key_sections
+# past this many paths Spark lists files with a distributed job (its default: 32); the
+# paths come from the manifests, so listing them on the driver is a few stat calls
+LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
-    return any(len(section) > 1 for section in _key_sections(split.files))
+
+def _parquet(spark: Any, struct: Any, paths: list[str]) -> Any:
+    """`spark.read.parquet(paths)` without the listing job a long path list starts."""
+    before = spark.conf.get(LISTING_CONF, None)
+    spark.conf.set(LISTING_CONF, str(max(len(paths) + 1, 32)))
+    try:  # Spark lists the paths here, when the DataFrame is made
+        return spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames())
+    finally:
+        if before is None:
+            spark.conf.unset(LISTING_CONF)
+        else:
+            spark.conf.set(LISTING_CONF, before)
 
 
 def spark_path(warehouse: str, path: str) -> str:
@@ -60,8 +66,6 @@ def table(
 ) -> Any:
     """The rows of table `name` at a snapshot (latest by default) as a DataFrame whose
     no-merge splits Spark reads natively. `warehouse` defaults to `spark.dts.warehouse`."""
-    from bridge.spark.errors import OptionError
-
     warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
     if not warehouse:
         raise OptionError("dts.table needs warehouse= or the Spark conf spark.dts.warehouse")
@@ -84,7 +88,7 @@ def table(
             for s in native
             for f in s.files
         ]
-        parts.append(spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames()))
+        parts.append(_parquet(spark, struct, paths))
     if len(native) < len(splits):
         merged = (
             spark.read.format("dts")

@@ -3,7 +3,9 @@
 Every offset is a flat dict with sorted keys, `"dts": 1` (format version, also
 how the streaming sink recognizes a `dts` source in Spark's offset log) and
 `"barrier"`: the barrier the micro-batch *ending* at this offset completes
-(None before the first one). Spark writes each batch's end offset to
+(None before the first one); log and hybrid offsets add `"partial": true` when the
+micro-batch ending there also holds part of a later barrier (maxOffsetsPerTrigger cut
+it), so it completes no barrier exactly. Spark writes each batch's end offset to
 `<checkpoint>/offsets/<batchId>` before running the batch; the `dts` sink reads
 the barrier back from there (see `bridge.spark.checkpoint`).
 
@@ -31,9 +33,13 @@ def _offsets_from(d: dict[str, Any] | None) -> dict[int, int]:
     return {int(p): int(o) for p, o in (d or {}).items()}
 
 
-def _offset_json(tier: str, table: str, barrier: int | None, **fields: Any) -> dict[str, Any]:
+def _offset_json(
+    tier: str, table: str, barrier: int | None, partial: bool = False, **fields: Any
+) -> dict[str, Any]:
     """One tier's offset: the fields every tier has plus ``fields``, keys sorted."""
     d = {"barrier": barrier, "dts": VERSION, "table": table, "tier": tier, **fields}
+    if partial:  # only then: offsets of whole barriers stay as they always were
+        d["partial"] = True
     return dict(sorted(d.items()))
 
 
@@ -62,14 +68,22 @@ class LogOffset:
     table: str
     offsets: dict[int, int] = field(default_factory=dict)
     barrier: int | None = None
+    partial: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return _offset_json("log", self.table, self.barrier, offsets=_offsets_json(self.offsets))
+        return _offset_json(
+            "log", self.table, self.barrier, self.partial, offsets=_offsets_json(self.offsets)
+        )
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> LogOffset:
         _check(d, "log")
-        return LogOffset(d["table"], _offsets_from(d.get("offsets")), d.get("barrier"))
+        return LogOffset(
+            d["table"],
+            _offsets_from(d.get("offsets")),
+            d.get("barrier"),
+            bool(d.get("partial", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,12 +93,14 @@ class HybridOffset:
     snapshot: int = 0
     offsets: dict[int, int] = field(default_factory=dict)
     barrier: int | None = None
+    partial: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return _offset_json(
             "hybrid",
             self.table,
             self.barrier,
+            self.partial,
             offsets=_offsets_json(self.offsets),
             phase=self.phase,
             snapshot=self.snapshot,
@@ -99,6 +115,7 @@ class HybridOffset:
             int(d.get("snapshot", 0)),
             _offsets_from(d.get("offsets")),
             d.get("barrier"),
+            bool(d.get("partial", False)),
         )
 
 
@@ -119,3 +136,8 @@ def barrier_of(d: Any) -> int | None:
     if isinstance(d, dict) and d.get("dts") == VERSION and d.get("barrier") is not None:
         return int(d["barrier"])
     return None
+
+
+def is_partial(d: Any) -> bool:
+    """Whether one source's offset ends its micro-batch inside a barrier."""
+    return isinstance(d, dict) and d.get("dts") == VERSION and bool(d.get("partial"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.errors import SparkBridgeError
-from bridge.spark.register import register
+from bridge.spark.registration import register
 from logstore.broker import cache_dir
 
 _QUIET_LOG4J = """\

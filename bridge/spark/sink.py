@@ -1,8 +1,8 @@
 """The `dts` sink: batch writes (append / overwrite / staged CTAS) and the streaming sink.
 
-Tasks (executors) write data files through `Table.new_write(...).prepare()`;
-nothing is visible until the driver-side `commit` turns every task's
-`CommitMessage` into ONE snapshot. `abort` deletes the files the tasks wrote.
+Tasks (executors) write data files (`bridge.spark.writing.write_task`); nothing is
+visible until the driver-side `commit` turns every task's `CommitMessage` into ONE
+snapshot. `abort` deletes the files the tasks wrote.
 
 Streaming: one snapshot per micro-batch, idempotent by (commit user
 `spark-<query id>`, identifier = batch id), carrying the barrier of the `dts`
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -29,46 +28,27 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from bridge.spark import meta_jobs
+from bridge.spark.arrow_schema import spark_arrow_schema
 from bridge.spark.catalog import open_catalog, open_table
-from bridge.spark.checkpoint import query_id, source_barrier, source_tables
-from bridge.spark.errors import OptionError, StagingError
+from bridge.spark.checkpoint import ends_inside_barrier, query_id, source_barrier, source_tables
+from bridge.spark.errors import OptionError
+from bridge.spark.log_sink import abort_staged, commit_to_log, stage_task
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
+from bridge.spark.staged import staged_writer
+from bridge.spark.writing import DtsCommitMessage, commit_messages, publish_schema, write_task
+from filestore.errors import SchemaError
+from filestore.schema import TableSchema, evolve
 from logstore.markers import next_barrier_id
 
 
-@dataclass
-class DtsCommitMessage(WriterCommitMessage):
-    """What one write task hands the driver: its FileStore commit messages as JSON."""
-
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    rows: int = 0
-    max_barrier: int | None = None
-
-
-def _table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """Spark's batch -> the table's Arrow schema, keeping `_row_kind`, dropping `_barrier`."""
-    cols, fields = [], []
-    for f in target:
-        if f.name not in batch.schema.names:
-            raise OptionError(f"column {f.name!r} of the table is missing from the written data")
-        col = batch.column(f.name)
-        cols.append(col if col.type == f.type else col.cast(f.type))
-        fields.append(f)
-    if ROW_KIND in batch.schema.names:
-        cols.append(batch.column(ROW_KIND).cast(pa.string()))
-        fields.append(pa.field(ROW_KIND, pa.string()))
-    return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
-
-
-def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> None:
+def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> TableSchema | None:
     """Driver side, before any task runs: the written columns must fit the table.
 
     A column the table lacks is an error, never silently dropped; with Delta's
-    `mergeSchema=true` it is added to the table as a nullable column (a new schema
-    version, published before the data). `partitionBy` must match the table's.
+    `mergeSchema=true` it is added as a nullable column: returns the new schema version
+    the tasks write with, published only by the commit of the data
+    (`writing.publish_schema`). `partitionBy` must match the table's.
     """
-    from bridge.spark.arrow_schema import spark_arrow_schema
-
     if opts.partition_by and opts.partition_by != list(table.partition_keys):
         raise OptionError(
             f"{table.name} is partitioned by {list(table.partition_keys)}, not "
@@ -78,66 +58,25 @@ def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> No
     known = set(table.schema.arrow_schema.names)
     extra = [f for f in arrow if f.name not in known and f.name not in (ROW_KIND, BARRIER)]
     if not extra:
-        return
+        return None
     names = [f.name for f in extra]
     if not opts.merge_schema:
         raise OptionError(
             f"columns {names} are not in table {table.name} (columns: {sorted(known)}); "
             "add .option('mergeSchema', 'true') to add them as nullable columns, or drop them"
         )
-    from filestore.errors import SchemaError
-
     evolved = table.schema.arrow_schema
     for f in extra:
         evolved = evolved.append(pa.field(f.name, f.type, nullable=True))
     try:
-        table.evolve_schema(evolved)
+        return evolve(table.schema, evolved)
     except SchemaError as e:
         raise OptionError(f"mergeSchema cannot add {names} to {table.name}: {e}") from e
-
-
-def write_task(table: Any, commit_user: str, batches: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
-    """Executor side: write every batch, prepare, return the messages (files not visible)."""
-    target = pa.schema([f for f in table.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
-    writer = table.new_write(commit_user)
-    rows, max_barrier = 0, None
-    try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if BARRIER in batch.schema.names:
-                b = pa.compute.max(batch.column(BARRIER)).as_py()
-                if b is not None:
-                    max_barrier = b if max_barrier is None else max(max_barrier, b)
-            writer.write(_table_batch(batch, target))
-            rows += batch.num_rows
-        messages = writer.prepare()
-    except BaseException:
-        # leave no orphan files behind a failed task
-        with contextlib.suppress(Exception):
-            table.new_commit(commit_user).abort(writer.prepare())
-        raise
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
-    return DtsCommitMessage([m.to_json() for m in messages], rows, max_barrier)
-
-
-def _messages(table: Any, messages: list[Any]) -> list[Any]:
-    from filestore import CommitMessage
-
-    out: list[Any] = []
-    for m in messages:
-        if isinstance(m, DtsCommitMessage):
-            out.extend(CommitMessage.from_json(j) for j in m.messages)
-    return out
 
 
 def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
     """The writer for `df.write.format("dts")`: staged (CTAS/RTAS) or into an existing table."""
     if opts.create or opts.replace:
-        from bridge.spark.ctas import staged_writer
-
         return staged_writer(opts, schema, overwrite)
     cat = open_catalog(opts.common.warehouse)
     try:
@@ -147,19 +86,26 @@ def batch_writer(opts: WriteOptions, schema: StructType, overwrite: bool) -> Dat
             f"cannot write to {opts.common.table}: {e}. To create it from this DataFrame use "
             '.option("create", "true") (atomic CREATE TABLE AS SELECT)'
         ) from e
-    check_write_schema(table, schema, opts)
+    evolved = check_write_schema(table, schema, opts)
     # registered once, here on the driver while Spark plans the write; the id is pickled
     job_id = meta_jobs.register(opts, meta_jobs.BATCH, meta_jobs.new_job_id(meta_jobs.BATCH))
-    return DtsBatchWriter(opts, overwrite, job_id)
+    return DtsBatchWriter(opts, overwrite, job_id, evolved)
 
 
 class DtsBatchWriter(DataSourceArrowWriter):
     """Append or overwrite: one atomic snapshot per Spark write job."""
 
-    def __init__(self, opts: WriteOptions, overwrite: bool, job_id: str | None = None) -> None:
+    def __init__(
+        self,
+        opts: WriteOptions,
+        overwrite: bool,
+        job_id: str | None = None,
+        evolved: TableSchema | None = None,
+    ) -> None:
         self.opts = opts
         self.overwrite = overwrite
         self.job_id = job_id
+        self.evolved = evolved  # mergeSchema: the version the tasks write, the commit publishes
         self.commit_user = opts.commit_user or job_id or f"spark-batch-{uuid.uuid4().hex}"
 
     def _table(self) -> Any:
@@ -167,14 +113,20 @@ class DtsBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
         meta_jobs.heartbeat(self.opts, self.job_id)
-        return write_task(self._table(), self.commit_user, iterator)
+        return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self._table()
         kind = "OVERWRITE" if self.overwrite else "APPEND"
+        msgs = commit_messages(list(messages))
         try:
+            try:
+                publish_schema(table, self.evolved)
+            except BaseException:
+                table.new_commit(self.commit_user).abort(msgs)
+                raise
             snap = table.new_commit(self.commit_user).commit(
-                _messages(table, list(messages)),
+                msgs,
                 identifier=1,
                 barrier=self.opts.barrier,
                 kind=kind,
@@ -189,7 +141,7 @@ class DtsBatchWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self._table()
         try:
-            table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+            table.new_commit(self.commit_user).abort(commit_messages(list(messages)))
         finally:
             meta_jobs.finish(self.opts, self.job_id, failed="Spark aborted the write")
 
@@ -207,18 +159,17 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             )
         self.opts = opts
         self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
+        self.evolved: TableSchema | None = None  # see DtsBatchWriter.evolved
         if opts.target_tier == "file":
-            check_write_schema(self._table(), schema, opts)
+            self.evolved = check_write_schema(self._table(), schema, opts)
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DtsCommitMessage:
         if self.opts.target_tier == "log":
-            from bridge.spark.log_sink import stage_task
-
             return stage_task(self.opts, self.commit_user, iterator)
-        return write_task(self._table(), self.commit_user, iterator)
+        return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def barrier_for(self, messages: list[Any], batch_id: int) -> int | None:
         """The barrier to commit for `batch_id` (see module `bridge.spark.checkpoint`)."""
@@ -260,33 +211,47 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self._table()
-        barrier = self.barrier_for(list(messages), batchId)
+        # a batch holding part of a source barrier completes none: no barrier to stamp
+        partial = (
+            self.opts.barrier is None
+            and bool(self.opts.checkpoint)
+            and ends_inside_barrier(self.opts.checkpoint or "", batchId)
+        )
+        barrier = None if partial else self.barrier_for(list(messages), batchId)
         job_id = self._register(list(messages), batchId)
         if self.opts.target_tier == "log":
-            from bridge.spark.log_sink import commit_to_log
-
+            if partial:
+                abort_staged(self.opts, list(messages))
+                raise OptionError(
+                    f"micro-batch {batchId} ends inside a source barrier (maxOffsetsPerTrigger "
+                    "cut it); a log-tier sink writes whole barriers: use maxRowsPerTrigger or "
+                    "maxBarriersPerTrigger on the source, or target.tier=file"
+                )
             commit_to_log(self.opts, table, self.commit_user, list(messages), batchId, barrier)
             return
         commit = table.new_commit(self.commit_user)
-        msgs = _messages(table, list(messages))
+        msgs = commit_messages(list(messages))
         done = commit.committed_identifier()
         if done is not None and done >= batchId:
             commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
             meta_jobs.report(self.opts, job_id, _committed(table, self.commit_user, batchId))
             return
-        if barrier is None:
+        if barrier is None and not partial:
             barrier = _fresh_barrier(table)
+        try:
+            publish_schema(table, self.evolved)
+        except BaseException:
+            commit.abort(msgs)
+            raise
         snap = commit.commit(msgs, identifier=batchId, barrier=barrier)
         meta_jobs.report(self.opts, job_id, snap)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.target_tier == "log":
-            from bridge.spark.log_sink import abort_staged
-
             abort_staged(self.opts, list(messages))
             return
         table = self._table()
-        table.new_commit(self.commit_user).abort(_messages(table, list(messages)))
+        table.new_commit(self.commit_user).abort(commit_messages(list(messages)))
 
 
 def _committed(table: Any, commit_user: str, identifier: int) -> Any:
@@ -303,4 +268,4 @@ def _fresh_barrier(table: Any) -> int:
     return next_barrier_id((latest.barrier or 0) if latest is not None else 0)
 
 
-__all__ = ["DtsBatchWriter", "DtsCommitMessage", "DtsStreamWriter", "StagingError", "batch_writer"]
+__all__ = ["DtsBatchWriter", "DtsStreamWriter", "batch_writer"]

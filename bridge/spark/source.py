@@ -1,4 +1,9 @@
-"""The `dts` Python data source: batch reads (with time travel and changelog reads).
+"""The `dts` Python data source: its schema, batch reads (time travel, changelog reads),
+and the writers and stream readers it hands out (`sink`, `streams`).
+
+Planning happens here and in `plan_scan` / `plan_log` (driver side); reading in
+`read_scan` / `read_log` (executors); writing in `writing` (executors) committed by
+`sink` / `staged` (driver).
 
 Where code runs (PySpark 4.3): `DataSource.schema/reader/writer/streamReader`
 and `DataSourceReader.pushFilters/partitions` run in short-lived Python
@@ -11,34 +16,26 @@ worker with the pickled writer (batch) or a fresh `streamWriter()` (streaming).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from bridge.spark.arrow_schema import spark_arrow_schema, spark_schema, table_columns
-from bridge.spark.catalog import open_table, resolve_snapshot_id
+from bridge.spark.arrow_schema import spark_schema
+from bridge.spark.batch_reader import DtsBatchReader
+from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.filters import conjunction
 from bridge.spark.habits import CHANGE_TYPE
 from bridge.spark.options import ReadOptions, WriteOptions
-from bridge.spark.partitions import (
-    ChangesPartition,
-    ChangeStepsPartition,
-    ReadContext,
-    SplitPartition,
-    read_partition,
-)
-from filestore.snapshot import COMPACT
+from bridge.spark.sink import DtsStreamWriter, batch_writer
+from bridge.spark.streams import FailedStreamReader, stream_reader
 
 
 class DtsDataSource(DataSource):
     """`spark.read.format("dts").option("warehouse", W).load("db.table")` and friends.
 
     `defaults` are options every read and write of this registration gets unless it gives
-    them itself: the `spark.dts.*` session confs (see `bridge.spark.register`), and for a
+    them itself: the `spark.dts.*` session confs (see `bridge.spark.registration`), and for a
     table registered by name also its warehouse and name (Spark hands a catalog table's
     source no options at all).
     """
@@ -77,13 +74,9 @@ class DtsDataSource(DataSource):
         return DtsBatchReader(ReadOptions.parse(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from bridge.spark.sink import batch_writer
-
         return batch_writer(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> Any:
-        from bridge.spark.stream_file import FailedStreamReader, stream_reader
-
         try:
             return stream_reader(ReadOptions.parse(self.options), schema)
         except Exception as e:
@@ -93,85 +86,4 @@ class DtsDataSource(DataSource):
             return FailedStreamReader(e)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from bridge.spark.sink import DtsStreamWriter
-
         return DtsStreamWriter(WriteOptions.parse(self.options), schema, overwrite)
-
-
-def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadContext:
-    """The shared part of every partition of a scan of `table` with Spark schema `schema`."""
-    known = set(table.schema.arrow_schema.names)
-    columns = table_columns(schema)
-    unknown = [c for c in columns if c not in known]
-    if unknown:
-        raise OptionError(f"columns {unknown} are not in table {table.name}")
-    return ReadContext(
-        warehouse=opts.common.warehouse,
-        table=opts.common.table,
-        columns=columns,
-        target=spark_arrow_schema(schema),
-    )
-
-
-class DtsBatchReader(DataSourceReader):
-    """A batch scan: one Spark partition per FileStore bucket split (or per changes step)."""
-
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
-        self.opts = opts
-        table = open_table(opts.common.warehouse, opts.common.table)
-        self.ctx = read_context(opts, schema, table)
-        self._columns = set(table.schema.arrow_schema.names)
-        # pin the snapshot (or the change range) on the driver so every task reads the same
-        self.changes = opts.changes if opts.feed is None else opts.feed.resolve(table)
-        changing = opts.changes is not None or opts.feed is not None
-        self.snapshot_id = None if changing else resolve_snapshot_id(table, opts)
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        # Used for pruning and file skipping, and all returned: Spark re-checks the rows,
-        # so conservative statistics never change a result.
-        self.ctx.filter = conjunction(filters, self._columns)
-        return filters
-
-    def partitions(self) -> Sequence[InputPartition]:
-        table = open_table(self.opts.common.warehouse, self.opts.common.table)
-        if self.opts.changes is not None or self.opts.feed is not None:
-            return (
-                [] if self.changes is None else changes_partitions(table, self.ctx, *self.changes)
-            )
-        if self.snapshot_id is None:
-            return []
-        snap = table.snapshot(self.snapshot_id)
-        scan = table.new_scan(
-            snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
-        )
-        splits = scan.plan()
-        if self.opts.merge_only:
-            from bridge.spark.native import needs_merge
-
-            splits = [s for s in splits if needs_merge(table, s)]
-        return [SplitPartition(self.ctx, split, snap.barrier) for split in splits]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
-
-
-def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
-    """The snapshot steps in (start, end], each tagged with its barrier, in one partition.
-
-    One task reads the steps in order (see `ChangeStepsPartition`): a later change of a
-    key must reach a sink after the earlier one. Compaction snapshots change no rows and
-    are skipped.
-    """
-    if end <= start:
-        return []
-    parts: list[ChangesPartition] = []
-    prev = start
-    for snap in table.snapshots():
-        if snap.id <= start or snap.id > end:
-            continue
-        if snap.commit_kind != COMPACT:
-            parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
-        prev = snap.id
-    if len(parts) > 1:
-        return [ChangeStepsPartition(parts)]
-    return list(parts)

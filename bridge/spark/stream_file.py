@@ -21,82 +21,16 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxFiles,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
-from bridge.spark.errors import OptionError
 from bridge.spark.offsets import FileOffset
-from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
-from bridge.spark.partitions import SplitPartition, read_partition
-from bridge.spark.source import changes_partitions, read_context
+from bridge.spark.options import ReadOptions
+from bridge.spark.plan_limits import default_read_limit, limits
+from bridge.spark.plan_scan import changes_partitions, read_context, split_partitions
+from bridge.spark.read_scan import read_partition
 from filestore.snapshot import COMPACT
-
-
-def stream_reader(opts: ReadOptions, schema: StructType) -> DataSourceStreamReader:
-    """The stream reader for `opts.tier`."""
-    if opts.tier is None:
-        raise OptionError('streaming reads of dts need .option("tier", "file" | "log" | "hybrid")')
-    missing = [c for c in (ROW_KIND, BARRIER) if c not in schema.fieldNames()]
-    if missing:
-        raise OptionError(f"a streaming dts schema must keep the metadata columns {missing}")
-    if opts.tier == "file":
-        return FileStreamReader(opts, schema)
-    if opts.tier == "log":
-        from bridge.spark.stream_log import LogStreamReader
-
-        return LogStreamReader(opts, schema)
-    from bridge.spark.stream_hybrid import HybridStreamReader
-
-    return HybridStreamReader(opts, schema)
-
-
-class FailedStreamReader(DataSourceStreamReader):
-    """Stands in for a stream reader whose set-up failed: raises that error on first use."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def initialOffset(self) -> dict[str, Any]:
-        raise self.error
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        raise self.error
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        raise self.error
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        raise self.error
-
-    def commit(self, end: dict[str, Any]) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
-
-def default_read_limit(opts: ReadOptions) -> ReadLimit:
-    if opts.max_rows_per_trigger is not None:
-        return ReadMaxRows(opts.max_rows_per_trigger)
-    if opts.max_barriers_per_trigger is not None:
-        return ReadMaxFiles(opts.max_barriers_per_trigger)
-    return ReadAllAvailable()
-
-
-def limits(opts: ReadOptions, limit: ReadLimit) -> tuple[int | None, int | None]:
-    """(max rows, max barriers) for one `latestOffset` call; both None for ReadAllAvailable."""
-    if isinstance(limit, ReadAllAvailable):
-        return None, None
-    rows = limit.max_rows if isinstance(limit, ReadMaxRows) else opts.max_rows_per_trigger
-    units = limit.max_files if isinstance(limit, ReadMaxFiles) else opts.max_barriers_per_trigger
-    return rows, units
 
 
 class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -181,9 +115,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         table = self._table()
         if a.full:
-            snap = table.snapshot(b.snapshot)
-            scan = table.new_scan(snapshot_id=b.snapshot, columns=self.ctx.columns)
-            return [SplitPartition(self.ctx, split, snap.barrier) for split in scan.plan()]
+            return split_partitions(table, self.ctx, b.snapshot)
         return changes_partitions(table, self.ctx, a.snapshot, b.snapshot)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -19,11 +19,13 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from bridge.spark.errors import OptionError
-from bridge.spark.logtier import LogPartition, read_log_range
 from bridge.spark.offsets import HybridOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.partitions import SplitPartition, read_partition
-from bridge.spark.stream_file import default_read_limit
+from bridge.spark.plan_limits import default_read_limit
+from bridge.spark.plan_scan import split_partitions
+from bridge.spark.read_log import read_log_range
+from bridge.spark.read_parts import LogPartition
+from bridge.spark.read_scan import read_partition
 from bridge.spark.stream_log import LogTierReader
 
 
@@ -62,18 +64,17 @@ class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        barrier = nxt[1] if nxt[1] is not None else begin.barrier
-        return HybridOffset(self.name, "log", begin.snapshot, nxt[0], barrier).to_json()
+        barrier = nxt.barrier if nxt.barrier is not None else begin.barrier
+        return HybridOffset(
+            self.name, "log", begin.snapshot, nxt.offsets, barrier, nxt.partial
+        ).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = HybridOffset.from_json(start), HybridOffset.from_json(end)
         if a.phase == "snapshot":
             if b.snapshot == 0:
                 return []
-            table = self.tier.table()
-            snap = table.snapshot(b.snapshot)
-            scan = table.new_scan(snapshot_id=b.snapshot, columns=self.tier.ctx.columns)
-            return [SplitPartition(self.tier.ctx, s, snap.barrier) for s in scan.plan()]
+            return split_partitions(self.tier.table(), self.tier.ctx, b.snapshot)
         if a.offsets == b.offsets:
             return []
         self.tier.scanner.cover(a.offsets, b.offsets)  # after a restart: re-read the range

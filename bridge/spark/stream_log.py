@@ -23,19 +23,14 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.log_scan import LiveLogScanner
-from bridge.spark.logtier import (
-    Barrier,
-    LogOffsetsExpired,
-    LogPartition,
-    admit,
-    log_spec,
-    read_log_range,
-)
+from bridge.spark.kafka_access import LogOffsetsExpired, consumer, log_spec
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.source import read_context
-from bridge.spark.stream_file import default_read_limit, limits
+from bridge.spark.plan_limits import default_read_limit, limits
+from bridge.spark.plan_log import BatchEnd, LiveLogScanner, admit, record_admission
+from bridge.spark.plan_scan import read_context
+from bridge.spark.read_log import read_log_range
+from bridge.spark.read_parts import LogPartition
 
 
 class LogTierReader:
@@ -61,9 +56,7 @@ class LogTierReader:
     def _watermarks(self) -> dict[int, tuple[int, int]]:
         """(low, high) per partition through one kept consumer: `latestOffset` asks on
         every trigger, and a consumer made and closed per call cost tens of ms each."""
-        from confluent_kafka import TopicPartition
-
-        from bridge.spark.logtier import consumer
+        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
 
         if self._meta is None:
             self._meta = consumer(self.bootstrap, eof=False)
@@ -93,9 +86,7 @@ class LogTierReader:
                     f"is {lo}); restart the query with tier=hybrid (FileStore snapshot, then the log)"
                 )
 
-    def next_end(
-        self, start: dict[int, int], limit: ReadLimit
-    ) -> tuple[dict[int, int], int | None] | None:
+    def next_end(self, start: dict[int, int], limit: ReadLimit) -> BatchEnd | None:
         """End offsets and barrier of the next micro-batch from `start`, or None when none is ready."""
         self.scanner.scan(start)
         barriers = self.scanner.complete_barriers(start)
@@ -106,7 +97,7 @@ class LogTierReader:
             return record_admission(start, barriers, self.opts.max_offsets_per_trigger)
         max_rows, max_barriers = limits(self.opts, limit)
         chosen = admit(barriers, max_rows, max_barriers)
-        return None if chosen is None else (chosen.ends, chosen.barrier)
+        return None if chosen is None else BatchEnd(chosen.ends, chosen.barrier)
 
     def plan(self, start: dict[int, int], end: dict[int, int]) -> list[InputPartition]:
         parts: list[InputPartition] = []
@@ -170,9 +161,7 @@ class LogTierReader:
         return {p: pick[given[p]][p] if given.get(p, -2) in pick else given[p] for p in earliest}
 
     def _offsets_for_time(self, ms: int) -> dict[int, int]:
-        from confluent_kafka import TopicPartition
-
-        from bridge.spark.logtier import consumer
+        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
 
         c = consumer(self.bootstrap, eof=False)
         try:
@@ -184,28 +173,6 @@ class LogTierReader:
         return {
             tp.partition: (tp.offset if tp.offset >= 0 else latest[tp.partition]) for tp in found
         }
-
-
-def record_admission(
-    start: dict[int, int], barriers: list[Barrier], max_offsets: int
-) -> tuple[dict[int, int], int | None]:
-    """Kafka's maxOffsetsPerTrigger: at most `max_offsets` offsets, split over partitions
-    in proportion to what each has ready (at least one each, so a batch always moves).
-
-    Only offsets of complete barriers are admitted, so every row has its barrier; a batch
-    may end inside a barrier. Its barrier is the last one wholly inside it, or None.
-    """
-    ready = barriers[-1].ends
-    avail = {p: max(0, ready[p] - start.get(p, 0)) for p in ready}
-    total = sum(avail.values())
-    if total <= max_offsets:
-        return ready, barriers[-1].barrier
-    end = {
-        p: start.get(p, 0) + (min(n, max(1, n * max_offsets // total)) if n else 0)
-        for p, n in avail.items()
-    }
-    done = [b for b in barriers if all(b.ends[p] <= end[p] for p in b.ends)]
-    return end, (done[-1].barrier if done else None)
 
 
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -231,8 +198,8 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.tier.next_end(begin.offsets, limit)
         if nxt is None:
             return start
-        barrier = nxt[1] if nxt[1] is not None else begin.barrier
-        return LogOffset(self.name, nxt[0], barrier).to_json()
+        barrier = nxt.barrier if nxt.barrier is not None else begin.barrier
+        return LogOffset(self.name, nxt.offsets, barrier, nxt.partial).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         a, b = LogOffset.from_json(start), LogOffset.from_json(end)

@@ -292,8 +292,8 @@ def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type
     default read limit) ends at T0's state: every key's latest change wins. (Steps read
     by parallel tasks once let an older change land last.)"""
     from bridge.spark import register
-    from bridge.spark.partitions import ChangeStepsPartition, ReadContext
-    from bridge.spark.source import changes_partitions
+    from bridge.spark.plan_scan import changes_partitions
+    from bridge.spark.read_parts import ChangeStepsPartition, ReadContext
 
     register(spark)
     catalog = Catalog(str(warehouse))

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from bridge.spark.register import register
+from bridge.spark.registration import register
 from tests.bridge.spark.support import commit, make_table, rows, sort
 
 pytestmark = pytest.mark.spark

@@ -64,3 +64,24 @@ def test_empty_table_gives_an_empty_frame(spark: Any, warehouse: Path) -> None:
     make_table(warehouse, "db.e")
     df = dts.table(spark, "db.e", warehouse=str(warehouse))
     assert df.count() == 0 and df.columns == ["id", "k", "v"]
+
+
+def test_many_small_merge_splits_are_packed_into_few_tasks(spark: Any, warehouse: Path) -> None:
+    """Every bucket needs a merge: the merge part packs small splits into tasks (as Spark
+    packs small files) instead of one task and Python round trip per bucket."""
+    t = make_table(warehouse, "db.many", pk=True, buckets=8)
+    commit(t, rows(80))
+    commit(t, rows(80, k="up"))  # every key upserted: every bucket has two runs
+    splits = t.new_scan().plan()
+    assert len(splits) == 8
+    df = dts.table(spark, "db.many", warehouse=str(warehouse))
+    assert "(Python)" in _plan(df)
+    assert df.rdd.getNumPartitions() < len(splits)
+    assert sort(df.toArrow()) == sort(t.read()) == sort(rows(80, k="up"))
+    # many paths of a no-merge table: read without a listing job, same rows
+    t.compact(full=True)
+    before = spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold", None)
+    native = dts.table(spark, "db.many", warehouse=str(warehouse))
+    assert "(Python)" not in _plan(native)
+    assert sort(native.toArrow()) == sort(rows(80, k="up"))
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold", None) == before

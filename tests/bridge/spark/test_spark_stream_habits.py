@@ -51,7 +51,7 @@ def _available_now(reader: Any, name: str, ck: Path) -> list[pa.Table]:
 def test_starting_offsets_latest_and_json(
     spark: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
-    from bridge.spark.logtier import watermarks
+    from bridge.spark.kafka_access import watermarks
     from bridge.tables import log_spec_for, open_log_writer
 
     t, name = _table(warehouse)

@@ -13,9 +13,9 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, String
 from bridge.spark.checkpoint import query_id, source_barrier
 from bridge.spark.errors import OptionError
 from bridge.spark.filters import conjunction
-from bridge.spark.logtier import Barrier, LogScanner, MarkerAt, admit
 from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, OffsetFormatError, barrier_of
 from bridge.spark.options import ReadOptions, WriteOptions
+from bridge.spark.plan_log import Barrier, LogScanner, MarkerAt, admit
 
 
 def test_offsets_round_trip_and_are_deterministic() -> None:
@@ -93,3 +93,18 @@ def test_scanner_completes_barriers_only_in_every_partition() -> None:
     done = s.complete_barriers({0: 0, 1: 0})
     assert [(b.barrier, b.ends, b.rows) for b in done] == [(10, {0: 3, 1: 1}, 2)]
     assert s.complete_barriers({0: 3, 1: 1}) == []
+
+
+def test_record_admission_ends_on_a_barrier_when_one_fits() -> None:
+    from bridge.spark.plan_log import record_admission
+
+    b1 = Barrier(1, {0: 10, 1: 10}, 18)
+    b2 = Barrier(2, {0: 14, 1: 12}, 4)
+    # nothing fits: cut inside barrier 1, which the batch then does not complete
+    cut = record_admission({0: 0, 1: 0}, [b1, b2], 6)
+    assert cut.partial and cut.barrier is None and sum(cut.offsets.values()) <= 6
+    # barrier 1 fits in the allowance but 2 does not: end exactly on 1
+    on = record_admission({0: 6, 1: 6}, [b1, b2], 10)
+    assert on == type(on)({0: 10, 1: 10}, 1, partial=False)
+    # everything ready fits
+    assert record_admission({0: 10, 1: 10}, [b2], 100).offsets == {0: 14, 1: 12}

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.spark.arrow_schema import spark_schema
+from bridge.spark.catalog import open_catalog
+from bridge.spark.errors import OptionError, SparkBridgeError
 from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
+from bridge.spark.source import DtsDataSource
 
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -42,8 +46,6 @@ def session_defaults(spark: Any) -> dict[str, str]:
 
 def source_class(name: str, defaults: dict[str, str]) -> type:
     """A `DtsDataSource` subclass registered as `name` with these option defaults."""
-    from bridge.spark.source import DtsDataSource
-
     attrs = {
         "defaults": dict(defaults),
         "name": classmethod(lambda cls: name),
@@ -83,13 +85,9 @@ def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
     `dts.create_table_as` calls it for you. Catalog entries of tables that no longer
     exist in the warehouse are dropped. Returns the table names.
     """
-    from bridge.spark.catalog import open_catalog
-
     defaults = session_defaults(spark)
     warehouse = warehouse or defaults.get("warehouse")
     if not warehouse:
-        from bridge.spark.errors import OptionError
-
         raise OptionError("refresh needs warehouse= or the Spark conf spark.dts.warehouse")
     cat = open_catalog(warehouse)
     names = cat.list_tables()
@@ -101,9 +99,6 @@ def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
 
 def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
     """Register `table`'s own source and (re)create its Spark catalog table `db.t`."""
-    from bridge.spark.arrow_schema import spark_schema
-    from bridge.spark.errors import SparkBridgeError
-
     name = table.name
     provider = TABLE_SOURCE_PREFIX + name
     spark.dataSource.register(source_class(provider, {**defaults, "path": name}))

@@ -1,64 +1,27 @@
-"""Input partitions of the `dts` source and the executor-side code that reads them.
+"""Executor-side reading of FileStore scan partitions (planned by `bridge.spark.plan_scan`).
 
-Partitions are small picklable objects built on the driver; `read_partition`
-runs in the executors' Python workers and is stateless (it reopens the table
-from the warehouse; opening is cheap: it only reads the schema file).
+`read_partition` runs in the executors' Python workers, one call per partition, and
+is stateless: it reopens the table from the warehouse (cheap: only the schema file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from bridge.spark.arrow_schema import conform
 from bridge.spark.catalog import open_table
-from bridge.spark.changes import snapshot_changes
 from bridge.spark.options import BARRIER, ROW_KIND
-
-
-@dataclass
-class ReadContext:
-    """What every partition of one scan shares (pickled with each partition)."""
-
-    warehouse: str
-    table: str
-    columns: list[str]
-    target: pa.Schema  # the Arrow form of the Spark output schema
-    filter: pc.Expression | None = None
-
-
-class SplitPartition(InputPartition):
-    """One FileStore bucket split of a snapshot, emitted as +I rows."""
-
-    def __init__(self, ctx: ReadContext, split: Any, barrier: int | None) -> None:
-        super().__init__(None)
-        self.ctx, self.split, self.barrier = ctx, split, barrier
-
-
-class ChangesPartition(InputPartition):
-    """The changes of one snapshot step (start exclusive, end inclusive)."""
-
-    def __init__(self, ctx: ReadContext, start: int, end: int, barrier: int | None) -> None:
-        super().__init__(None)
-        self.ctx, self.start, self.end, self.barrier = ctx, start, end, barrier
-
-
-class ChangeStepsPartition(InputPartition):
-    """Consecutive snapshot steps read in order by ONE task.
-
-    A sink gives rows sequence numbers in the order its task writes them; steps spread
-    over parallel tasks could be written in any order, so an older change of a key could
-    win over a newer one. One task per run of steps keeps the changelog's order.
-    """
-
-    def __init__(self, steps: list[ChangesPartition]) -> None:
-        super().__init__(None)
-        self.steps = steps
+from bridge.spark.read_parts import (
+    ChangesPartition,
+    ChangeStepsPartition,
+    ReadContext,
+    SplitPartition,
+    SplitsPartition,
+)
 
 
 def _with_metadata(batch: Any, kind: str, barrier: int | None) -> Any:
@@ -86,12 +49,15 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
         return
     if isinstance(p, SplitPartition):
         yield from _read_split(p)
+    elif isinstance(p, SplitsPartition):
+        for part in p.parts:
+            yield from _read_split(part)
     elif isinstance(p, ChangesPartition):
         yield from _read_changes(p)
     elif isinstance(p, ChangeStepsPartition):
         for step in p.steps:
             yield from _read_changes(step)
-    else:  # pragma: no cover - partitions come from this module only
+    else:  # pragma: no cover - partitions come from bridge.spark.plan_scan only
         raise TypeError(f"unexpected partition {type(p).__name__}")
 
 
@@ -105,6 +71,24 @@ def _read_split(p: SplitPartition) -> Iterator[pa.RecordBatch]:
         if meta:
             batch = _with_metadata(batch, "+I", p.barrier)
         yield conform(batch, ctx.target)
+
+
+def snapshot_changes(
+    table: Any, start: int, end: int, columns: list[str] | None = None
+) -> pa.Table:
+    """Rows changed after snapshot `start` (exclusive, 0 = empty) up to `end` (inclusive).
+
+    `start <= 0` means "from an empty table": the end snapshot's rows, all `+I` (the
+    first micro-batch of `scan.mode=latest-full`). Otherwise the FileStore's own
+    `Table.changes(start, end)` answers, which is correct across compactions.
+    """
+    if start <= 0:
+        rows = table.read(snapshot_id=end, columns=columns)
+        out = rows.append_column(ROW_KIND, pa.repeat(pa.scalar("+I", pa.string()), rows.num_rows))
+    else:
+        out = table.changes(start, end)
+    keep = [*(columns or [n for n in out.schema.names if n != ROW_KIND]), ROW_KIND]
+    return out.select([c for c in keep if c in out.schema.names])
 
 
 def _read_changes(p: ChangesPartition) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,65 @@
+"""Kafka access shared by the log-tier planner (driver) and reader (executors)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bridge.spark.errors import SparkBridgeError
+
+# confluent_kafka, logstore's client config and bridge.tables (LogWriter) are imported
+# where used: every Python worker of a plain batch scan imports the source module, and
+# should not pay for Kafka's client library.
+
+EOF_CODE = -191  # confluent_kafka.KafkaError._PARTITION_EOF
+EOF_FETCH_WAIT_MS = 25
+
+
+class LogOffsetsExpired(SparkBridgeError):
+    """The log no longer holds the offsets a query asks for (past log.retention)."""
+
+
+def log_spec(table: Any) -> Any:
+    """The table's LogSpec: the one composition in ``bridge.tables``."""
+    from bridge.tables import log_spec_for
+
+    return log_spec_for(table)
+
+
+def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:
+    """A consumer that is only ever `assign()`ed (never subscribed, commits nothing)."""
+    from confluent_kafka import Consumer
+
+    from logstore.client_config import confluent_config
+
+    return Consumer(
+        confluent_config(
+            bootstrap,
+            None,
+            {
+                "group.id": f"dts-spark-{uuid.uuid4().hex}",  # never subscribed: assign() only
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": eof,
+                "auto.offset.reset": "error",
+                # the end of a partition (EOF) is only learnt from a fetch that returns
+                # nothing, which the broker holds up to this long (librdkafka: 500 ms):
+                # the driver's marker scan waits for EOF, so that wait was micro-batch
+                # latency; executors read known ranges and keep the default
+                **({"fetch.wait.max.ms": EOF_FETCH_WAIT_MS} if eof else {}),
+            },
+        )
+    )
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import TopicPartition
+
+    c = consumer(bootstrap, eof=False)
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(partitions)
+        }
+    finally:
+        c.close()

@@ -1,0 +1,139 @@
+"""Executor-side writing, shared by every `dts` writer (append, overwrite, CTAS, streaming).
+
+A task writes data files through `Table.new_write(...).prepare()` and hands the
+driver a `DtsCommitMessage`; nothing is visible until the driver-side commit turns
+every task's messages into ONE snapshot (`commit_messages` reads them back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import WriterCommitMessage
+
+from bridge.spark.errors import OptionError, SchemaConflict
+from bridge.spark.options import BARRIER, ROW_KIND
+from filestore import CommitMessage, Table, TableWrite
+from filestore.errors import SchemaError
+from filestore.schema import TableSchema
+
+
+@dataclass
+class DtsCommitMessage(WriterCommitMessage):
+    """What one write task hands the driver: its FileStore commit messages as JSON."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    rows: int = 0
+    max_barrier: int | None = None
+
+
+def table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Spark's batch -> the table's Arrow schema, keeping `_row_kind`, dropping `_barrier`."""
+    cols, fields = [], []
+    for f in target:
+        if f.name not in batch.schema.names:
+            raise OptionError(f"column {f.name!r} of the table is missing from the written data")
+        col = batch.column(f.name)
+        cols.append(col if col.type == f.type else col.cast(f.type))
+        fields.append(f)
+    if ROW_KIND in batch.schema.names:
+        cols.append(batch.column(ROW_KIND).cast(pa.string()))
+        fields.append(pa.field(ROW_KIND, pa.string()))
+    return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
+
+
+class EvolvingTable:
+    """`table` as it will be once schema version `schema` is published: a `mergeSchema`
+    write's tasks write their files with the new columns (stamped with the new version)
+    while the table itself still has the old one; the driver publishes the version in
+    its commit, right before the snapshot (`publish_schema`), so a write that fails or
+    is aborted leaves the schema unchanged."""
+
+    def __init__(self, table: Any, schema: TableSchema) -> None:
+        self._table = table
+        self.schema = schema
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def publish_schema(table: Any, schema: TableSchema | None) -> None:
+    """Driver side, in the commit: publish the schema version the tasks wrote with.
+
+    Nothing to do when the table has it already (an earlier micro-batch published it);
+    a different version in its place means the schema changed while the write ran.
+    """
+    if schema is None:
+        return
+    current = table.schema
+    if current.id >= schema.id:
+        if table.schema_manager.schema(schema.id).arrow_schema.equals(schema.arrow_schema):
+            return
+    elif current.id == schema.id - 1:
+        try:
+            published = table.evolve_schema(schema.arrow_schema)
+        except SchemaError as e:
+            raise SchemaConflict(
+                f"{table.name}: mergeSchema cannot publish its columns: {e}"
+            ) from e
+        if published.id == schema.id:
+            return
+    raise SchemaConflict(
+        f"{table.name}: its schema changed while this mergeSchema write ran (the write "
+        f"prepared version {schema.id}, the table is at {table.schema.id}); the write was "
+        "not committed: run it again"
+    )
+
+
+def write_task(
+    table: Any,
+    commit_user: str,
+    batches: Iterator[pa.RecordBatch],
+    schema: TableSchema | None = None,
+) -> DtsCommitMessage:
+    """Executor side: write every batch, prepare, return the messages (files not visible).
+
+    `schema`: the not yet published version a `mergeSchema` write writes with (see
+    `EvolvingTable`); None writes with the table's schema.
+    """
+    writer = (
+        table.new_write(commit_user)
+        if schema is None
+        else TableWrite(cast(Table, EvolvingTable(table, schema)), commit_user)  # duck-typed
+    )
+    target = pa.schema([f for f in writer.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
+    rows, max_barrier = 0, None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if BARRIER in batch.schema.names:
+                b = pc.max(batch.column(BARRIER)).as_py()
+                if b is not None:
+                    max_barrier = b if max_barrier is None else max(max_barrier, b)
+            writer.write(table_batch(batch, target))
+            rows += batch.num_rows
+        messages = writer.prepare()
+    except BaseException:
+        # leave no orphan files behind a failed task
+        with contextlib.suppress(Exception):
+            table.new_commit(commit_user).abort(writer.prepare())
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+    return DtsCommitMessage([m.to_json() for m in messages], rows, max_barrier)
+
+
+def commit_messages(messages: list[WriterCommitMessage | None]) -> list[CommitMessage]:
+    """The FileStore commit messages of every task (driver side, in `commit`/`abort`)."""
+    out: list[CommitMessage] = []
+    for m in messages:
+        if isinstance(m, DtsCommitMessage):
+            out.extend(CommitMessage.from_json(j) for j in m.messages)
+    return out

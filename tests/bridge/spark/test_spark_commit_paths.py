@@ -1,0 +1,107 @@
+"""Commit paths of the `dts` sink on real local Spark: a schema change lands with the data
+or not at all; a micro-batch that ends inside a source barrier commits without one."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.bridge.spark.support import commit, make_table, rows, sort
+
+pytestmark = pytest.mark.spark
+
+
+def _wide(spark: Any, start: int) -> Any:
+    return spark.createDataFrame(
+        rows(2, start=start).append_column("extra", pa.array(["p", "q"], pa.string()))
+    )
+
+
+def _merge_write(df: Any, warehouse: Path, name: str) -> None:
+    (
+        df.write.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("mergeSchema", "true")
+        .mode("append")
+        .save(name)
+    )
+
+
+def test_merge_schema_changes_the_schema_only_when_the_data_commits(
+    spark: Any, warehouse: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    t = make_table(warehouse, "db.ms", pk=True)
+    commit(t, rows(2))
+    before = t.schema
+
+    @F.udf("long")
+    def fail_on_11(i: int) -> int:
+        if i == 11:
+            raise ValueError("task failure on purpose")
+        return i
+
+    failing = _wide(spark, 10).withColumn("id", fail_on_11("id"))
+    with pytest.raises(Exception, match="task failure on purpose"):
+        _merge_write(failing, warehouse, "db.ms")
+    # the failed write changed nothing: neither the schema nor the rows
+    assert t.schema.id == before.id
+    assert t.schema.arrow_schema.names == before.arrow_schema.names
+    assert sort(t.read()) == sort(rows(2))
+
+    _merge_write(_wide(spark, 10), warehouse, "db.ms")
+    assert t.schema.id == before.id + 1
+    assert t.schema.arrow_schema.names == [*before.arrow_schema.names, "extra"]
+    got = {r["id"]: r["extra"] for r in t.read().to_pylist()}
+    assert got == {0: None, 1: None, 10: "p", 11: "q"}
+    # a later write that carries the column again publishes no further version
+    _merge_write(_wide(spark, 20), warehouse, "db.ms")
+    assert t.schema.id == before.id + 1 and t.read().num_rows == 6
+
+
+@pytest.mark.kafka
+def test_micro_batches_ending_inside_one_barrier_commit_in_order(
+    spark: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """maxOffsetsPerTrigger cuts a 20-row barrier over several micro-batches: those that end
+    inside it commit without a barrier (they hold part of it), the one that completes it
+    commits it; no commit is refused for repeating a barrier."""
+    from bridge.tables import open_log_writer
+
+    src_name = f"db.s{uuid.uuid4().hex[:8]}"
+    src = make_table(warehouse, src_name, **{"log.topic": f"dts-test-{src_name}"})
+    dst = make_table(warehouse, "db.cut")
+    with open_log_writer(src, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows(20))
+        w.barrier(1000)
+        w.write(rows(4, start=20))
+        w.barrier(2000)
+    q = (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "log")
+        .option("bootstrap", broker.bootstrap)
+        .option("maxOffsetsPerTrigger", "6")
+        .load(src_name)
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start("db.cut")
+    )
+    assert q.awaitTermination(180)
+    assert q.exception() is None, q.exception()
+    assert sort(dst.read()) == sort(pa.concat_tables([rows(20), rows(4, start=20)]))
+    data = [s for s in dst.snapshots() if s.commit_kind != "COMPACT"]
+    assert len(data) >= 4  # the barrier was really cut
+    stamped = [s.barrier for s in data if s.barrier is not None]
+    assert stamped == sorted(set(stamped)) and stamped[-1] == 2000
+    # a read at barrier 1000 sees all of it and nothing of 2000
+    at_1000 = dst.snapshot_at_barrier(1000)
+    assert at_1000 is not None and at_1000.barrier == 1000
+    assert sort(dst.read(snapshot_id=at_1000.id)) == sort(rows(20))
