@@ -16,9 +16,10 @@ from filestore.fileio import FileIO
 from filestore.identifiers import check_identifier
 from filestore.options import CoreOptions, check_known
 from filestore.paths import TablePaths
+from filestore.row_kind import ROW_KIND_COLUMN, SEQUENCE_NUMBER, VALUE_KIND
 from filestore.types import field_from_json, field_to_json, is_lossless_change, normalize_type
 
-SYSTEM_COLUMNS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_row_kind")
+SYSTEM_COLUMNS = (SEQUENCE_NUMBER, VALUE_KIND, ROW_KIND_COLUMN)
 KEY_PREFIX = "_KEY_"
 
 

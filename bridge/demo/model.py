@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from filestore import Catalog
 from filestore.row_kind import ROW_KIND_COLUMN
+from logstore.spec import BARRIER_COLUMN
 
 DB = "demo"
 CUSTOMERS = f"{DB}.customers"
@@ -128,7 +129,7 @@ def spark_enriched(orders: Any) -> Any:
         orders.where(F.col("status") != "cancelled")
         .select(
             "order_id", "customer_id", "status", "amount_cents", size.alias("size"),
-            ROW_KIND_COLUMN, "_barrier",
+            ROW_KIND_COLUMN, BARRIER_COLUMN,
         )
         .coalesce(1)
     )  # fmt: skip

@@ -13,10 +13,11 @@ from bridge.spark.errors import OptionError
 from bridge.spark.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
 from bridge.spark.option_keys import check_keys
 from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
+from logstore.spec import BARRIER_COLUMN
 
 TIERS = ("file", "log", "hybrid")
 SCAN_MODES = ("latest-full", "latest", "from-snapshot", "from-barrier", "from-timestamp")
-BARRIER = "_barrier"
+BARRIER = BARRIER_COLUMN
 METADATA_COLUMNS = (ROW_KIND, BARRIER)
 
 

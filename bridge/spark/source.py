@@ -26,7 +26,7 @@ from bridge.spark.batch_reader import DtsBatchReader
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
 from bridge.spark.habits import CHANGE_TYPE
-from bridge.spark.options import ReadOptions, WriteOptions
+from bridge.spark.options import METADATA_COLUMNS, ReadOptions, WriteOptions
 from bridge.spark.sink import DtsStreamWriter, batch_writer
 from bridge.spark.streams import FailedStreamReader, stream_reader
 
@@ -66,7 +66,7 @@ class DtsDataSource(DataSource):
             missing = [c for c in opts.columns if c not in struct.fieldNames()]
             if missing:
                 raise OptionError(f"option 'columns': unknown columns {missing} in {table.name}")
-            keep = set(opts.columns) | {"_row_kind", "_barrier", CHANGE_TYPE}
+            keep = set(opts.columns) | {*METADATA_COLUMNS, CHANGE_TYPE}
             struct = StructType([f for f in struct.fields if f.name in keep])
         return struct
 
