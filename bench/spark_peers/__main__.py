@@ -295,6 +295,14 @@ def check(spec: dict[str, Any], results: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _neighbours(load_before: float) -> str:
+    """Whether other work shared the cores: the run itself keeps both busy, so only the
+    load before it started tells."""
+    if load_before >= 1.0:
+        return f"**Shared**: other work ran on the same cores (load {load_before:.2f} before)."
+    return f"Nothing else ran (load {load_before:.2f} before the run)."
+
+
 def readme_section(report: dict[str, Any]) -> str:
     m, cfg, load = report["machine"], report["config"], report["load"]
     versions = report["versions"]
@@ -303,7 +311,7 @@ def readme_section(report: dict[str, Any]) -> str:
         f"(`python -m bench.spark_peers {' '.join(report['argv'])}`).",
         "",
         f"- Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['java']}, "
-        f"{m['os']}. **Shared**: other work ran on the same cores.",
+        f"{m['os']}. {_neighbours(load['before'])}",
         f"- Load average (1 min): {load['before']:.2f} before, {load['after']:.2f} after, "
         f"during the run mean {load['mean']:.2f}, max {load['max']:.2f}.",
         f"- Data: {cfg['rows']:,} rows written, then {cfg['batches']} upsert batches of "
