@@ -98,10 +98,8 @@ class AppendFiles(SnapshotProducer):
     """New files (and the files they replace, if any); nothing to commit is a no-op."""
 
 
-class CompactFiles(SnapshotProducer):
-    """The same rows rewritten: always committed, carries the latest barrier by default."""
-
-    kind = CommitKind.COMPACT
+class _RewriteLive(SnapshotProducer):
+    """A commit that rewrites live files: always committed, and it reads the live files."""
 
     def is_noop(
         self,
@@ -114,13 +112,19 @@ class CompactFiles(SnapshotProducer):
     def needs_live(self, messages: Sequence[CommitMessage]) -> bool:
         return True
 
+
+class CompactFiles(_RewriteLive):
+    """The same rows rewritten: always committed, carries the latest barrier by default."""
+
+    kind = CommitKind.COMPACT
+
     def barrier(self, latest: Snapshot | None, barrier: int | None) -> int | None:
         if barrier is None and latest is not None:
             return latest.barrier  # compaction changes files, not data
         return barrier
 
 
-class OverwriteFiles(SnapshotProducer):
+class OverwriteFiles(_RewriteLive):
     """A partition (or the whole table) replaced by the messages' files."""
 
     kind = CommitKind.OVERWRITE
@@ -136,17 +140,6 @@ class OverwriteFiles(SnapshotProducer):
             for f in m.changelog_files:
                 ctx.io.delete_file(ctx.paths.data_file(keys, m.partition, m.bucket, f.file_name))
         return [replace(m, changelog_files=()) for m in messages]
-
-    def is_noop(
-        self,
-        messages: Sequence[CommitMessage],
-        barrier: int | None,
-        log_offsets: dict[int, int] | None,
-    ) -> bool:
-        return False
-
-    def needs_live(self, messages: Sequence[CommitMessage]) -> bool:
-        return True
 
     def removed_entries(
         self, schema: TableSchema, live: Sequence[ManifestEntry] | None

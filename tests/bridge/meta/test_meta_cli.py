@@ -16,24 +16,17 @@ from click.testing import CliRunner
 from bridge.cli import cli
 
 
+def _popen_serve(warehouse: Path, *extra: str) -> subprocess.Popen[str]:
+    """`dts meta serve` on a free port, its output (address line first) on a pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", "0",
+         "--warehouse", str(warehouse), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
 def _serve(warehouse: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bridge.cli",
-            "meta",
-            "serve",
-            "--port",
-            "0",
-            "--warehouse",
-            str(warehouse),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _popen_serve(warehouse, *extra)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
@@ -131,22 +124,7 @@ def test_serve_listens_before_it_says_so(warehouse: Path) -> None:
     stopped right after printing it (a loaded machine): the socket listens before the print."""
     import socket
 
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bridge.cli",
-            "meta",
-            "serve",
-            "--port",
-            "0",
-            "--warehouse",
-            str(warehouse),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _popen_serve(warehouse)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     proc.send_signal(signal.SIGSTOP)  # frozen between the print and whatever follows it
