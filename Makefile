@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-tools java-tools kafka-jars spark-kafka-jars jars bench lint fmt typecheck clean
+.PHONY: demo test test-tools java-tools kafka-jars spark-kafka-jars spark-ext jars bench lint fmt typecheck clean
 
 # Jars fetched once from Maven Central into a cache outside the repository (never committed):
 # the Apache Kafka broker that `dts broker`, the demo and the tests run, and Spark's own Kafka
@@ -29,7 +29,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 # Java 17 (the broker, Spark) and Maven (fetching jars) from Debian when missing and we are
 # root with apt-get; otherwise say what to install.
 java-tools:
-	@missing=""; command -v java >/dev/null || missing="openjdk-17-jre-headless"; \
+	@missing=""; command -v javac >/dev/null || missing="openjdk-17-jdk-headless"; \
 	  command -v mvn >/dev/null || missing="$$missing maven"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -54,9 +54,23 @@ $(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM): | java-tools
 
 kafka-jars: $(KAFKA_JARS)/.pom-$(KAFKA_POM_SUM)
 spark-kafka-jars: $(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM)
-jars: kafka-jars spark-kafka-jars
 
-demo: $(STAMP) kafka-jars
+# The dts Spark extension (jvm/src: one analyzer rule, reads by name at native speed),
+# compiled against the installed PySpark's own jars; rebuilt when its sources change.
+SPARK_EXT := $(DTS_CACHE)/dts-spark-ext-$(SPARK_VERSION)
+SPARK_EXT_SRC := $(sort $(wildcard jvm/src/io/dts/spark/*.java))
+SPARK_EXT_SUM := $(shell cat $(SPARK_EXT_SRC) | cksum | cut -d' ' -f1)
+$(SPARK_EXT)/.src-$(SPARK_EXT_SUM): $(STAMP) | java-tools
+	rm -rf $(SPARK_EXT) && mkdir -p $(SPARK_EXT)/classes
+	javac -nowarn --release 17 -d $(SPARK_EXT)/classes \
+	  -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" \
+	  $(SPARK_EXT_SRC)
+	jar cf $(SPARK_EXT)/dts-spark-ext.jar -C $(SPARK_EXT)/classes .
+	touch $@
+spark-ext: $(SPARK_EXT)/.src-$(SPARK_EXT_SUM)
+jars: kafka-jars spark-kafka-jars spark-ext
+
+demo: $(STAMP) kafka-jars spark-ext
 	$(BIN)/dts demo
 
 # Real services and tools some tests run: Prometheus (monitoring), PostgreSQL (MetaService

@@ -11,7 +11,9 @@ Tables by name: Spark hands a catalog table's Python data source no options at a
 warehouse and name baked in) and a Spark catalog table `<db>.<table>` using it. Then
 `spark.table("db.t")`, `SELECT ... FROM db.t`, `INSERT INTO / INSERT OVERWRITE db.t` and
 `df.write.format("dts").mode("append").saveAsTable("db.t")` work; every read sees
-the table's latest snapshot, because the source plans each scan afresh.
+the table's latest snapshot, because the source plans each scan afresh. In a session
+built with the dts extension (`extension.py`), reads by name are planned like
+`dts.table(spark, "db.t")`: Spark's own Parquet reader for splits that need no merge.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_catalog
 from bridge.spark.errors import OptionError, SparkBridgeError
+from bridge.spark.extension import TABLE_WAREHOUSE_CONF, install_planner
 from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
 from bridge.spark.source import DtsDataSource
 
@@ -75,7 +78,9 @@ def register(
     if not warehouse:
         return []
     spark.conf.set(BY_NAME_CONF, "true")
-    return refresh(spark)
+    names = refresh(spark)
+    install_planner(spark)
+    return names
 
 
 def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
@@ -105,6 +110,7 @@ def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
     db, short = name.split(".", 1)
     schema = spark_schema(table.schema.arrow_schema, metadata_columns=False)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
+    spark.conf.set(TABLE_WAREHOUSE_CONF + name, defaults["warehouse"])
     exposed = _exposed(spark)
     if spark.catalog.tableExists(f"{db}.{short}"):
         if name not in exposed:
@@ -131,4 +137,5 @@ def _drop_vanished(spark: Any, names: set[str]) -> None:
     for name in sorted(exposed - names):
         db, short = name.split(".", 1)
         spark.sql(f"DROP TABLE IF EXISTS `{db}`.`{short}`")
+        spark.conf.unset(TABLE_WAREHOUSE_CONF + name)
     spark.conf.set(EXPOSED_CONF, ",".join(sorted(exposed & names)))

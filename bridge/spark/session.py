@@ -3,7 +3,9 @@
 Everything a local session needs to stay on this machine and out of the way:
 driver bound to 127.0.0.1, no web UI, two shuffle partitions, Derby, the SQL
 warehouse and Spark's scratch space under one work directory, and `dts`
-registered. Clusters build their own sessions and call `register(spark)`.
+registered, and the dts extension loaded when `make spark-ext` built it (reads by
+name then use Spark's Parquet reader; see `extension.py`). Clusters build their own
+sessions, with `extension_conf()` among their confs, and call `register(spark)`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.errors import SparkBridgeError
+from bridge.spark.extension import ExtensionJarMissing, extension_conf
 from bridge.spark.registration import register
 from logstore.broker import cache_dir
 
@@ -112,8 +115,17 @@ def local_session(
             .config("spark.local.dir", str(work_dir / "spark-local"))
             .config("spark.driver.extraJavaOptions", java_opts)
         )
-    if kafka:
-        builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
+    jars = spark_kafka_jars() if kafka else []
+    try:
+        ext = extension_conf()
+    except ExtensionJarMissing as missing:  # reads by name then go through the Python source
+        print(f"note: {missing}", file=sys.stderr)
+    else:
+        jars.append(ext.pop("spark.jars"))
+        for key, value in ext.items():
+            builder = builder.config(key, value)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

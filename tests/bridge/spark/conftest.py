@@ -21,6 +21,7 @@ def dts(spark: Any) -> Any:
 def conf_spark(spark: Any) -> Iterator[Any]:
     """The shared session for a test that sets `spark.dts.*` confs or registers tables by
     name: afterwards the confs are unset, the databases it added dropped, `dts` re-registered."""
+    from bridge.spark.extension import TABLE_WAREHOUSE_CONF
     from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
     from bridge.spark.registration import BY_NAME_CONF, EXPOSED_CONF, register
 
@@ -29,6 +30,9 @@ def conf_spark(spark: Any) -> Iterator[Any]:
     for key in (*SESSION_DEFAULTS, BY_NAME_CONF.removeprefix(SESSION_CONF_PREFIX)):
         spark.conf.unset(SESSION_CONF_PREFIX + key)
     spark.conf.unset(EXPOSED_CONF)
+    for key in spark.conf.getAll:
+        if key.startswith(TABLE_WAREHOUSE_CONF):
+            spark.conf.unset(key)
     for db in spark.catalog.listDatabases():
         if db.name not in before:
             spark.sql(f"DROP DATABASE IF EXISTS `{db.name}` CASCADE")

@@ -65,3 +65,65 @@ def test_tables_created_later_become_visible(conf_spark: Any, warehouse: Path) -
     Catalog(str(warehouse)).drop_table("shopn.later")
     dts.refresh(spark)
     assert not spark.catalog.tableExists("later", "shopn")
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_reads_by_name_use_sparks_parquet_reader_where_no_merge_is_needed(
+    conf_spark: Any, warehouse: Path
+) -> None:
+    from bridge.spark.extension import native_by_name
+
+    spark = conf_spark
+    t = make_table(warehouse, "shopx.orders", pk=True, buckets=2)
+    commit(t, rows(40))
+    t.compact(full=True)
+    dts.register(spark, warehouse=str(warehouse))
+    assert native_by_name(spark)
+    summed = spark.sql("SELECT sum(v) AS s FROM shopx.orders WHERE id < 10")
+    plan = _plan(summed)
+    assert "FileScan parquet" in plan and "(Python)" not in plan
+    assert "ReadSchema: struct<id:bigint,v:double>" in plan  # k is pruned
+    assert "PushedFilters: [IsNotNull(id), LessThan(id,10)]" in plan
+    assert summed.first().s == sum(i * 0.5 for i in range(10))
+    # an overlapping upsert: its buckets merge in the Python source, the rest stay native
+    commit(t, rows(3, start=38, k="u"))
+    df = spark.table("shopx.orders")
+    assert "BatchScan dts" in _plan(df)
+    assert sort(df.toArrow()) == sort(t.read())
+    # each query plans the latest snapshot, and writes by name land
+    spark.sql("INSERT INTO shopx.orders VALUES (500, 'new', 5.0)")
+    got = spark.sql("SELECT count(*) AS n, max(id) AS m FROM shopx.orders").first()
+    assert (got.n, got.m) == (42, 500)
+    joined = spark.sql("SELECT count(*) FROM shopx.orders a JOIN shopx.orders b USING (id)")
+    assert joined.first()[0] == 42
+
+
+def test_reads_by_name_fall_back_to_the_python_source_without_a_planned_warehouse(
+    conf_spark: Any, warehouse: Path
+) -> None:
+    from bridge.spark.extension import TABLE_WAREHOUSE_CONF
+
+    spark = conf_spark
+    t = make_table(warehouse, "shopy.orders", pk=False)
+    commit(t, rows(5))
+    dts.register(spark, warehouse=str(warehouse))
+    assert "FileScan parquet" in _plan(spark.table("shopy.orders"))
+    spark.conf.unset(TABLE_WAREHOUSE_CONF + "shopy.orders")
+    df = spark.table("shopy.orders")
+    assert "BatchScan dts" in _plan(df) and "FileScan parquet" not in _plan(df)
+    assert sort(df.toArrow()) == sort(t.read())
+
+
+def test_extension_conf_names_the_make_target_when_the_jar_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.spark.extension import ExtensionJarMissing, extension_conf, extension_jar
+
+    assert extension_conf()["spark.sql.extensions"] == "io.dts.spark.DtsExtensions"
+    monkeypatch.setenv("DTS_SPARK_EXT_JAR", str(tmp_path / "none.jar"))
+    assert extension_jar() == tmp_path / "none.jar"
+    with pytest.raises(ExtensionJarMissing, match="make spark-ext"):
+        extension_conf()

@@ -1,0 +1,110 @@
+"""Native reads by name: the dts Spark extension (a small JVM rule) and its Python planner.
+
+A Python data source cannot hand Spark a plan: whatever reads `spark.table("db.t")`
+through it runs in Python workers, with every column (PySpark 4.2's Python data
+source API has no column pruning). The extension `io.dts.spark.DtsExtensions`
+(`jvm/src`, built by `make spark-ext` into the cache) adds one analyzer rule: a read of
+a catalog table backed by a per-table dts source is replaced by the plan of
+`dts.table(spark, "db.t")`, which this module's planner builds in the driver's Python
+process, called back through Py4J while Spark analyzes the query. Splits that need no
+merge are then read by Spark's own Parquet reader (pruned columns and pushed filters
+in `explain()`); each query plans the latest snapshot. Writes by name are untouched.
+
+Without the extension (a session built without it) reads by name still work, through
+the Python source.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from bridge.spark.native import table as native_table
+from logstore.broker import cache_dir
+
+log = logging.getLogger(__name__)
+
+EXTENSION_CLASS = "io.dts.spark.DtsExtensions"
+EXTENSIONS_CONF = "spark.sql.extensions"
+# the warehouse of each table exposed by name (refresh may be given another warehouse)
+TABLE_WAREHOUSE_CONF = "spark.dts.table-warehouse."
+
+
+class ExtensionJarMissing(FileNotFoundError):
+    """The dts Spark extension jar was not built."""
+
+
+def extension_jar() -> Path:
+    """The extension jar for the installed PySpark (`DTS_SPARK_EXT_JAR` overrides)."""
+    import pyspark
+
+    given = os.environ.get("DTS_SPARK_EXT_JAR")
+    if given:
+        return Path(given)
+    return cache_dir() / f"dts-spark-ext-{pyspark.__version__}" / "dts-spark-ext.jar"
+
+
+def extension_conf() -> dict[str, str]:
+    """The session confs that load the extension: give them to `SparkSession.builder`.
+
+    Raises ExtensionJarMissing, naming the make target, when the jar is not built.
+    """
+    jar = extension_jar()
+    if not jar.is_file():
+        raise ExtensionJarMissing(
+            f"the dts Spark extension is not built at {jar}: run `make spark-ext` (part of "
+            "`make test` and `make demo`), or set DTS_SPARK_EXT_JAR to the jar's path"
+        )
+    return {"spark.jars": str(jar), EXTENSIONS_CONF: EXTENSION_CLASS}
+
+
+def extension_loaded(spark: Any) -> bool:
+    """Whether this session was built with the dts extension."""
+    configured = spark.conf.get(EXTENSIONS_CONF, "") or ""
+    return EXTENSION_CLASS in [c.strip() for c in configured.split(",")]
+
+
+class TablePlanner:
+    """Implements the JVM interface `io.dts.spark.TablePlanner` for one session."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+
+    def plan(self, name: str) -> Any:
+        """The analyzed plan of `dts.table(spark, name)`, or None to keep the Python source
+        (not a table exposed here, or planning failed: that read then reports the error)."""
+        warehouse = self._spark.conf.get(TABLE_WAREHOUSE_CONF + name, None)
+        if not warehouse:
+            return None
+        try:
+            df = native_table(self._spark, name, warehouse=warehouse)
+            return df._jdf.queryExecution().analyzed()
+        except Exception:
+            log.warning("native read of %s fell back to the Python source", name, exc_info=True)
+            return None
+
+    class Java:
+        implements = ["io.dts.spark.TablePlanner"]
+
+
+def install_planner(spark: Any) -> bool:
+    """Let the extension plan this session's reads by name; False when it is not loaded."""
+    if not extension_loaded(spark):
+        return False
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)  # binds 127.0.0.1 on a free port
+    native_reads = spark._jvm.io.dts.spark.NativeReads
+    if not native_reads.installed(spark._jsparkSession):
+        native_reads.install(spark._jsparkSession, TablePlanner(spark))
+    return True
+
+
+def native_by_name(spark: Any) -> bool:
+    """Whether reads by name in this session go through the native planner."""
+    return extension_loaded(spark) and bool(
+        spark._jvm.io.dts.spark.NativeReads.installed(spark._jsparkSession)
+    )

@@ -1,0 +1,19 @@
+package io.dts.spark;
+
+import org.apache.spark.sql.SparkSessionExtensions;
+import scala.runtime.AbstractFunction1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * {@code spark.sql.extensions=io.dts.spark.DtsExtensions}: tables read by name
+ * ({@code spark.table("db.t")}, {@code SELECT ... FROM db.t}) are planned like
+ * {@code dts.table(spark, "db.t")}, so splits that need no merge are read by Spark's
+ * own Parquet reader.
+ */
+public final class DtsExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+    @Override
+    public BoxedUnit apply(SparkSessionExtensions extensions) {
+        extensions.injectResolutionRule(NativeReadRule::new);
+        return BoxedUnit.UNIT;
+    }
+}
