@@ -5,6 +5,7 @@
     dts.consistent_read(spark, ["db.t1", "db.t2"], warehouse=W)   # FLIP-276
     dts.consistent_read_tables(catalog, ["db.t1", "db.t2"])        # without Spark
     dts.create_table_as(spark, "db.t", df, primary_key=["id"])    # FLIP-305
+    dts.extension_conf()                 # session confs: reads by name at native speed
     dts.register(spark, warehouse=W)     # the "dts" data source; W's tables by name (db.t)
     dts.refresh(spark)                   # tables created since become Spark tables too
     dts.table(spark, "db.t")             # a DataFrame read by Spark's Parquet reader where
@@ -23,6 +24,7 @@ _EXPORTS = {
     "consistent_read": "bridge.consistency_read",
     "consistent_read_tables": "bridge.consistency_read",
     "create_table_as": "bridge.spark.ctas",
+    "extension_conf": "bridge.spark.extension",
     "register": "bridge.spark.registration",
     "refresh": "bridge.spark.registration",
     "table": "bridge.spark.native",

@@ -53,7 +53,9 @@ class DtsBatchReader(DataSourceReader):
             snapshot_id=self.snapshot_id, filter=self.ctx.filter, columns=self.ctx.columns
         )
         merging = [s for s in scan.plan() if needs_merge(table, s)]
-        return split_partitions(table, self.ctx, self.snapshot_id, merging, pack=True)
+        return split_partitions(
+            table, self.ctx, self.snapshot_id, merging, pack=True, tasks=self.opts.merge_tasks
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.spark.catalog import open_catalog
-from bridge.spark.registration import BY_NAME_CONF, expose, register, session_defaults
+from bridge.spark.option_keys import session_defaults
+from bridge.spark.registration import BY_NAME_CONF, expose, register
 from bridge.spark.staged import table_exists
 
 

@@ -9,6 +9,9 @@ a catalog table backed by a per-table dts source is replaced by the plan of
 process, called back through Py4J while Spark analyzes the query. Splits that need no
 merge are then read by Spark's own Parquet reader (pruned columns and pushed filters
 in `explain()`); each query plans the latest snapshot. Writes by name are untouched.
+A second rule, after Spark's column pruning, re-plans a `dts` source read that needs
+fewer columns with the `columns` option (`TablePlanner.prune`): the Python source and
+the Arrow hand-off to the JVM then carry only those columns.
 
 Without the extension (a session built without it) reads by name still work, through
 the Python source.
@@ -21,7 +24,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bridge.spark.catalog import open_table
 from bridge.spark.native import table as native_table
+from bridge.spark.option_keys import session_defaults
+from bridge.spark.options import ReadOptions
 from logstore.broker import cache_dir
 
 log = logging.getLogger(__name__)
@@ -83,6 +89,25 @@ class TablePlanner:
             return df._jdf.queryExecution().analyzed()
         except Exception:
             log.warning("native read of %s fell back to the Python source", name, exc_info=True)
+            return None
+
+    def prune(self, options: Any, columns: str) -> Any:
+        """The analyzed plan of the `dts` read with `options` narrowed to `columns` (table
+        columns among them; none -> the first key column, for `count(*)`), or None to keep
+        the read as it is (which then raises any error in it clearly)."""
+        given = {str(k): str(v) for k, v in options.items()}
+        try:
+            opts = ReadOptions.parse({**session_defaults(self._spark), **given})
+            table = open_table(opts.common.warehouse, opts.common.table)
+            names = table.schema.arrow_schema.names
+            keep = [c for c in columns.split(",") if c in names]
+            if not keep:
+                keep = [(table.primary_key or names)[0]]
+            reader = self._spark.read.format("dts").options(**given)
+            df = reader.option("columns", ",".join(keep)).load()
+            return df._jdf.queryExecution().analyzed()
+        except Exception:
+            log.warning("column pruning of a dts read was skipped", exc_info=True)
             return None
 
     class Java:

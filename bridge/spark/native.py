@@ -25,6 +25,7 @@ from bridge.spark.errors import OptionError
 from bridge.spark.plan_scan import needs_merge
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
+MERGE_TASKS = "scan.tasks"  # read option: the merge part fills this many task slots
 
 
 # past this many paths Spark lists files with a distributed job (its default: 32); the
@@ -95,6 +96,7 @@ def table(
             .option("warehouse", warehouse)
             .option("snapshot-id", str(snap.id))
             .option(MERGE_ONLY, "true")
+            .option(MERGE_TASKS, str(spark.sparkContext.defaultParallelism))
             .load(name)
         )
         parts.append(merged)

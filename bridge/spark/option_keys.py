@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 from bridge.spark.errors import OptionError
 
 # Spark conf `spark.dts.<key>` -> default of option <key> for every read and write.
 SESSION_CONF_PREFIX = "spark.dts."
 SESSION_DEFAULTS = ("warehouse", "bootstrap", "meta.url")
+
+
+def session_defaults(spark: Any) -> dict[str, str]:
+    """The `spark.dts.*` confs that are set, as option defaults."""
+    out: dict[str, str] = {}
+    for key in SESSION_DEFAULTS:
+        value = spark.conf.get(SESSION_CONF_PREFIX + key, None)
+        if value:
+            out[key] = str(value)
+    return out
+
 
 COMMON = ("warehouse", "path", "table", "bootstrap", "kafka.bootstrap.servers", "meta.url")
 
@@ -38,6 +50,7 @@ READ = (
     "maxBarriersPerTrigger",
     "log.poll-timeout",
     "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native)
+    "scan.tasks",  # internal: how many tasks that merge part fills (the session's cores)
     # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.habits
     "versionAsOf",
     "timestampAsOf",

@@ -107,6 +107,7 @@ class ReadOptions:
     start_offsets: str | dict[int, int] | None = None  # Kafka startingOffsets (log tier)
     max_offsets_per_trigger: int | None = None  # record-level admission (log tier)
     merge_only: bool = False  # only splits that need a merge (the rest Spark reads natively)
+    merge_tasks: int | None = None  # the merge part's tasks come in multiples of this
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -190,6 +191,7 @@ class ReadOptions:
             start_offsets=start_offsets,
             max_offsets_per_trigger=max_offsets,
             merge_only=_bool(low, "scan.merge-only"),
+            merge_tasks=_int(low, "scan.tasks"),
         )
         travel = [
             k

@@ -24,7 +24,7 @@ from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_catalog
 from bridge.spark.errors import OptionError, SparkBridgeError
 from bridge.spark.extension import TABLE_WAREHOUSE_CONF, install_planner
-from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
+from bridge.spark.option_keys import SESSION_CONF_PREFIX, session_defaults
 from bridge.spark.source import DtsDataSource
 
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
@@ -35,16 +35,6 @@ BY_NAME_CONF = "spark.dts.tables-by-name"
 # the Spark tables this module created (Spark's catalog does not show a Python source's
 # provider), so refresh never touches a user's own table of the same name
 EXPOSED_CONF = "spark.dts.exposed-tables"
-
-
-def session_defaults(spark: Any) -> dict[str, str]:
-    """The `spark.dts.*` confs that are set, as option defaults."""
-    out: dict[str, str] = {}
-    for key in SESSION_DEFAULTS:
-        value = spark.conf.get(SESSION_CONF_PREFIX + key, None)
-        if value:
-            out[key] = str(value)
-    return out
 
 
 def source_class(name: str, defaults: dict[str, str]) -> type:
@@ -75,12 +65,11 @@ def register(
             spark.conf.set(SESSION_CONF_PREFIX + key, value)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(source_class("dts", session_defaults(spark)))
+    install_planner(spark)
     if not warehouse:
         return []
     spark.conf.set(BY_NAME_CONF, "true")
-    names = refresh(spark)
-    install_planner(spark)
-    return names
+    return refresh(spark)
 
 
 def refresh(spark: Any, warehouse: str | None = None) -> list[str]:

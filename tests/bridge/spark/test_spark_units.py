@@ -108,3 +108,29 @@ def test_record_admission_ends_on_a_barrier_when_one_fits() -> None:
     assert on == type(on)({0: 10, 1: 10}, 1, partial=False)
     # everything ready fits
     assert record_admission({0: 10, 1: 10}, [b2], 100).offsets == {0: 14, 1: 12}
+
+
+def test_merge_splits_pack_into_balanced_groups_filling_every_core() -> None:
+    from types import SimpleNamespace
+
+    from bridge.spark.plan_scan import FILE_OPEN_COST_BYTES, TASK_TARGET_BYTES, pack_splits
+
+    def split(mib: int) -> SimpleNamespace:
+        size = mib * 1024 * 1024 - FILE_OPEN_COST_BYTES
+        return SimpleNamespace(files=[SimpleNamespace(file_size=size)], mib=mib)
+
+    # 40 splits of 27 MiB: 1080 MiB fill 5 groups of 256 MiB, rounded up to 3 per core
+    many = [split(27) for _ in range(40)]
+    groups = pack_splits(many, tasks=2)
+    assert len(groups) == 6
+    assert sorted(s.mib for g in groups for s in g) == [27] * 40  # each split exactly once
+    loads = [sum(s.mib for s in g) for g in groups]
+    assert max(loads) - min(loads) <= 27
+    # unequal splits: the largest first, each to the cheapest group
+    uneven = [split(m) for m in (100, 60, 50, 40, 10)]
+    # (100+40, 60+50+10: greedy, not the optimum 130+130, which is fine for load balance)
+    assert sorted(sum(s.mib for s in g) for g in pack_splits(uneven, tasks=2)) == [120, 140]
+    # never more groups than splits; without tasks, just under the target size
+    assert len(pack_splits([split(1)], tasks=8)) == 1
+    assert len(pack_splits(many)) == -(-40 * 27 * 1024 * 1024 // TASK_TARGET_BYTES)
+    assert pack_splits([], tasks=2) == []

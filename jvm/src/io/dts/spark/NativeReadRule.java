@@ -53,11 +53,11 @@ public final class NativeReadRule extends Rule<LogicalPlan> {
         return provider.startsWith(PROVIDER_PREFIX) ? provider.substring(PROVIDER_PREFIX.length()) : null;
     }
 
-    /** {@code fresh} projected onto {@code relation}'s attributes (same names, ids, order). */
-    static LogicalPlan keepAttributes(DataSourceV2Relation relation, LogicalPlan fresh) {
+    /** {@code fresh} projected onto {@code wanted} (same names, ids, order), or null. */
+    static LogicalPlan keepAttributes(List<AttributeReference> wanted, LogicalPlan fresh) {
         List<Attribute> available = CollectionConverters.asJava(fresh.output());
         List<NamedExpression> projection = new ArrayList<>();
-        for (AttributeReference want : CollectionConverters.asJava(relation.output())) {
+        for (AttributeReference want : wanted) {
             Attribute have = available.stream()
                     .filter(a -> a.name().equalsIgnoreCase(want.name()))
                     .findFirst()
@@ -92,7 +92,8 @@ public final class NativeReadRule extends Rule<LogicalPlan> {
                 return fallback.apply(plan);
             }
             LogicalPlan fresh = planner.plan(name);
-            LogicalPlan replaced = fresh == null ? null : keepAttributes((DataSourceV2Relation) plan, fresh);
+            LogicalPlan replaced = fresh == null ? null : keepAttributes(
+                    CollectionConverters.asJava(((DataSourceV2Relation) plan).output()), fresh);
             return (B1) (replaced == null ? plan : replaced);
         }
     }

@@ -9,4 +9,10 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 public interface TablePlanner {
     /** The analyzed plan reading table {@code name} ("db.t"), or null to keep Spark's own. */
     LogicalPlan plan(String name);
+
+    /**
+     * The analyzed plan of the dts read with these options returning only {@code columns}
+     * (comma-separated; empty when the query needs none, as {@code count(*)}), or null.
+     */
+    LogicalPlan prune(java.util.Map<String, String> options, String columns);
 }
