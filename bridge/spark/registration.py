@@ -26,6 +26,8 @@ from bridge.spark.errors import OptionError, SparkBridgeError
 from bridge.spark.extension import TABLE_WAREHOUSE_CONF, install_planner
 from bridge.spark.option_keys import SESSION_CONF_PREFIX, session_defaults
 from bridge.spark.source import DtsDataSource
+from bridge.spark.warm_up import wants_warm_up
+from bridge.spark.warm_up import warm_up as run_warm_up
 
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -53,12 +55,15 @@ def register(
     *,
     bootstrap: str | None = None,
     meta_url: str | None = None,
+    warm_up: bool | None = None,
 ) -> list[str]:
     """Register the `dts` data source (idempotent); with a warehouse, its tables by name.
 
     Given values are stored as the session confs `spark.dts.*` (the defaults of every
     read and write). With a warehouse (given or from `spark.dts.warehouse` when given
     here) every table in it becomes a Spark table `db.t`; returns their names.
+    `warm_up=True` (or the conf `spark.dts.warm-up=true`) scans a tiny Parquet file first,
+    so the session's first query runs at warm speed (local sessions; see `warm_up.py`).
     """
     for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
         if value:
@@ -66,6 +71,8 @@ def register(
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(source_class("dts", session_defaults(spark)))
     install_planner(spark)
+    if wants_warm_up(spark, warm_up):
+        run_warm_up(spark)
     if not warehouse:
         return []
     spark.conf.set(BY_NAME_CONF, "true")

@@ -127,3 +127,25 @@ def test_extension_conf_names_the_make_target_when_the_jar_is_missing(
     assert extension_jar() == tmp_path / "none.jar"
     with pytest.raises(ExtensionJarMissing, match="make spark-ext"):
         extension_conf()
+
+
+def test_register_warms_up_a_local_session_only_when_asked(conf_spark: Any) -> None:
+    from bridge.spark.warm_up import JOB_GROUP, WARM_UP_CONF
+
+    spark = conf_spark
+    tracker = spark.sparkContext.statusTracker()
+    dts.register(spark)
+    assert list(tracker.getJobIdsForGroup(JOB_GROUP)) == []
+    dts.register(spark, warm_up=True)
+    first = set(tracker.getJobIdsForGroup(JOB_GROUP))
+    assert first  # a Spark job scanned the warm-up file
+    spark.conf.set(WARM_UP_CONF, "true")
+    try:
+        dts.register(spark)
+    finally:
+        spark.conf.unset(WARM_UP_CONF)
+    warmed = set(tracker.getJobIdsForGroup(JOB_GROUP))
+    assert warmed > first
+    # later jobs are not filed under the warm-up's group
+    spark.range(10).count()
+    assert set(tracker.getJobIdsForGroup(JOB_GROUP)) == warmed
