@@ -134,3 +134,40 @@ def test_merge_splits_pack_into_balanced_groups_filling_every_core() -> None:
     assert len(pack_splits([split(1)], tasks=8)) == 1
     assert len(pack_splits(many)) == -(-40 * 27 * 1024 * 1024 // TASK_TARGET_BYTES)
     assert pack_splits([], tasks=2) == []
+
+
+@pytest.mark.kafka
+def test_kept_log_consumers_outliving_their_broker_log_through_python(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """librdkafka's lines of the Spark readers' consumers go to the `logstore.kafka`
+    logger: a consumer left over after its broker stopped printed one raw line to
+    stderr per reconnect attempt (seen at the end of every benchmark run)."""
+    import logging
+    import threading
+
+    from bridge.spark.kafka_access import consumer
+    from logstore.broker import EmbeddedBroker
+    from logstore.client_config import CLIENT_LOGGER
+
+    heard = threading.Event()
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            heard.set()
+
+    handler = Heard()
+    logging.getLogger(CLIENT_LOGGER).addHandler(handler)
+    try:
+        with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+            c = consumer(broker.bootstrap, eof=False)
+            c.list_topics(timeout=30)  # connected
+        for _ in range(300):  # the broker is gone: each poll serves librdkafka's log lines
+            c.poll(0.1)
+            if heard.is_set():
+                break
+        c.close()
+    finally:
+        logging.getLogger(CLIENT_LOGGER).removeHandler(handler)
+    assert heard.is_set(), "no librdkafka line reached the logstore.kafka logger"
+    assert "rdkafka#consumer" not in capfd.readouterr().err
