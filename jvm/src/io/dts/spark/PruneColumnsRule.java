@@ -1,17 +1,24 @@
 package io.dts.spark;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.ExprId;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import scala.Function1;
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
 
@@ -19,7 +26,8 @@ import scala.runtime.AbstractPartialFunction;
  * Column pruning for the dts Python source. Runs after Spark's own column pruning (which
  * leaves a Project of the needed columns over the relation) and before scans are built:
  * {@code Project(needed, [Filter(c,)] RelationV2 dts)} gets a relation planned with the
- * option {@code columns=<needed>}, projected back onto the old attribute ids.
+ * option {@code columns=<needed>}; the Filter and the Project refer to its attributes,
+ * and the Project's output keeps its old attribute ids.
  */
 public final class PruneColumnsRule extends Rule<LogicalPlan> {
     private final SparkSession session;
@@ -73,8 +81,9 @@ public final class PruneColumnsRule extends Rule<LogicalPlan> {
         }
 
         private LogicalPlan prune(Project project, DataSourceV2Relation relation) {
+            Filter filter = project.child() instanceof Filter f ? f : null;
             AttributeSet needed = project.references();
-            if (project.child() instanceof Filter filter) {
+            if (filter != null) {
                 needed = needed.$plus$plus(filter.condition().references());
             }
             List<String> names = new ArrayList<>();
@@ -87,28 +96,60 @@ public final class PruneColumnsRule extends Rule<LogicalPlan> {
                 return project;
             }
             LogicalPlan fresh = planner.prune(relation.options().asCaseSensitiveMap(), String.join(",", names));
-            LogicalPlan narrowed = fresh == null ? null : NativeReadRule.keepAttributes(neededOf(relation, needed), fresh);
-            if (narrowed == null) {
+            if (!(fresh instanceof DataSourceV2Relation narrowed)) {
                 return project;
             }
-            if (project.child() instanceof Filter filter) {
-                return project.withNewChildren(one(filter.withNewChildren(one(narrowed))));
+            Map<ExprId, Attribute> swap = new HashMap<>();
+            for (AttributeReference old : CollectionConverters.asJava(relation.output())) {
+                if (!needed.contains(old)) {
+                    continue;
+                }
+                Attribute now = find(narrowed, old);
+                if (now == null) {
+                    return project;
+                }
+                swap.put(old.exprId(), now);
             }
-            return project.withNewChildren(one(narrowed));
-        }
-
-        private static List<AttributeReference> neededOf(DataSourceV2Relation relation, AttributeSet needed) {
-            List<AttributeReference> out = new ArrayList<>();
-            for (AttributeReference a : CollectionConverters.asJava(relation.output())) {
-                if (needed.contains(a)) {
-                    out.add(a);
+            // the Filter stays right above the relation, where Spark's scan push-down
+            // (V2ScanRelationPushDown) looks for filters to hand to the source
+            LogicalPlan below = filter == null ? narrowed : new Filter(rewrite(filter.condition(), swap), narrowed);
+            List<NamedExpression> list = new ArrayList<>();
+            for (NamedExpression e : CollectionConverters.asJava(project.projectList())) {
+                if (e instanceof AttributeReference a && swap.containsKey(a.exprId())) {
+                    list.add(new Alias(swap.get(a.exprId()), a.name(), a.exprId(), a.qualifier(),
+                            Option.apply(a.metadata()), CollectionConverters.asScala(new ArrayList<String>()).toList()));
+                } else {
+                    list.add((NamedExpression) rewrite((Expression) e, swap));
                 }
             }
-            return out;
+            return new Project(CollectionConverters.asScala(list).toList(), below);
         }
 
-        private static scala.collection.immutable.Seq<LogicalPlan> one(LogicalPlan plan) {
-            return CollectionConverters.asScala(List.of(plan)).toList();
+        private static Attribute find(DataSourceV2Relation relation, AttributeReference like) {
+            for (AttributeReference a : CollectionConverters.asJava(relation.output())) {
+                if (a.name().equalsIgnoreCase(like.name()) && a.dataType().sameType(like.dataType())) {
+                    return a;
+                }
+            }
+            return null;
+        }
+
+        private static Expression rewrite(Expression e, Map<ExprId, Attribute> swap) {
+            return e.transform(new AbstractPartialFunction<Expression, Expression>() {
+                @Override
+                public boolean isDefinedAt(Expression x) {
+                    return x instanceof AttributeReference a && swap.containsKey(a.exprId());
+                }
+
+                @Override
+                @SuppressWarnings("unchecked")
+                public <A1 extends Expression, B1> B1 applyOrElse(A1 x, Function1<A1, B1> fallback) {
+                    if (x instanceof AttributeReference a && swap.containsKey(a.exprId())) {
+                        return (B1) swap.get(a.exprId());
+                    }
+                    return fallback.apply(x);
+                }
+            });
         }
     }
 }
