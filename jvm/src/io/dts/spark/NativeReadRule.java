@@ -6,16 +6,15 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
-import scala.Function1;
 import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
-import scala.runtime.AbstractPartialFunction;
 
 /**
  * Replaces the read of a catalog table backed by a per-table dts Python source
@@ -38,7 +37,21 @@ public final class NativeReadRule extends Rule<LogicalPlan> {
         if (planner == null) {
             return plan;
         }
-        return plan.resolveOperatorsUp(new Replace(planner));
+        return plan.resolveOperatorsUp(new Partial<>(p -> tableName(p) != null, p -> replace(planner, p)));
+    }
+
+    /** The read of {@code relation} as the planner plans it, or the relation itself. */
+    static LogicalPlan replace(TablePlanner planner, LogicalPlan relation) {
+        LogicalPlan fresh = planner.plan(tableName(relation));
+        LogicalPlan replaced = fresh == null ? null : keepAttributes(
+                CollectionConverters.asJava(((DataSourceV2Relation) relation).output()), fresh);
+        return replaced == null ? relation : replaced;
+    }
+
+    /** {@code value} named as {@code as}, with its attribute id, qualifier and metadata. */
+    static Alias aliasAs(Expression value, AttributeReference as) {
+        Seq<String> noKeys = CollectionConverters.asScala(new ArrayList<String>()).toList();
+        return new Alias(value, as.name(), as.exprId(), as.qualifier(), Option.apply(as.metadata()), noKeys);
     }
 
     /** "db.t" when {@code plan} reads a dts table by name, else null. */
@@ -65,36 +78,8 @@ public final class NativeReadRule extends Rule<LogicalPlan> {
             if (have == null || !have.dataType().sameType(want.dataType())) {
                 return null; // the table changed under the catalog entry: keep Spark's own read
             }
-            Seq<String> noKeys = CollectionConverters.asScala(new ArrayList<String>()).toList();
-            projection.add(new Alias(have, want.name(), want.exprId(), want.qualifier(),
-                    Option.apply(want.metadata()), noKeys));
+            projection.add(aliasAs(have, want));
         }
         return new Project(CollectionConverters.asScala(projection).toList(), fresh);
-    }
-
-    private static final class Replace extends AbstractPartialFunction<LogicalPlan, LogicalPlan> {
-        private final TablePlanner planner;
-
-        Replace(TablePlanner planner) {
-            this.planner = planner;
-        }
-
-        @Override
-        public boolean isDefinedAt(LogicalPlan plan) {
-            return tableName(plan) != null;
-        }
-
-        @Override
-        @SuppressWarnings("unchecked")
-        public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 plan, Function1<A1, B1> fallback) {
-            String name = tableName(plan);
-            if (name == null) {
-                return fallback.apply(plan);
-            }
-            LogicalPlan fresh = planner.plan(name);
-            LogicalPlan replaced = fresh == null ? null : keepAttributes(
-                    CollectionConverters.asJava(((DataSourceV2Relation) plan).output()), fresh);
-            return (B1) (replaced == null ? plan : replaced);
-        }
     }
 }
