@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.spark_peers.common import stream_noop
+
 
 def _data(n: int) -> pa.Table:
     rng = np.random.default_rng(7)
@@ -43,18 +45,6 @@ def _timed(label: str, fn: Any) -> float:
     dt = time.perf_counter() - t0
     print(f"  {label:<44} {dt:8.2f} s", flush=True)
     return dt
-
-
-def _stream(spark: Any, reader: Any, ck: Path) -> None:
-    q = (
-        reader.writeStream.format("noop")
-        .option("checkpointLocation", str(ck))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    if q.exception() is not None:
-        raise RuntimeError(q.exception())
 
 
 def log_latency(
@@ -164,9 +154,7 @@ def main() -> None:
     fs_stream = (
         spark.readStream.format("dts").option("warehouse", wh).option("tier", "file").load("b.t")
     )
-    results["file_stream_s"] = _timed(
-        "file tier", lambda: _stream(spark, fs_stream, tmp / "ck-file")
-    )
+    results["file_stream_s"] = _timed("file tier", lambda: stream_noop(fs_stream, tmp / "ck-file"))
     with EmbeddedBroker(log_path=tmp / "broker.log") as broker:
 
         def produce() -> None:
@@ -184,7 +172,7 @@ def main() -> None:
             .load("b.t")
         )
         results["log_stream_s"] = _timed(
-            "log tier", lambda: _stream(spark, log_stream, tmp / "ck-log")
+            "log tier", lambda: stream_noop(log_stream, tmp / "ck-log")
         )
         latency = log_latency(spark, cat, wh, broker.bootstrap, tmp / "ck-lat")
     spark.stop()

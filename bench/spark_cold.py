@@ -26,16 +26,11 @@ READERS = ("dts", "by-name", "parquet")
 
 def data_files(warehouse: str, name: str) -> list[str]:
     """The live data files of `name`'s latest snapshot, as Spark paths."""
-    from bridge.spark.native import spark_path
+    from bridge.spark.native import data_file_paths
     from filestore import Catalog
 
     t = Catalog(warehouse).get_table(name)
-    keys = t.schema.partition_keys
-    return [
-        spark_path(warehouse, t.paths.data_file(keys, s.partition_values, s.bucket, f.file_name))
-        for s in t.new_scan().plan()
-        for f in s.files
-    ]
+    return data_file_paths(warehouse, t, t.new_scan().plan())
 
 
 def frame(spark: Any, reader: str, warehouse: str, name: str) -> Any:

@@ -54,6 +54,9 @@ class LevelZeroWriter:
 
     def write_changelog(self, key: BucketKey, data: pa.Table) -> DataFileMeta:
         """changelog-producer=input: the rows as written, before merging, in sequence order."""
+        return self._level0(key, data, prefix="changelog")
+
+    def _level0(self, key: BucketKey, data: pa.Table, prefix: str = "data") -> DataFileMeta:
         partition, bucket = key
         return write_bucket_file(
             self.table,
@@ -63,7 +66,7 @@ class LevelZeroWriter:
             data,
             level=0,
             file_source=FileSource.APPEND,
-            prefix="changelog",
+            prefix=prefix,
         )
 
     def _gather(self, memtable: pa.Table, rows: np.ndarray) -> pa.Table:
@@ -111,21 +114,12 @@ class LevelZeroWriter:
         self, key: BucketKey, memtable: pa.Table, idx: np.ndarray
     ) -> DataFileMeta | None:
         """The level-0 data file of rows ``idx``; None if a keyed bucket merged to nothing."""
-        partition, bucket = key
         # sequence numbers increase in write order, and idx is in write order
         seq = memtable.column(SEQUENCE_NUMBER)
         min_seq, max_seq = seq[int(idx[0])].as_py(), seq[int(idx[-1])].as_py()
         data = self._sorted_run(memtable, idx)
         if self.primary_key and data.num_rows == 0:
             return None
-        meta = write_bucket_file(
-            self.table,
-            self.schema,
-            partition,
-            bucket,
-            data,
-            level=0,
-            file_source=FileSource.APPEND,
-        )
+        meta = self._level0(key, data)
         # the file covers every sequence number of its memtable rows, losers included
         return replace(meta, min_sequence_number=min_seq, max_sequence_number=max_seq)

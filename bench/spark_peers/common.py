@@ -203,6 +203,21 @@ class Run:
         )
         return result
 
+    def changelog(self, changes: Callable[[], Any], kind_column: str) -> None:
+        """The changelog phase, and how many rows of each kind `changes()` returned."""
+        self.best("changelog", self.spec.upsert_rows, lambda: agg(changes()))
+        kinds = changes().groupBy(kind_column).count().collect()
+        self.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
+
+    def stream(self, reader: Callable[[], Any]) -> None:
+        """The stream phase: `reader()` run to its end, with a fresh checkpoint each run."""
+
+        def once() -> tuple[int]:
+            self.streams += 1
+            return (stream_noop(reader(), self.ns.work / f"checkpoint-{self.streams}"),)
+
+        self.best("stream", self.spec.upsert_rows, once)
+
     def write(self) -> None:
         import pyspark
 

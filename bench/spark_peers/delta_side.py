@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.spark_peers.common import Run, Spec, agg, args, connector_jars, session, stream_noop
+from bench.spark_peers.common import Run, Spec, agg, args, connector_jars, session
 
 DELTA_VERSION = "4.4.0"
 COLUMNS = "id BIGINT, amount DOUBLE, qty BIGINT, name STRING"
@@ -102,21 +102,15 @@ def main() -> None:
             .load(path)
         )
 
-    run.best("changelog", spec.upsert_rows, lambda: agg(changes()))
-    kinds = changes().groupBy("_change_type").count().collect()
-    run.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
-
-    def stream() -> tuple[int]:
-        run.streams += 1
-        reader = (
+    run.changelog(changes, "_change_type")
+    run.stream(
+        lambda: (
             spark.readStream.format("delta")
             .option("readChangeFeed", "true")
             .option("startingVersion", str(v0 + 1))
             .load(path)
         )
-        return (stream_noop(reader, ns.work / f"checkpoint-{run.streams}"),)
-
-    run.best("stream", spec.upsert_rows, stream)
+    )
     spark.stop()
     run.write()
 

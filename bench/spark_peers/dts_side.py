@@ -17,7 +17,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from bench.spark_peers.common import Run, Spec, agg, args, session, stream_noop
+from bench.spark_peers.common import Run, Spec, agg, args, session
 
 TABLE = "b.t"
 
@@ -87,15 +87,11 @@ def main() -> None:
 
     def changes() -> Any:
         reader = spark.read.format("dts").option("warehouse", wh)
-        return reader.option("changes", f"{v0},{v1}")
+        return reader.option("changes", f"{v0},{v1}").load(TABLE)
 
-    run.best("changelog", spec.upsert_rows, lambda: agg(changes().load(TABLE)))
-    kinds = changes().load(TABLE).groupBy("_row_kind").count().collect()
-    run.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
-
-    def stream() -> tuple[int]:
-        run.streams += 1
-        reader = (
+    run.changelog(changes, "_row_kind")
+    run.stream(
+        lambda: (
             spark.readStream.format("dts")
             .option("warehouse", wh)
             .option("tier", "file")
@@ -103,9 +99,7 @@ def main() -> None:
             .option("scan.snapshot-id", str(v0 + 1))
             .load(TABLE)
         )
-        return (stream_noop(reader, ns.work / f"checkpoint-{run.streams}"),)
-
-    run.best("stream", spec.upsert_rows, stream)
+    )
     spark.stop()
     run.write()
 

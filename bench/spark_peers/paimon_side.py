@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from bench.spark_peers.common import Run, Spec, agg, args, connector_jars, session, stream_noop
+from bench.spark_peers.common import Run, Spec, agg, args, connector_jars, session
 
 PAIMON_VERSION = "0.9.0"
 COLUMNS = "id BIGINT NOT NULL, amount DOUBLE, qty BIGINT, name STRING"
@@ -85,21 +85,15 @@ def main() -> None:
     changes = lambda: spark.read.option("incremental-between", f"{v0},{v1}").table(  # noqa: E731
         "paimon.b.`t$audit_log`"
     )
-    run.best("changelog", spec.upsert_rows, lambda: agg(changes()))
-    kinds = changes().groupBy("rowkind").count().collect()
-    run.checks["changelog_row_kinds"] = {r[0]: int(r[1]) for r in kinds}
-
-    def stream() -> tuple[int]:
-        run.streams += 1
-        reader = (
+    run.changelog(changes, "rowkind")
+    run.stream(
+        lambda: (
             spark.readStream.format("paimon")
             .option("scan.mode", "from-snapshot")
             .option("scan.snapshot-id", str(v0 + 1))
             .load(str(wh / "b.db" / "t"))
         )
-        return (stream_noop(reader, ns.work / f"checkpoint-{run.streams}"),)
-
-    run.best("stream", spec.upsert_rows, stream)
+    )
     spark.stop()
     run.write()
 

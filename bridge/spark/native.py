@@ -55,6 +55,18 @@ def spark_path(warehouse: str, path: str) -> str:
     return f"file://{path}"
 
 
+def data_file_paths(warehouse: str, table: Any, splits: list[Any]) -> list[str]:
+    """The data files of `splits`, as paths Spark can open."""
+    keys = table.schema.partition_keys
+    return [
+        spark_path(
+            warehouse, table.paths.data_file(keys, s.partition_values, s.bucket, f.file_name)
+        )
+        for s in splits
+        for f in s.files
+    ]
+
+
 def table(
     spark: Any,
     name: str,
@@ -81,15 +93,7 @@ def table(
     native = [s for s in splits if not needs_merge(t, s)]
     parts = []
     if native:
-        keys = t.schema.partition_keys
-        paths = [
-            spark_path(
-                warehouse, t.paths.data_file(keys, s.partition_values, s.bucket, f.file_name)
-            )
-            for s in native
-            for f in s.files
-        ]
-        parts.append(_parquet(spark, struct, paths))
+        parts.append(_parquet(spark, struct, data_file_paths(warehouse, t, native)))
     if len(native) < len(splits):
         merged = (
             spark.read.format("dts")
