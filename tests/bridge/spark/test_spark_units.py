@@ -138,7 +138,7 @@ def test_merge_splits_pack_into_balanced_groups_filling_every_core() -> None:
 
 @pytest.mark.kafka
 def test_kept_log_consumers_outliving_their_broker_log_through_python(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """librdkafka's lines of the Spark readers' consumers go to the `logstore.kafka`
     logger: a consumer left over after its broker stopped printed one raw line to
@@ -148,8 +148,13 @@ def test_kept_log_consumers_outliving_their_broker_log_through_python(
 
     from bridge.spark.kafka_access import consumer
     from logstore.broker import EmbeddedBroker
-    from logstore.client_config import CLIENT_LOGGER
+    from logstore.client_config import CLIENT_LOGGER, _OncePerCondition, client_logger
 
+    # the logger passes each condition once per process: earlier tests may have used up
+    # "connection refused", so this test gets a filter with a fresh memory
+    shared = client_logger()
+    fresh = [_OncePerCondition() if isinstance(f, _OncePerCondition) else f for f in shared.filters]
+    monkeypatch.setattr(shared, "filters", fresh)
     heard = threading.Event()
 
     class Heard(logging.Handler):
