@@ -21,6 +21,13 @@ from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.schema import KEY_PREFIX, TableSchema
 
 
+def is_data_file_changelog(file_name: str) -> bool:
+    """Whether a changelog manifest entry names a data file rather than a changelog file:
+    a commit whose rows were all new keys lists its data files as its changelog (every
+    row +I) instead of writing a copy (``filestore.commit_lookup``)."""
+    return file_name.startswith("data-")
+
+
 def key_value_schema(schema: TableSchema) -> pa.Schema:
     """Columns of a primary-key data file: _KEY_*, _SEQUENCE_NUMBER, _VALUE_KIND, values."""
     arrow = schema.arrow_schema

@@ -2,6 +2,13 @@
 
 Table option ``changelog-producer`` decides where the changes come from:
 
+- ``auto`` (default): every APPEND commit stores its exact changes (+I, -U/+U,
+  -D) as changelog files of its snapshot: the worker's normalized log as
+  written, any other commit by looking up the old values of the keys it writes
+  (``commit_lookup``). changes() concatenates the stored changelog of every
+  snapshot in (start, end], so its cost follows the changes, not the table.
+  COMPACT snapshots change no rows; an OVERWRITE (or a snapshot written before
+  the option) makes the range fall back to the diff.
 - ``none``: computed on read. The buckets whose files differ between the two
   snapshots are read at both and diffed by primary key (-D, +I, -U/+U pairs),
   so the result is the net change and is right across compactions, which
@@ -13,7 +20,7 @@ Table option ``changelog-producer`` decides where the changes come from:
   above and stores the exact -U/+U, +I, -D as changelog files of its COMPACT
   snapshot; changes() concatenates those of the COMPACT snapshots in range.
 
-With ``input``, a range that holds a snapshot without changelog (written before
+With ``auto`` and ``input``, a range that holds a snapshot without changelog (written before
 the option was set, or an OVERWRITE) falls back to the diff. With ``lookup`` the
 stored changelog covers a range only when neither end holds level-0 files (rows
 not yet compacted, so not yet in any changelog); otherwise the diff is used.
@@ -25,21 +32,22 @@ import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from filestore.bucket_file import align, read_bucket_file
+from filestore.bucket_file import align, is_data_file_changelog, read_bucket_file
 from filestore.context import Partition, TableContext
 from filestore.errors import SnapshotNotFound
 from filestore.levels import has_level0
+from filestore.manifest import ManifestEntry
 from filestore.read import SplitReader
 from filestore.row_kind import (
     DELETE,
     INSERT,
     ROW_KIND_COLUMN,
-    SEQUENCE_NUMBER,
     UPDATE_AFTER,
     UPDATE_BEFORE,
     VALUE_KIND,
@@ -53,7 +61,8 @@ log = logging.getLogger(__name__)
 _O, _N = "__dts_old", "__dts_new"
 
 
-def _with_kind(data: pa.Table, kind: int) -> pa.Table:
+def with_row_kind(data: pa.Table, kind: int) -> pa.Table:
+    """``data`` with a ``_row_kind`` column of one kind."""
     codes = pa.array(np.full(data.num_rows, kind, dtype=np.int8))
     return data.append_column(ROW_KIND_COLUMN, kinds_to_strings(codes))
 
@@ -90,12 +99,14 @@ def diff_states(old: pa.Table, new: pa.Table, key_columns: Sequence[str]) -> pa.
     else:
         before, after = before.slice(0, 0), after.slice(0, 0)
     m = before.num_rows
-    pairs = pa.concat_tables([_with_kind(before, UPDATE_BEFORE), _with_kind(after, UPDATE_AFTER)])
+    pairs = pa.concat_tables(
+        [with_row_kind(before, UPDATE_BEFORE), with_row_kind(after, UPDATE_AFTER)]
+    )
     interleave = np.empty(2 * m, dtype=np.int64)
     interleave[0::2], interleave[1::2] = np.arange(m), np.arange(m) + m
     parts = [
-        _with_kind(old.take(pa.array(gone)), DELETE),
-        _with_kind(new.take(pa.array(born)), INSERT),
+        with_row_kind(old.take(pa.array(gone)), DELETE),
+        with_row_kind(new.take(pa.array(born)), INSERT),
         pairs.take(pa.array(interleave)),
     ]
     return pa.concat_tables(parts)
@@ -116,8 +127,8 @@ def diff_multisets(old: pa.Table, new: pa.Table) -> pa.Table:
     born = n.join(o, on=on, how="anti", nulls_equal=True)[_N].to_numpy()
     return pa.concat_tables(
         [
-            _with_kind(old.take(pa.array(gone)), DELETE),
-            _with_kind(new.take(pa.array(born)), INSERT),
+            with_row_kind(old.take(pa.array(gone)), DELETE),
+            with_row_kind(new.take(pa.array(born)), INSERT),
         ]
     )
 
@@ -153,7 +164,7 @@ def diff_snapshots(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Tabl
         if _names(old_splits.get(key)) != _names(new_splits.get(key))
     ]
     if not changed:
-        return _with_kind(reader.output_schema().empty_table(), INSERT)
+        return with_row_kind(reader.output_schema().empty_table(), INSERT)
 
     def diff(pair: tuple[Split | None, Split | None]) -> pa.Table:
         old, new = read_state(reader, pair[0]), read_state(reader, pair[1])
@@ -166,6 +177,22 @@ def diff_snapshots(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Tabl
         return pa.concat_tables([diff(pair) for pair in changed])
     with ThreadPoolExecutor(workers, thread_name_prefix="filestore-diff") as pool:
         return pa.concat_tables(list(pool.map(diff, changed)))
+
+
+def changelog_kinds(file_name: str, data: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """The row kind codes of a changelog file's rows: its ``_VALUE_KIND``, except that
+    a data file listed as its commit's changelog holds new keys only, all +I."""
+    if VALUE_KIND in data.column_names and not is_data_file_changelog(file_name):
+        return data.column(VALUE_KIND)
+    return pa.array(np.full(data.num_rows, INSERT, dtype=np.int8))
+
+
+def read_changelog_file(ctx: TableContext, entry: ManifestEntry, target: pa.Schema) -> pa.Table:
+    """One changelog manifest entry's rows, shaped as ``target`` plus ``_row_kind``."""
+    data = read_bucket_file(ctx, entry.partition, entry.bucket, entry.file)
+    kinds = changelog_kinds(entry.file.file_name, data)
+    rows = align(data, target)
+    return rows.append_column(ROW_KIND_COLUMN, kinds_to_strings(kinds))
 
 
 def _carries_changelog(producer: str, snap: Snapshot) -> bool | None:
@@ -199,27 +226,45 @@ def _settled(ctx: TableContext, snap: Snapshot, limit: int) -> Snapshot | None:
     return snap
 
 
-def _stored_changelog(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Table | None:
-    """Concatenated changelog files of (start, end]; None when they do not cover the range.
+@dataclass(frozen=True)
+class StoredChange:
+    """One changelog manifest entry of a snapshot in a changelog read's range."""
+
+    snapshot_id: int
+    barrier: int | None
+    entry: ManifestEntry
+
+
+def stored_changelog_files(
+    ctx: TableContext, start_id: int, end_id: int
+) -> list[StoredChange] | None:
+    """The changelog files of (start, end] in snapshot order; None when they do not
+    cover the range (``none``, or a snapshot without stored changelog: diff instead).
 
     With ``lookup``, an end holding level-0 files moves on to the compaction that
     stored their changes, and a start holding them past the compaction whose
     changelog holds changes made up to the start (neither changes the rows).
     """
     producer = ctx.options.changelog_producer
+    if producer == "none":
+        return None
+    get = ctx.snapshot_manager.get
     if producer == "lookup":
-        latest = ctx.snapshot_manager.latest_id() or end.id
-        settled_start, settled_end = _settled(ctx, start, end.id), _settled(ctx, end, latest)
+        if start_id <= 0:
+            return None
+        latest = ctx.snapshot_manager.latest_id() or end_id
+        settled_start, settled_end = (
+            _settled(ctx, get(start_id), end_id),
+            _settled(ctx, get(end_id), latest),
+        )
         if settled_start is None or settled_end is None:
             return None
-        start, end = settled_start, settled_end
-    try:
-        snaps = [ctx.snapshot_manager.get(i) for i in range(start.id + 1, end.id + 1)]
+        start_id, end_id = settled_start.id, settled_end.id
+    try:  # start 0: from before the first snapshot (an empty table), if none expired
+        snaps = [get(i) for i in range(max(start_id, 0) + 1, end_id + 1)]
     except SnapshotNotFound:
         return None
-    schema = ctx.schema
-    target = schema.arrow_schema
-    parts = []
+    files: list[StoredChange] = []
     for snap in snaps:
         carries = _carries_changelog(producer, snap)
         if carries is None:
@@ -227,18 +272,25 @@ def _stored_changelog(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.T
         if not carries or snap.changelog_manifest_list is None:
             continue
         for e in ctx.manifest_store.read_entries([snap.changelog_manifest_list]):
-            data = read_bucket_file(ctx, e.partition, e.bucket, e.file)
-            if SEQUENCE_NUMBER in data.column_names and not schema.primary_key:
-                data = data.drop_columns([SEQUENCE_NUMBER])
-            kinds = (
-                data.column(VALUE_KIND)
-                if VALUE_KIND in data.column_names
-                else pa.array(np.full(data.num_rows, INSERT, dtype=np.int8))
-            )
-            rows = align(data, target)
-            parts.append(rows.append_column(ROW_KIND_COLUMN, kinds_to_strings(kinds)))
-    if not parts:
-        return _with_kind(target.empty_table(), INSERT)
+            files.append(StoredChange(snap.id, snap.barrier, e))
+    return files
+
+
+def _stored_changelog(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Table | None:
+    """Concatenated changelog files of (start, end]; None when they do not cover the range.
+
+    Files are read in parallel threads (Parquet decoding releases the GIL) and
+    concatenated in snapshot order.
+    """
+    files = stored_changelog_files(ctx, start.id, end.id)
+    if files is None:
+        return None
+    target = ctx.schema.arrow_schema
+    if not files:
+        return with_row_kind(target.empty_table(), INSERT)
+    workers = min(len(files), os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-changelog") as pool:
+        parts = list(pool.map(lambda f: read_changelog_file(ctx, f.entry, target), files))
     return pa.concat_tables(parts)
 
 
@@ -253,11 +305,11 @@ def table_changes(ctx: TableContext, start_snapshot_id: int, end_snapshot_id: in
         ctx.snapshot_manager.get(end_snapshot_id),
     )
     if start.id == end.id:
-        return _with_kind(ctx.arrow_schema.empty_table(), INSERT)
+        return with_row_kind(ctx.arrow_schema.empty_table(), INSERT)
+    stored = _stored_changelog(ctx, start, end)
+    if stored is not None:
+        return stored
     if ctx.options.changelog_producer != "none":
-        stored = _stored_changelog(ctx, start, end)
-        if stored is not None:
-            return stored
         log.info(
             "table %s: snapshots %d..%d lack stored changelog; computing the diff",
             ctx.name,

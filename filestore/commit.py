@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from filestore.commit_lookup import needs_lookup, with_changelog
 from filestore.context import Partition, TableContext
 from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
 from filestore.levels import BucketKey
@@ -313,11 +314,15 @@ class SnapshotCommit:
     ) -> tuple[Snapshot, _Manifests, Rebased]:
         schema = self.ctx.schema
         lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
-        needs_live = producer.needs_live(messages) or lagging
+        lookup = needs_lookup(self.ctx, producer.kind, messages)
+        needs_live = producer.needs_live(messages) or lagging or lookup
         live = self.ctx.live_entries(latest) if needs_live else None
         producer.check_conflicts(self.ctx, messages, live)
-        rebased = rebase(self.ctx, latest, messages, live or []) if lagging else Rebased(messages)
         self._check_barrier_order(latest, barrier)
+        rebased = rebase(self.ctx, latest, messages, live or []) if lagging else Rebased(messages)
+        if lookup:
+            # against `latest`, the snapshot this attempt commits on: a lost race redoes it
+            rebased = with_changelog(self.ctx, rebased, live or [])
         entries = producer.removed_entries(schema, live)
         for m in rebased.messages:
             for f in m.deleted_files:
@@ -329,7 +334,8 @@ class SnapshotCommit:
             for m in rebased.messages
             for f in m.changelog_files
         ]
-        manifests = self._write_manifests(latest, schema.id, entries, changelog)
+        # a looked-up changelog is stored even when empty: "no change", not "unknown"
+        manifests = self._write_manifests(latest, schema.id, entries, changelog, lookup)
         snapshot = self._snapshot(
             latest,
             schema.id,
@@ -362,6 +368,7 @@ class SnapshotCommit:
         schema_id: int,
         entries: list[ManifestEntry],
         changelog: list[ManifestEntry],
+        store_empty_changelog: bool = False,
     ) -> _Manifests:
         written: list[str] = []
         delta_meta = self.manifests.write_manifest(entries, schema_id)
@@ -372,7 +379,7 @@ class SnapshotCommit:
         base_list = self.manifests.write_list(base_metas)
         written.append(base_list)
         changelog_list = None
-        if changelog:
+        if changelog or store_empty_changelog:
             changelog_meta = self.manifests.write_manifest(changelog, schema_id)
             written.append(changelog_meta.file_name)
             changelog_list = self.manifests.write_list([changelog_meta])

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from filestore.bucket_file import is_data_file_changelog
 from filestore.context import TableContext
 from filestore.errors import InvalidOption, SnapshotNotFound
 from filestore.manifest import ADD, DELETE, ManifestEntry
@@ -159,7 +160,10 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
     for snap in expired:
         if snap.changelog_manifest_list:
             for e in store.read_entries([snap.changelog_manifest_list]):
-                if e.kind == ADD and e.file.file_name not in tags.data:
+                # a data file stored as its own changelog (commit_lookup) lives and goes
+                # with the data files, not with the snapshot that listed it
+                own = is_data_file_changelog(e.file.file_name)
+                if e.kind == ADD and not own and e.file.file_name not in tags.data:
                     changelog.append(e)
     kept_manifests = snapshot_manifests(ctx, keep) | tags.manifests
     manifests: set[str] = set()

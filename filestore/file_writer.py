@@ -2,8 +2,9 @@
 
 A flush hands each partition/bucket its row indices into the memtable; this
 module sorts and merges those rows by key (keeping every sequence number the
-run covers) and writes the data file, plus, with ``changelog-producer=input``,
-the rows as written to a changelog file. Runs in the flush's worker threads:
+run covers) and writes the data file, plus, with ``changelog-producer=input`` (or
+``auto`` for a writer whose input is a full changelog), the rows as written to a
+changelog file. Runs in the flush's worker threads:
 everything here is Arrow/numpy work that releases the GIL.
 """
 
@@ -34,13 +35,19 @@ def _rows(memtable: pa.Table, idx: np.ndarray) -> pa.Table:
 class LevelZeroWriter:
     """Turns a bucket's memtable rows into its level-0 data file and changelog file."""
 
-    def __init__(self, table: TableContext, schema: TableSchema) -> None:
+    def __init__(
+        self, table: TableContext, schema: TableSchema, *, input_changelog: bool = False
+    ) -> None:
         self.table = table
         # the writer's schema, pinned when it started (TableContext.schema is the latest)
         self.schema = schema
         self.options = self.schema.core_options
         self.primary_key = list(self.schema.primary_key)
         self.key_columns = [KEY_PREFIX + k for k in self.primary_key]
+        producer = self.options.changelog_producer
+        # auto stores the input only when the writer says it is a full changelog (-U
+        # before +U, full -D rows); otherwise the commit looks the old values up
+        self.store_input = producer == "input" or (producer == "auto" and input_changelog)
 
     def flush_bucket(self, key: BucketKey, memtable: pa.Table, idx: np.ndarray) -> Flushed:
         """(data file, changelog file) of one partition/bucket: rows ``idx`` of the memtable.
@@ -48,7 +55,7 @@ class LevelZeroWriter:
         ``idx`` is ascending, so the rows are in the order they were written.
         """
         changelog = None
-        if self.options.changelog_producer == "input":
+        if self.store_input:
             changelog = self.write_changelog(key, _rows(memtable, idx))
         return self.write_file(key, memtable, idx), changelog
 

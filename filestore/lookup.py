@@ -1,32 +1,44 @@
-"""changelog-producer=lookup: the changelog a compaction of level-0 files produces.
+"""Changelog by lookup: the exact changes new level-0 rows make to a bucket's state.
 
-As in Paimon's lookup compaction: level-0 files hold what writers committed
-since the bucket was last compacted, and the levels above hold the state
-before them. For every key the level-0 files touch, the compaction looks up
-the key's value in the levels above (old), merges the level-0 rows onto it with
-the table's merge engine (new), and stores the difference (+I, -U/+U, -D) as a
-changelog file of its COMPACT snapshot. Level-0 files of several commits
-compacted together give their net change per key. With auto-compaction on
-(the default) every commit is followed by such a compaction, so each commit's
-changes are stored right after it.
+As in Paimon's lookup changelog producer: for every key the new rows touch, the
+key's current value is looked up in the bucket's other files (old), the new rows
+are merged onto it with the table's merge engine (new), and the difference
+(+I, -U/+U, -D) is stored as a changelog file. Two producers use it:
+
+- ``changelog-producer=lookup``: a compaction of level-0 files over the levels
+  above, stored with its COMPACT snapshot (``filestore.compaction``);
+- ``changelog-producer=auto`` (default): an APPEND commit's new files over the
+  bucket's live files, stored with that commit (``filestore.commit_lookup``).
+
+Only the touched keys are merged: each old file is read and cut down to the rows
+of those keys (a polars semi-join) before the merge, so the cost is reading the
+bucket's files once, not merging its whole state.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
-from filestore.changes import diff_states, indexed_frame, read_state
+from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
 from filestore.merge import merge
-from filestore.read import SplitReader
-from filestore.row_kind import INSERT, ROW_KIND_COLUMN, SEQUENCE_NUMBER, VALUE_KIND, parse_row_kinds
-from filestore.scan import Split
+from filestore.row_kind import (
+    INSERT,
+    ROW_KIND_COLUMN,
+    SEQUENCE_NUMBER,
+    UPDATE_AFTER,
+    VALUE_KIND,
+    parse_row_kinds,
+)
 from filestore.schema import KEY_PREFIX
 
 _ROW = "__dts_row"
@@ -43,32 +55,51 @@ def _as_kv(values: pa.Table, kv: pa.Schema, keys: Sequence[str], seq: int) -> pa
     return align(pa.table(arrays), kv)
 
 
-def _state_of(
-    ctx: TableContext, partition: Partition, bucket: int, files: Sequence[DataFileMeta]
-) -> pa.Table:
-    """The merged rows of the given files of one bucket."""
-    schema = ctx.schema
-    split = Split(0, dict(zip(schema.partition_keys, partition, strict=True)), bucket, tuple(files))
-    return read_state(SplitReader(ctx, schema), split if files else None)
-
-
-def _rows_with_keys(rows: pa.Table, touched: pa.Table, keys: list[str]) -> pa.Table:
-    probe = pl.from_arrow(touched, rechunk=False)
-    assert isinstance(probe, pl.DataFrame)
+def _rows_with_keys(rows: pa.Table, probe: pl.DataFrame, keys: list[str]) -> pa.Table:
     frame = indexed_frame(rows, _ROW)
     hit = frame.join(probe, on=keys, how="semi", nulls_equal=True)[_ROW].to_numpy()
     return rows.take(pa.array(hit))
 
 
-def lookup_changelog(
+@dataclass(frozen=True)
+class Lookup:
+    """What new level-0 rows change in one bucket."""
+
+    changes: pa.Table  # table columns + _row_kind: -D, +I, -U/+U pairs
+    only_inserts: bool  # every new row is a new key with no retraction: changes == the rows
+
+
+def _old_rows(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    probe: pl.DataFrame,
+) -> pa.Table:
+    """Key-value rows of ``files`` whose keys are in ``probe`` (threads, one per core)."""
+    kv = key_value_schema(ctx.schema)
+    kv_keys = list(probe.columns)
+
+    def one(f: DataFileMeta) -> pa.Table:
+        data = align(read_bucket_file(ctx, partition, bucket, f), kv)
+        return _rows_with_keys(data, probe, kv_keys)
+
+    if not files:
+        return kv.empty_table()
+    workers = min(len(files), os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
+        return pa.concat_tables(list(pool.map(one, files)))
+
+
+def lookup_changes(
     ctx: TableContext,
     partition: Partition,
     bucket: int,
     level0: Sequence[DataFileMeta],
     upper: Sequence[DataFileMeta],
-) -> DataFileMeta | None:
-    """The changelog file of compacting ``level0`` over ``upper`` (every file of the
-    bucket above level 0); None when the level-0 rows change nothing."""
+) -> Lookup:
+    """The changes of merging ``level0`` (new files) over ``upper`` (the bucket's files
+    holding the state before them)."""
     schema = ctx.schema
     keys = list(schema.primary_key)
     kv = key_value_schema(schema)
@@ -77,8 +108,19 @@ def lookup_changelog(
     written = pa.concat_tables(
         [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
     )
-    touched = written.select(kv_keys).rename_columns(keys)
-    old = _rows_with_keys(_state_of(ctx, partition, bucket, upper), touched, keys)
+    probe = pl.from_arrow(written.select(kv_keys), rechunk=False)
+    assert isinstance(probe, pl.DataFrame)
+    old_kv = merge(
+        _old_rows(ctx, partition, bucket, upper, probe),
+        kv_keys,
+        schema.core_options,
+        drop_deletes=True,
+    )
+    old = old_kv.select(schema.column_names)
+    kinds = np.asarray(written.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+    retracts = bool(((kinds != INSERT) & (kinds != UPDATE_AFTER)).any())
+    if old.num_rows == 0 and not retracts and probe.n_unique() == probe.height:
+        return Lookup(with_row_kind(written.select(schema.column_names), INSERT), True)
     # the old rows are older than every level-0 row
     low = min(f.min_sequence_number for f in files) - 1
     merged = merge(
@@ -88,19 +130,40 @@ def lookup_changelog(
         drop_deletes=True,
     )
     new = align(merged.select(schema.column_names), old.schema)
-    changes = diff_states(old, new, keys)
-    if changes.num_rows == 0:
-        return None
-    data = _as_kv(changes.drop_columns([ROW_KIND_COLUMN]), kv, keys, low + 1)
+    return Lookup(diff_states(old, new, keys), False)
+
+
+def write_changes(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    changes: pa.Table,
+    seq: int,
+    file_source: FileSource,
+) -> DataFileMeta:
+    """``changes`` (with ``_row_kind``) as a changelog file of key-value rows numbered ``seq``."""
+    schema = ctx.schema
+    keys = list(schema.primary_key)
+    kv = key_value_schema(schema)
+    data = _as_kv(changes.drop_columns([ROW_KIND_COLUMN]), kv, keys, seq)
     kinds = parse_row_kinds(changes.column(ROW_KIND_COLUMN))
     data = data.set_column(data.schema.get_field_index(VALUE_KIND), VALUE_KIND, kinds)
     return write_bucket_file(
-        ctx,
-        schema,
-        partition,
-        bucket,
-        data,
-        level=0,
-        file_source=FileSource.COMPACT,
-        prefix="changelog",
+        ctx, schema, partition, bucket, data, level=0, file_source=file_source, prefix="changelog"
     )
+
+
+def lookup_changelog(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    level0: Sequence[DataFileMeta],
+    upper: Sequence[DataFileMeta],
+) -> DataFileMeta | None:
+    """changelog-producer=lookup: the changelog file of compacting ``level0`` over
+    ``upper`` (every file of the bucket above level 0); None when it changes nothing."""
+    found = lookup_changes(ctx, partition, bucket, level0, upper)
+    if found.changes.num_rows == 0:
+        return None
+    seq = min(f.min_sequence_number for f in level0)
+    return write_changes(ctx, partition, bucket, found.changes, seq, FileSource.COMPACT)

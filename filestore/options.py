@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from filestore.errors import InvalidOption
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+# auto (default): every APPEND commit stores its exact changelog. A writer whose input is
+# already a full changelog (the worker's normalized log) stores it as written; any other
+# commit on a primary-key table looks up the old values of the keys it writes (commit_lookup).
+# An append-only table's new data files are their own (+I) changelog.
+CHANGELOG_PRODUCERS = ("auto", "none", "input", "lookup")
 AGGREGATE_FUNCTIONS = (
     "sum",
     "min",
@@ -172,7 +177,7 @@ class CoreOptions:
     snapshot_num_retained_min: int = 10
     snapshot_num_retained_max: int = 2**31 - 1
     snapshot_time_retained_ms: int = 3_600_000
-    changelog_producer: str = "none"
+    changelog_producer: str = "auto"
     change_tracking: bool = True
     log_consistency: str = "transactional"
     log_changelog_mode: str = "auto"
@@ -210,9 +215,7 @@ class CoreOptions:
             snapshot_time_retained_ms=parse_duration_ms(
                 raw.get("snapshot.time-retained", "1 h"), "snapshot.time-retained"
             ),
-            changelog_producer=_choice(
-                raw, "changelog-producer", "none", ("none", "input", "lookup")
-            ),
+            changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),
             log_consistency=_choice(
                 raw, "log.consistency", "transactional", ("transactional", "eventual")

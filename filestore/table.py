@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore.changes import table_changes
+from filestore.changes import StoredChange, stored_changelog_files, table_changes
 from filestore.compaction import CompactResult
 from filestore.context import TableContext
 from filestore.errors import SchemaError, SnapshotNotFound
@@ -59,8 +59,8 @@ class Table(TableContext):
         )
 
     # -- writing --------------------------------------------------------
-    def new_write(self, commit_user: str) -> TableWrite:
-        return TableWrite(self, commit_user)
+    def new_write(self, commit_user: str, *, input_changelog: bool = False) -> TableWrite:
+        return TableWrite(self, commit_user, input_changelog=input_changelog)
 
     def new_commit(self, commit_user: str) -> TableCommit:
         return TableCommit(self, commit_user)
@@ -183,6 +183,14 @@ class Table(TableContext):
         (see filestore.changes for what ``changelog-producer`` changes).
         """
         return table_changes(self, start_snapshot_id, end_snapshot_id)
+
+    def changelog_files(
+        self, start_snapshot_id: int, end_snapshot_id: int
+    ) -> list[StoredChange] | None:
+        """The stored changelog files of (start, end] in snapshot order, for engines that
+        read them themselves; None when the range has no stored changelog to read.
+        Start 0 means from before the first snapshot."""
+        return stored_changelog_files(self, start_snapshot_id, end_snapshot_id)
 
     # -- lifecycle ------------------------------------------------------
     def compact(

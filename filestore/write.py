@@ -72,7 +72,12 @@ class TableWrite:
     identifiers.
     """
 
-    def __init__(self, table: TableContext, commit_user: str) -> None:
+    def __init__(
+        self, table: TableContext, commit_user: str, *, input_changelog: bool = False
+    ) -> None:
+        """``input_changelog``: the rows written are a full changelog (every update as -U
+        then +U, every delete with its row), as the worker's normalized log is; with
+        ``changelog-producer=auto`` they are then stored as the changelog as written."""
         self.table = table
         self.commit_user = commit_user
         self.schema = table.schema
@@ -86,7 +91,7 @@ class TableWrite:
         self._memtable = Memtable(
             self.schema.partition_keys, self.schema.bucket_keys, self.options.num_buckets
         )
-        self._files = LevelZeroWriter(table, self.schema)
+        self._files = LevelZeroWriter(table, self.schema, input_changelog=input_changelog)
         self._stall = WriteStall(table, self.schema, commit_user)
         self._pending: dict[PartitionBucket, list[DataFileMeta]] = {}
         self._pending_changelog: dict[PartitionBucket, list[DataFileMeta]] = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.catalog import open_table
+from bridge.spark.native import changes as native_changes
 from bridge.spark.native import table as native_table
 from bridge.spark.option_keys import session_defaults
 from bridge.spark.options import ReadOptions
@@ -108,6 +109,25 @@ class TablePlanner:
             return df._jdf.queryExecution().analyzed()
         except Exception:
             log.warning("column pruning of a dts read was skipped", exc_info=True)
+            return None
+
+    def nativeRead(self, options: Any) -> Any:
+        """The analyzed plan of a `format("dts")` batch read as Spark's own scans (a
+        changes read of stored changelog files: `native.changes`), or None to keep the
+        Python source (which then reports any error in the read itself)."""
+        given = {str(k): str(v) for k, v in options.items()}
+        try:
+            opts = ReadOptions.parse({**session_defaults(self._spark), **given})
+            if (opts.changes is None and opts.feed is None) or opts.columns:
+                return None
+            warehouse, name = opts.common.warehouse, opts.common.table
+            table = open_table(warehouse, name)
+            span = opts.changes if opts.feed is None else opts.feed.resolve(table)
+            start, end = span if span is not None else (0, 0)
+            df = native_changes(self._spark, warehouse, name, start, end, opts.feed is not None)
+            return None if df is None else df._jdf.queryExecution().analyzed()
+        except Exception:
+            log.warning("native changes read fell back to the Python source", exc_info=True)
             return None
 
     class Java:

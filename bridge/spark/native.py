@@ -13,16 +13,25 @@ with the table's columns selected, unioned with the `dts` Python source restrict
 the splits that do need merging (same pinned snapshot). Spark's vectorized reader then
 prunes columns, pushes filters into Parquet (both visible in `explain()`), splits files
 across executors, and needs no Python worker when nothing must merge.
+
+`changes()` does the same for a changes read: the stored changelog files of the range
+(see `filestore.changes`) are plain Parquet too, read by Spark with `_row_kind` and
+`_barrier` computed from each row's `_VALUE_KIND` and file.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql.types import ByteType, StructField, StructType
+
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
+from bridge.spark.habits import CHANGE_TYPE, CHANGE_TYPES, ROW_KINDS
+from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.plan_scan import needs_merge
+from filestore.row_kind import VALUE_KIND
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
 MERGE_TASKS = "scan.tasks"  # read option: the merge part fills this many task slots
@@ -34,11 +43,16 @@ LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 def _parquet(spark: Any, struct: Any, paths: list[str]) -> Any:
+    """`spark.read.parquet(paths)` of the columns of `struct` only."""
+    return _parquet_rows(spark, struct, paths).select(*struct.fieldNames())
+
+
+def _parquet_rows(spark: Any, struct: Any, paths: list[str]) -> Any:
     """`spark.read.parquet(paths)` without the listing job a long path list starts."""
     before = spark.conf.get(LISTING_CONF, None)
     spark.conf.set(LISTING_CONF, str(max(len(paths) + 1, 32)))
     try:  # Spark lists the paths here, when the DataFrame is made
-        return spark.read.schema(struct).parquet(*paths).select(*struct.fieldNames())
+        return spark.read.schema(struct).parquet(*paths)
     finally:
         if before is None:
             spark.conf.unset(LISTING_CONF)
@@ -108,3 +122,59 @@ def table(
     for other in parts[1:]:
         df = df.unionByName(other)
     return df
+
+
+def _row_kind_expr(has_kind: bool) -> str:
+    """`_row_kind` of a changelog row in Spark SQL: its `_VALUE_KIND` code, except in a
+    data file listed as its commit's changelog (new keys only: +I, see
+    `filestore.commit_lookup`) and in files without one (append-only tables)."""
+    if not has_kind:
+        return "'+I'"
+    cases = " ".join(f"WHEN {code} THEN '{kind}'" for code, kind in enumerate(ROW_KINDS))
+    data_file = "_metadata.file_name LIKE 'data-%'"
+    return f"CASE WHEN {data_file} THEN '+I' ELSE CASE {VALUE_KIND} {cases} ELSE '+I' END END"
+
+
+def _barrier_expr(barriers: dict[str, int | None]) -> str:
+    """`_barrier` of a changelog row: the barrier of the snapshot that stored its file."""
+    known = {name: b for name, b in barriers.items() if b is not None}
+    if not known:
+        return "CAST(NULL AS BIGINT)"
+    pairs = ", ".join(f"'{name}', CAST({b} AS BIGINT)" for name, b in known.items())
+    return f"element_at(map({pairs}), _metadata.file_name)"
+
+
+def changes(spark: Any, warehouse: str, name: str, start: int, end: int, feed: bool) -> Any:
+    """The changes in (start, end] as Spark's own Parquet scan of the stored changelog
+    files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
+    `_change_type` for a change feed); None when the range has no stored changelog or a
+    file of an older schema needs the Python reader's alignment."""
+    t = open_table(warehouse, name)
+    files = t.changelog_files(start, end) if end > start else []
+    if files is None or any(f.entry.file.schema_id != t.schema.id for f in files):
+        return None
+    out = spark_schema(t.schema.arrow_schema, metadata_columns=True, change_type=feed)
+    if not files:
+        return spark.createDataFrame([], out)
+    columns = spark_schema(t.schema.arrow_schema, metadata_columns=False)
+    has_kind = bool(t.primary_key)
+    kind_field = [StructField(VALUE_KIND, ByteType())] if has_kind else []
+    struct = StructType([*columns.fields, *kind_field])
+    keys = t.schema.partition_keys
+    paths = [
+        spark_path(
+            warehouse,
+            t.paths.data_file(keys, f.entry.partition, f.entry.bucket, f.entry.file.file_name),
+        )
+        for f in files
+    ]
+    barriers = {f.entry.file.file_name: f.barrier for f in files}
+    kind = _row_kind_expr(has_kind)
+    exprs = [f"`{c}`" for c in columns.fieldNames()]
+    exprs += [f"{kind} AS {ROW_KIND}", f"{_barrier_expr(barriers)} AS {BARRIER}"]
+    if feed:
+        types = " ".join(
+            f"WHEN '{k}' THEN '{c}'" for k, c in zip(ROW_KINDS, CHANGE_TYPES, strict=True)
+        )
+        exprs.append(f"CASE {kind} {types} END AS {CHANGE_TYPE}")
+    return _parquet_rows(spark, struct, paths).selectExpr(*exprs)

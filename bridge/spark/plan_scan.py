@@ -17,6 +17,7 @@ from bridge.spark.arrow_schema import spark_arrow_schema, table_columns
 from bridge.spark.errors import OptionError
 from bridge.spark.options import ReadOptions
 from bridge.spark.read_parts import (
+    ChangelogFilesPartition,
     ChangesPartition,
     ChangeStepsPartition,
     ReadContext,
@@ -118,8 +119,25 @@ def pack_splits(splits: list[Any], tasks: int | None = None) -> list[list[Any]]:
     return groups
 
 
+def changelog_partitions(
+    table: Any, ctx: ReadContext, start: int, end: int
+) -> list[InputPartition] | None:
+    """One partition per bucket holding stored changelog files in (start, end], each
+    file tagged with its snapshot's barrier; None when the range has no stored changelog.
+    Reading them costs what changed, never the table (see `filestore.changes`)."""
+    files = table.changelog_files(start, end)
+    if files is None:
+        return None
+    buckets: dict[tuple[Any, int], list[tuple[int | None, Any]]] = {}
+    for f in files:
+        buckets.setdefault((f.entry.partition, f.entry.bucket), []).append((f.barrier, f.entry))
+    return [ChangelogFilesPartition(ctx, group) for group in buckets.values()]
+
+
 def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
-    """The snapshot steps in (start, end], each tagged with its barrier, in one partition.
+    """The changes in (start, end]: stored changelog files per bucket when the range has
+    them (`changelog_partitions`), else the snapshot steps, each tagged with its barrier,
+    diffed in one partition.
 
     One task reads the steps in order (see `ChangeStepsPartition`): a later change of a
     key must reach a sink after the earlier one. Compaction snapshots change no rows and
@@ -127,6 +145,9 @@ def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> li
     """
     if end <= start:
         return []
+    stored = changelog_partitions(table, ctx, start, end)
+    if stored is not None:
+        return stored
     parts: list[ChangesPartition] = []
     prev = start
     for snap in table.snapshots():

@@ -63,6 +63,16 @@ class ChangeStepsPartition(InputPartition):
         self.steps = steps
 
 
+class ChangelogFilesPartition(InputPartition):
+    """Stored changelog files of one bucket in a change range, read in snapshot order by
+    one task: a key lives in one bucket, so its changes reach a sink in order while the
+    buckets are read in parallel. `files` holds (snapshot's barrier, manifest entry)."""
+
+    def __init__(self, ctx: ReadContext, files: list[tuple[int | None, Any]]) -> None:
+        super().__init__(None)
+        self.ctx, self.files = ctx, files
+
+
 class LogPartition(InputPartition):
     """Records [start, end) of one Kafka partition and the markers inside that range."""
 

@@ -16,12 +16,14 @@ from bridge.spark.arrow_schema import conform
 from bridge.spark.catalog import open_table
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.read_parts import (
+    ChangelogFilesPartition,
     ChangesPartition,
     ChangeStepsPartition,
     ReadContext,
     SplitPartition,
     SplitsPartition,
 )
+from filestore.changes import read_changelog_file
 
 
 def _with_metadata(batch: Any, kind: str, barrier: int | None) -> Any:
@@ -57,6 +59,8 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
     elif isinstance(p, ChangeStepsPartition):
         for step in p.steps:
             yield from _read_changes(step)
+    elif isinstance(p, ChangelogFilesPartition):
+        yield from _read_changelog_files(p)
     else:  # pragma: no cover - partitions come from bridge.spark.plan_scan only
         raise TypeError(f"unexpected partition {type(p).__name__}")
 
@@ -101,3 +105,18 @@ def _read_changes(p: ChangesPartition) -> Iterator[pa.RecordBatch]:
     for batch in changes.to_batches(max_chunksize=65536):
         if batch.num_rows:
             yield conform(batch, ctx.target)
+
+
+def _read_changelog_files(p: ChangelogFilesPartition) -> Iterator[pa.RecordBatch]:
+    ctx = p.ctx
+    table = open_table(ctx.warehouse, ctx.table)
+    target = table.schema.arrow_schema
+    for barrier, entry in p.files:
+        changes = read_changelog_file(table, entry, target)
+        changes = changes.select([*ctx.columns, ROW_KIND])
+        if ctx.filter is not None and changes.num_rows:
+            changes = changes.filter(ctx.filter)
+        changes = _with_metadata(changes, "+I", barrier)
+        for batch in changes.to_batches(max_chunksize=131072):
+            if batch.num_rows:
+                yield conform(batch, ctx.target)

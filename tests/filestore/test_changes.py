@@ -47,7 +47,7 @@ def _write(t: Table, ids: list[int], v: str, kinds: list[str] | None = None) -> 
     return snap.id
 
 
-@pytest.mark.parametrize("producer", ["none", "input", "lookup"])
+@pytest.mark.parametrize("producer", ["auto", "none", "input", "lookup"])
 def test_changes_replay_to_end_state_across_compaction(warehouse: Path, producer: str) -> None:
     t = Catalog(str(warehouse)).create_table(
         "db.t",

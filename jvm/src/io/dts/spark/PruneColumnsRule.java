@@ -49,11 +49,16 @@ public final class PruneColumnsRule extends Rule<LogicalPlan> {
         if (child instanceof Filter filter) {
             child = filter.child();
         }
-        if (!(child instanceof DataSourceV2Relation relation) || relation.identifier().isDefined()) {
-            return null;
+        return isSourceRead(child) ? (DataSourceV2Relation) child : null;
+    }
+
+    /** Whether {@code plan} is a {@code format("dts")} read of the Python source. */
+    static boolean isSourceRead(LogicalPlan plan) {
+        if (!(plan instanceof DataSourceV2Relation relation) || relation.identifier().isDefined()) {
+            return false;
         }
         boolean python = relation.table().getClass().getSimpleName().equals("PythonTable");
-        return python && relation.table().name().equals("dts") ? relation : null;
+        return python && relation.table().name().equals("dts");
     }
 
     private static LogicalPlan prune(TablePlanner planner, Project project) {

@@ -15,4 +15,11 @@ public interface TablePlanner {
      * (comma-separated; empty when the query needs none, as {@code count(*)}), or null.
      */
     LogicalPlan prune(java.util.Map<String, String> options, String columns);
+
+    /**
+     * The analyzed plan of the {@code format("dts")} batch read with these options as
+     * Spark's own scans (a changes read of stored changelog files), or null to keep the
+     * Python source.
+     */
+    LogicalPlan nativeRead(java.util.Map<String, String> options);
 }

@@ -1,0 +1,132 @@
+"""Changes reads and file-tier streams over stored changelog files (changelog-producer=auto).
+
+A changes read whose range has stored changelog is Spark's own Parquet scan of those
+files (the dts extension plans it): no Python worker, pruned columns, pushed filters;
+the rows equal the FileStore's `Table.changes`. Ranges without stored changelog (an
+OVERWRITE) keep the Python source and its diff. Streams read the stored files per bucket.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.bridge.spark.support import commit, make_table, rows, stream_from_first_snapshot
+
+pytestmark = pytest.mark.spark
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def _changes(spark: Any, warehouse: Path, start: int, end: int, **opts: str) -> Any:
+    reader = spark.read.format("dts").option("warehouse", str(warehouse))
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return reader.option("changes", f"{start},{end}").load("db.t")
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["id"], r["_row_kind"], r["k"] or "", r["v"] if r["v"] is not None else -1.0)
+
+
+def _history(warehouse: Path) -> tuple[Any, list[int]]:
+    t = make_table(warehouse, "db.t", pk=True, buckets=2)
+    ids = [commit(t, rows(40)).id]
+    ids.append(commit(t, rows(10, start=35, k="up")).id)  # 5 updates, 5 new keys
+    w = t.new_write("test")
+    w.write(pa.table({"id": [3, 4], "k": ["x", "x"], "v": [0.0, 0.0], "_row_kind": ["-D"] * 2}))
+    ids.append(w.commit().id)
+    t.compact(full=True)
+    ids.append(commit(t, rows(3, start=0, k="again")).id)
+    return t, ids
+
+
+def test_changes_read_is_a_native_scan_of_the_stored_changelog(spark: Any, warehouse: Path) -> None:
+    t, ids = _history(warehouse)
+    first, last = ids[0], ids[-1]
+    df = _changes(spark, warehouse, first, last)
+    plan = _plan(df)
+    assert "FileScan parquet" in plan and "(Python)" not in plan
+    got = sorted((r.asDict() for r in df.collect()), key=_key)
+    want = t.changes(first, last).to_pylist()
+    assert [{k: r[k] for k in ("id", "k", "v", "_row_kind")} for r in got] == sorted(want, key=_key)
+    assert {r["_row_kind"] for r in got} == {"+I", "-U", "+U", "-D"}
+    # each row carries the barrier-less snapshot's barrier (None here) as _barrier
+    assert {r["_barrier"] for r in got} == {None}
+    # pruning and push-down reach the changelog files
+    narrow = df.where("id >= 35").select("id", "_row_kind")
+    plan = _plan(narrow)
+    assert "PushedFilters: [IsNotNull(id), GreaterThanOrEqual(id,35)]" in plan
+    assert "ReadSchema: struct<id:bigint,_VALUE_KIND:tinyint>" in plan
+    assert sorted(r.id for r in narrow.where("_row_kind = '+I'").collect()) == list(range(40, 45))
+
+
+def test_change_feed_is_native_with_delta_change_types(spark: Any, warehouse: Path) -> None:
+    _, ids = _history(warehouse)
+    df = (
+        spark.read.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("readChangeFeed", "true")
+        .option("startingVersion", str(ids[1]))
+        .option("endingVersion", str(ids[1]))
+        .load("db.t")
+    )
+    assert "(Python)" not in _plan(df)
+    kinds = sorted((r.id, r._row_kind, r._change_type) for r in df.collect() if r.id == 35)
+    assert kinds == [(35, "+U", "update_postimage"), (35, "-U", "update_preimage")]
+
+
+def test_barriers_come_from_each_changelog_files_snapshot(spark: Any, warehouse: Path) -> None:
+    t = make_table(warehouse, "db.t", pk=True, buckets=2)
+    a = commit(t, rows(4), barrier=100)
+    commit(t, rows(2, k="b"), barrier=200)
+    c = commit(t, rows(2, start=10), barrier=300)
+    df = _changes(spark, warehouse, a.id, c.id)
+    assert "(Python)" not in _plan(df)
+    got = sorted((r.id, r._row_kind, r._barrier) for r in df.collect())
+    assert got == [
+        (0, "+U", 200),
+        (0, "-U", 200),
+        (1, "+U", 200),
+        (1, "-U", 200),
+        (10, "+I", 300),
+        (11, "+I", 300),
+    ]
+
+
+def test_a_range_with_an_overwrite_keeps_the_python_diff(spark: Any, warehouse: Path) -> None:
+    t = make_table(warehouse, "db.t", pk=True, buckets=2)
+    a = commit(t, rows(6))
+    w = t.new_write("ow")
+    w.write(rows(2, start=100))
+    messages = w.prepare()
+    w.close()
+    b = t.new_commit("ow").commit(messages, identifier=7, kind="OVERWRITE")
+    df = _changes(spark, warehouse, a.id, b.id)
+    assert "(Python)" in _plan(df)
+    got = sorted((r.id, r._row_kind) for r in df.collect())
+    assert got == [(i, "-D") for i in range(6)] + [(100, "+I"), (101, "+I")]
+
+
+def test_file_stream_reads_stored_changelog_per_bucket(spark: Any, warehouse: Path) -> None:
+    t, ids = _history(warehouse)
+    q = (
+        stream_from_first_snapshot(spark, warehouse, "db.t")
+        .writeStream.format("memory")
+        .queryName("changelog_stream")
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    got = spark.table("changelog_stream").collect()
+    want = t.changes(ids[0], ids[-1]).num_rows + 40  # snapshot 1: 40 +I
+    assert len(got) == want
+    ups = [(r.id, r._row_kind) for r in got if r.id == 35]
+    assert ups == [(35, "+I"), (35, "-U"), (35, "+U")]  # one key's changes stay in order
+    spark.sql("DROP VIEW IF EXISTS changelog_stream")
