@@ -27,6 +27,7 @@ from typing import Any
 from bridge.spark.catalog import open_table
 from bridge.spark.native import changes as native_changes
 from bridge.spark.native import table as native_table
+from bridge.spark.native_stream import NATIVE_STREAMS_CONF, NativeStreams
 from bridge.spark.option_keys import session_defaults
 from bridge.spark.options import ReadOptions
 from logstore.broker import cache_dir
@@ -78,6 +79,7 @@ class TablePlanner:
 
     def __init__(self, spark: Any) -> None:
         self._spark = spark
+        self._streams = NativeStreams(spark)
 
     def plan(self, name: str) -> Any:
         """The analyzed plan of `dts.table(spark, name)`, or None to keep the Python source
@@ -130,6 +132,29 @@ class TablePlanner:
             log.warning("native changes read fell back to the Python source", exc_info=True)
             return None
 
+    # file-tier streams with native micro-batches (io.dts.spark.StreamPlanner): see
+    # bridge.spark.native_stream; the names are the Java interface's
+    def streamOpen(self, source_id: str, options: Any, schema_json: str) -> None:
+        self._streams.open(source_id, options, schema_json)
+
+    def streamInitialOffset(self, source_id: str) -> str:
+        return self._streams.initial_offset(source_id)
+
+    def streamDefaultReadLimit(self, source_id: str) -> str:
+        return self._streams.default_read_limit(source_id)
+
+    def streamLatestOffset(self, source_id: str, start: str, limit: str) -> str:
+        return self._streams.latest_offset(source_id, start, limit)
+
+    def streamPrepareAvailableNow(self, source_id: str) -> None:
+        self._streams.prepare_available_now(source_id)
+
+    def streamBatch(self, source_id: str, start: str, end: str) -> Any:
+        return self._streams.batch(source_id, start, end)
+
+    def streamStop(self, source_id: str) -> None:
+        self._streams.stop(source_id)
+
     class Java:
         implements = ["io.dts.spark.TablePlanner"]
 
@@ -143,6 +168,8 @@ def install_planner(spark: Any) -> bool:
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)  # binds 127.0.0.1 on a free port
     native_reads = spark._jvm.io.dts.spark.NativeReads
+    if spark.conf.get(NATIVE_STREAMS_CONF, None) is None:  # a user's "false" opts out
+        spark.conf.set(NATIVE_STREAMS_CONF, "true")
     if not native_reads.installed(spark._jsparkSession):
         native_reads.install(spark._jsparkSession, TablePlanner(spark))
     return True

@@ -144,14 +144,26 @@ def _barrier_expr(barriers: dict[str, int | None]) -> str:
     return f"element_at(map({pairs}), _metadata.file_name)"
 
 
-def changes(spark: Any, warehouse: str, name: str, start: int, end: int, feed: bool) -> Any:
+def changes(
+    spark: Any,
+    warehouse: str,
+    name: str,
+    start: int,
+    end: int,
+    feed: bool,
+    *,
+    max_file_bytes: int | None = None,
+) -> Any:
     """The changes in (start, end] as Spark's own Parquet scan of the stored changelog
     files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
     `_change_type` for a change feed); None when the range has no stored changelog or a
-    file of an older schema needs the Python reader's alignment."""
+    file of an older schema needs the Python reader's alignment (or, with
+    `max_file_bytes`, a file is larger)."""
     t = open_table(warehouse, name)
     files = t.changelog_files(start, end) if end > start else []
     if files is None or any(f.entry.file.schema_id != t.schema.id for f in files):
+        return None
+    if max_file_bytes is not None and any(f.entry.file.file_size > max_file_bytes for f in files):
         return None
     out = spark_schema(t.schema.arrow_schema, metadata_columns=True, change_type=feed)
     if not files:

@@ -113,7 +113,7 @@ def test_a_range_with_an_overwrite_keeps_the_python_diff(spark: Any, warehouse: 
     assert got == [(i, "-D") for i in range(6)] + [(100, "+I"), (101, "+I")]
 
 
-def test_file_stream_reads_stored_changelog_per_bucket(spark: Any, warehouse: Path) -> None:
+def test_file_stream_micro_batches_are_native_scans(spark: Any, warehouse: Path) -> None:
     t, ids = _history(warehouse)
     q = (
         stream_from_first_snapshot(spark, warehouse, "db.t")
@@ -124,6 +124,8 @@ def test_file_stream_reads_stored_changelog_per_bucket(spark: Any, warehouse: Pa
     )
     q.awaitTermination(120)
     assert q.exception() is None
+    plan = q._jsq.explainInternal(False)  # the last micro-batch's physical plan
+    assert "FileScan parquet" in plan and "(Python)" not in plan, plan
     got = spark.table("changelog_stream").collect()
     want = t.changes(ids[0], ids[-1]).num_rows + 40  # snapshot 1: 40 +I
     assert len(got) == want

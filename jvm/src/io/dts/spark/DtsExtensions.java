@@ -10,12 +10,14 @@ import scala.runtime.BoxedUnit;
  * {@code dts.table(spark, "db.t")}, so splits that need no merge are read by Spark's
  * own Parquet reader; and a read of the dts Python source that needs fewer columns than
  * the table has is re-planned with its {@code columns} option (PySpark's Python data
- * source API cannot prune columns itself).
+ * source API cannot prune columns itself); a file-tier stream's micro-batches are
+ * planned as Spark's own scans of the stored changelog files ({@link NativeStreamRule}).
  */
 public final class DtsExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
         extensions.injectResolutionRule(NativeReadRule::new);
+        extensions.injectResolutionRule(NativeStreamRule::new);
         extensions.injectPreCBORule(PruneColumnsRule::new);
         return BoxedUnit.UNIT;
     }

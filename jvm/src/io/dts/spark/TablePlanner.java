@@ -6,7 +6,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
  * Plans a read of one dts table at its latest snapshot. Implemented in Python
  * (bridge.spark.by_name), called back through Py4J while Spark analyzes a query.
  */
-public interface TablePlanner {
+public interface TablePlanner extends StreamPlanner {
     /** The analyzed plan reading table {@code name} ("db.t"), or null to keep Spark's own. */
     LogicalPlan plan(String name);
 

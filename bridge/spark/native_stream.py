@@ -1,0 +1,150 @@
+"""Micro-batches of file-tier streams as Spark's own scans (the JVM `ChangelogSource`).
+
+The dts extension replaces a `readStream.format("dts").option("tier", "file")` with a
+JVM streaming source whose offsets and micro-batches this module plans in the driver's
+Python process (called back through Py4J, see `bridge.spark.extension`). Offsets,
+admission control and Trigger.AvailableNow are the Python source's own
+(`FileStreamReader`), so a checkpoint written by either path is read by the other.
+A micro-batch is:
+
+- one snapshot with stored changelog: Spark's Parquet scan of its files
+  (`native.changes`), columns pruned and filters pushed by Spark. A batch admits one
+  snapshot (its barrier) and no file Spark would split, so a key's changes reach the
+  sink in order: they are in one file, read whole by one task;
+- the first batch of `scan.mode=latest-full`: the snapshot as `dts.table` reads it, +I;
+- a snapshot without stored changelog (an OVERWRITE), or with a changelog file larger
+  than `spark.sql.files.maxPartitionBytes`: the Python source's ordered changes read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    ReadMaxRows,
+)
+from pyspark.sql.types import StructType
+
+from bridge.spark.habits import CHANGE_TYPE
+from bridge.spark.native import changes as native_changes
+from bridge.spark.native import table as native_table
+from bridge.spark.offsets import FileOffset
+from bridge.spark.option_keys import session_defaults
+from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
+from bridge.spark.plan_limits import default_read_limit
+from bridge.spark.stream_file import FileStreamReader
+
+NATIVE_STREAMS_CONF = "spark.dts.native-streams"
+
+
+def _dumps(offset: dict[str, Any]) -> str:
+    return json.dumps(offset, sort_keys=True)
+
+
+def read_limit(described: str) -> ReadLimit:
+    """The Python ReadLimit of the JVM source's description ("all", "rows:N", "barriers:N")."""
+    kind, _, n = described.partition(":")
+    if kind == "rows":
+        return ReadMaxRows(int(n))
+    if kind == "barriers":
+        return ReadMaxFiles(int(n))
+    return ReadAllAvailable()
+
+
+def describe(limit: ReadLimit) -> str:
+    if isinstance(limit, ReadMaxRows):
+        return f"rows:{limit.max_rows}"
+    if isinstance(limit, ReadMaxFiles):
+        return f"barriers:{limit.max_files}"
+    return "all"
+
+
+@dataclass
+class _Stream:
+    opts: ReadOptions
+    schema: StructType
+    reader: FileStreamReader
+    initial: str
+
+
+class NativeStreams:
+    """The streams of one session, by the source id (its checkpoint path)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._streams: dict[str, _Stream] = {}
+
+    def open(self, source_id: str, options: Any, schema_json: str) -> None:
+        given = {str(k): str(v) for k, v in options.items()}
+        opts = ReadOptions.parse({**session_defaults(self._spark), **given})
+        schema = StructType.fromJson(json.loads(schema_json))
+        reader = FileStreamReader(opts, schema)
+        self._streams[source_id] = _Stream(opts, schema, reader, _dumps(reader.initialOffset()))
+
+    def initial_offset(self, source_id: str) -> str:
+        return self._streams[source_id].initial
+
+    def default_read_limit(self, source_id: str) -> str:
+        return describe(default_read_limit(self._streams[source_id].opts))
+
+    def latest_offset(self, source_id: str, start: str, limit: str) -> str:
+        """At most one data snapshot per micro-batch, whatever the limit: a native batch
+        keeps a key's changes in order only within one changelog file (one task reads it
+        whole); across snapshots they would be in different files, read in parallel."""
+        del limit  # a snapshot is admitted whole, so maxRowsPerTrigger admits one too
+        reader = self._streams[source_id].reader
+        return _dumps(reader.latestOffset(json.loads(start), ReadMaxFiles(1)))
+
+    def prepare_available_now(self, source_id: str) -> None:
+        self._streams[source_id].reader.prepareForTriggerAvailableNow()
+
+    def stop(self, source_id: str) -> None:
+        self._streams.pop(source_id, None)
+
+    def batch(self, source_id: str, start: str, end: str) -> Any:
+        """The analyzed plan of the rows in (start, end], in the stream schema's order."""
+        s = self._streams[source_id]
+        a, b = FileOffset.from_json(json.loads(start)), FileOffset.from_json(json.loads(end))
+        names = s.schema.fieldNames()
+        if b.snapshot <= a.snapshot:
+            df = self._spark.createDataFrame([], s.schema)
+        elif a.full:
+            df = self._full(s, b)
+        else:
+            df = self._changes(s, a.snapshot, b.snapshot)
+        return df.select(*[F.col(f"`{n}`") for n in names])._jdf.queryExecution().analyzed()
+
+    def _full(self, s: _Stream, end: FileOffset) -> Any:
+        """The first batch of latest-full: snapshot `end` in full, as +I of its barrier."""
+        o = s.opts.common
+        df = native_table(self._spark, o.table, warehouse=o.warehouse, snapshot_id=end.snapshot)
+        barrier = s.reader._table().snapshot(end.snapshot).barrier
+        df = df.withColumn(ROW_KIND, F.lit("+I")).withColumn(BARRIER, F.lit(barrier).cast("bigint"))
+        if CHANGE_TYPE in s.schema.fieldNames():
+            df = df.withColumn(CHANGE_TYPE, F.lit("insert"))
+        return df
+
+    def _changes(self, s: _Stream, start: int, end: int) -> Any:
+        o = s.opts.common
+        feed = CHANGE_TYPE in s.schema.fieldNames()
+        # a file Spark would split could hand a -U and its +U to different tasks
+        split_at = int(self._spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
+        df = native_changes(
+            self._spark, o.warehouse, o.table, start, end, feed, max_file_bytes=split_at
+        )
+        if df is not None:
+            return df
+        reader = self._spark.read.format("dts").option("warehouse", o.warehouse)
+        if feed:
+            reader = reader.option("readChangeFeed", "true")
+            reader = reader.option("startingVersion", str(start + 1))
+            reader = reader.option("endingVersion", str(end))
+        else:
+            reader = reader.option("changes", f"{start},{end}")
+        return reader.load(o.table)
