@@ -49,10 +49,10 @@ def with_changelog(ctx: TableContext, rebased: Rebased, live: Sequence[ManifestE
 
     def one(m: CommitMessage) -> CommitMessage:
         upper = [e.file for e in files.get((m.partition, m.bucket), [])]
-        found = lookup_changes(ctx, m.partition, m.bucket, m.new_files, upper)
+        found = lookup_changes(ctx, m.partition, m.bucket, m.new_files, upper, need_rows=False)
         if found.only_inserts:
             return replace(m, changelog_files=m.new_files)
-        if found.changes.num_rows == 0:
+        if found.changes is None or found.changes.num_rows == 0:
             return m
         seq = min(f.min_sequence_number for f in m.new_files)
         meta = write_changes(ctx, m.partition, m.bucket, found.changes, seq, FileSource.APPEND)

@@ -65,8 +65,29 @@ def _rows_with_keys(rows: pa.Table, probe: pl.DataFrame, keys: list[str]) -> pa.
 class Lookup:
     """What new level-0 rows change in one bucket."""
 
-    changes: pa.Table  # table columns + _row_kind: -D, +I, -U/+U pairs
+    # table columns + _row_kind: -D, +I, -U/+U pairs; None when only_inserts and the
+    # caller did not need the rows
+    changes: pa.Table | None
     only_inserts: bool  # every new row is a new key with no retraction: changes == the rows
+
+
+def _overlapping(
+    level0: Sequence[DataFileMeta], upper: Sequence[DataFileMeta]
+) -> list[DataFileMeta]:
+    """The files of ``upper`` whose key range meets the new files' (by their statistics):
+    new keys above the table's greatest, the common CDC insert, read no old file."""
+    lows, highs = [f.min_key() for f in level0], [f.max_key() for f in level0]
+    if any(k is None for k in (*lows, *highs)):
+        return list(upper)
+    try:
+        lo, hi = min(lows), max(highs)  # type: ignore[type-var]
+        return [
+            f
+            for f in upper
+            if f.min_key() is None or not (f.max_key() < lo or f.min_key() > hi)  # type: ignore[operator]
+        ]
+    except TypeError:  # keys that do not compare (nulls): read them all
+        return list(upper)
 
 
 def _old_rows(
@@ -97,9 +118,16 @@ def lookup_changes(
     bucket: int,
     level0: Sequence[DataFileMeta],
     upper: Sequence[DataFileMeta],
+    *,
+    need_rows: bool = True,
 ) -> Lookup:
     """The changes of merging ``level0`` (new files) over ``upper`` (the bucket's files
-    holding the state before them)."""
+    holding the state before them). Without ``need_rows``, one new file of new keys
+    only (no old file's key range meets it, no retraction: a flushed file holds one
+    row per key) is known from statistics alone, and nothing is read."""
+    upper = _overlapping(level0, upper)
+    if not need_rows and not upper and len(level0) == 1 and not level0[0].delete_row_count:
+        return Lookup(None, True)
     schema = ctx.schema
     keys = list(schema.primary_key)
     kv = key_value_schema(schema)
@@ -121,6 +149,12 @@ def lookup_changes(
     retracts = bool(((kinds != INSERT) & (kinds != UPDATE_AFTER)).any())
     if old.num_rows == 0 and not retracts and probe.n_unique() == probe.height:
         return Lookup(with_row_kind(written.select(schema.column_names), INSERT), True)
+    if len(files) == 1 and schema.core_options.merge_engine == "deduplicate":
+        # a flushed file holds one row per key, the latest: the new state of the keys
+        # it touches is its rows that are not retractions, no merge with the old rows
+        live = pa.array((kinds == INSERT) | (kinds == UPDATE_AFTER))
+        new = align(written.filter(live).select(schema.column_names), old.schema)
+        return Lookup(diff_states(old, new, keys), False)
     # the old rows are older than every level-0 row
     low = min(f.min_sequence_number for f in files) - 1
     merged = merge(
@@ -163,7 +197,7 @@ def lookup_changelog(
     """changelog-producer=lookup: the changelog file of compacting ``level0`` over
     ``upper`` (every file of the bucket above level 0); None when it changes nothing."""
     found = lookup_changes(ctx, partition, bucket, level0, upper)
-    if found.changes.num_rows == 0:
+    if found.changes is None or found.changes.num_rows == 0:
         return None
     seq = min(f.min_sequence_number for f in level0)
     return write_changes(ctx, partition, bucket, found.changes, seq, FileSource.COMPACT)
