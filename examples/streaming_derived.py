@@ -49,8 +49,10 @@ def main() -> None:
     stream = spark.readStream.format("dts").option("warehouse", WAREHOUSE).option("tier", "file")
     # +I/+U count once, -U/-D take back: running sums equal the source's current state
     sign = F.when(F.col("_row_kind").isin("-U", "-D"), F.lit(-1)).otherwise(F.lit(1))
+    # the filter keeps `_row_kind`: a -D (or a -U whose +U the filter drops) must reach
+    # the sink as a retraction, or the derived table keeps a row its source removed
     jobs = {
-        BIG: (stream.load(SOURCE).where("amount_cents >= 500").drop("_row_kind"), "append"),
+        BIG: (stream.load(SOURCE).where("amount_cents >= 500"), "append"),
         TOTALS: (
             stream.load(SOURCE)
             .groupBy("customer_id")

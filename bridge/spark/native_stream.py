@@ -39,6 +39,7 @@ from bridge.spark.option_keys import session_defaults
 from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
 from bridge.spark.plan_limits import default_read_limit
 from bridge.spark.stream_file import FileStreamReader
+from bridge.spark.streams import stream_reader
 
 NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 
@@ -84,7 +85,8 @@ class NativeStreams:
         given = {str(k): str(v) for k, v in options.items()}
         opts = ReadOptions.parse({**session_defaults(self._spark), **given})
         schema = StructType.fromJson(json.loads(schema_json))
-        reader = FileStreamReader(opts, schema)
+        reader = stream_reader(opts, schema)  # the Python source's own checks
+        assert isinstance(reader, FileStreamReader)  # NativeStreamRule takes tier=file only
         self._streams[source_id] = _Stream(opts, schema, reader, _dumps(reader.initialOffset()))
 
     def initial_offset(self, source_id: str) -> str:

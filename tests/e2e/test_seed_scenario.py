@@ -285,17 +285,21 @@ def _check_with_spark(spark: Any, warehouse: Path, meta_url: str, log: Changelog
     assert got == want, f"Spark join of T1, T2, T3 at barrier {b}"
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native-batches", "python-source"])
 def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type: ignore[no-untyped-def]
-    spark, warehouse: Path, tmp_path: Path
+    spark, warehouse: Path, tmp_path: Path, native: bool
 ) -> None:
-    """A derived table that catches up over several T0 snapshots in ONE micro-batch (the
-    default read limit) ends at T0's state: every key's latest change wins. (Steps read
-    by parallel tasks once let an older change land last.)"""
+    """A derived table that catches up over several T0 snapshots ends at T0's state: every
+    key's latest change wins. (Steps read by parallel tasks once let an older change land
+    last.) The Python source reads them in ONE micro-batch (the default read limit): each
+    bucket's stored changelog files, in snapshot order, by one task. Native micro-batches
+    (the dts extension) admit one snapshot each, so the derived table carries every barrier."""
     from bridge.spark import register
     from bridge.spark.plan_scan import changes_partitions
-    from bridge.spark.read_parts import ChangeStepsPartition, ReadContext
+    from bridge.spark.read_parts import ChangelogFilesPartition, ReadContext
 
     register(spark)
+    spark.conf.set("spark.dts.native-streams", str(native).lower())
     catalog = Catalog(str(warehouse))
     catalog.create_database("db")
     t0, t1 = (
@@ -311,20 +315,23 @@ def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type
                 pa.table({"id": ids[:10], "v": ["x"] * 10, "n": [0] * 10, "_row_kind": ["-D"] * 10})
             )
         w.commit(barrier=100 + step)
-    q = (
-        _t3(stream_from_first_snapshot(spark, warehouse, "db.c0"))
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.c1")
-    )
-    assert q.awaitTermination(120) and q.exception() is None
-    assert [s.barrier for s in t1.snapshots() if s.commit_kind == "APPEND"] == [103]
+    try:
+        q = (
+            _t3(stream_from_first_snapshot(spark, warehouse, "db.c0"))
+            .writeStream.format("dts")
+            .option("warehouse", str(warehouse))
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start("db.c1")
+        )
+        assert q.awaitTermination(120) and q.exception() is None
+    finally:
+        spark.conf.set("spark.dts.native-streams", "true")
+    derived = [s.barrier for s in t1.snapshots() if s.commit_kind == "APPEND"]
+    assert derived == ([100, 101, 102, 103] if native else [103])
     assert _state(t1.read()) == EXPECTED[T3](_state(t0.read()))
-    # the steps travel in one partition, read in order by one task
+    # the stored changelog of the one bucket travels in one partition, in snapshot order
     ctx = ReadContext(str(warehouse), "db.c0", ["id", "v", "n"], SCHEMA)
     parts = changes_partitions(t0, ctx, 0, max(s.id for s in t0.snapshots()))
-    steps = [s.id for s in t0.snapshots() if s.commit_kind != "COMPACT"]
-    assert len(parts) == 1 and isinstance(parts[0], ChangeStepsPartition)
-    assert [p.end for p in parts[0].steps] == steps
+    assert len(parts) == 1 and isinstance(parts[0], ChangelogFilesPartition)
+    assert [barrier for barrier, _ in parts[0].files] == [100, 101, 102, 103]

@@ -132,3 +132,36 @@ def test_file_stream_micro_batches_are_native_scans(spark: Any, warehouse: Path)
     ups = [(r.id, r._row_kind) for r in got if r.id == 35]
     assert ups == [(35, "+I"), (35, "-U"), (35, "+U")]  # one key's changes stay in order
     spark.sql("DROP VIEW IF EXISTS changelog_stream")
+
+
+def test_a_changelog_file_spark_would_split_is_read_in_order_by_python(
+    spark: Any, warehouse: Path
+) -> None:
+    """A file larger than spark.sql.files.maxPartitionBytes could be split between tasks,
+    parting a -U from its +U: that micro-batch goes through the Python reader, in order."""
+    t = make_table(warehouse, "db.big", pk=True, buckets=1)
+    commit(t, rows(3000))
+    commit(t, rows(3000, k="up"))
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        q = (
+            stream_from_first_snapshot(spark, warehouse, "db.big")
+            .writeStream.format("memory")
+            .queryName("split_stream")
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+        assert q.exception() is None
+        plan = q._jsq.explainInternal(False)
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    assert "FileScan parquet" not in plan, plan
+    got = [(r.id, r._row_kind) for r in spark.table("split_stream").collect()]
+    assert len(got) == 3000 + 2 * 3000
+    updates = got[3000:]  # each -U right before its +U, every key once
+    pairs = zip(updates[::2], updates[1::2], strict=True)
+    assert all(a == (b[0], "-U") and b[1] == "+U" for a, b in pairs)
+    assert sorted(i for i, _ in updates[::2]) == list(range(3000))
+    spark.sql("DROP VIEW IF EXISTS split_stream")
