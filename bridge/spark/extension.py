@@ -120,7 +120,7 @@ class TablePlanner:
         given = {str(k): str(v) for k, v in options.items()}
         try:
             opts = ReadOptions.parse({**session_defaults(self._spark), **given})
-            if (opts.changes is None and opts.feed is None) or opts.columns:
+            if (opts.changes is None and opts.feed is None) or opts.columns or not opts.native:
                 return None
             warehouse, name = opts.common.warehouse, opts.common.table
             table = open_table(warehouse, name)

@@ -142,7 +142,9 @@ class NativeStreams:
         )
         if df is not None:
             return df
+        # in order, by the Python source (not re-planned natively by the extension)
         reader = self._spark.read.format("dts").option("warehouse", o.warehouse)
+        reader = reader.option("scan.native", "false")
         if feed:
             reader = reader.option("readChangeFeed", "true")
             reader = reader.option("startingVersion", str(start + 1))

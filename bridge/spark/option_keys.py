@@ -51,6 +51,7 @@ READ = (
     "log.poll-timeout",
     "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native)
     "scan.tasks",  # internal: how many tasks that merge part fills (the session's cores)
+    "scan.native",  # false: the Python source reads it even where the extension could not
     # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.habits
     "versionAsOf",
     "timestampAsOf",

@@ -108,6 +108,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None  # record-level admission (log tier)
     merge_only: bool = False  # only splits that need a merge (the rest Spark reads natively)
     merge_tasks: int | None = None  # the merge part's tasks come in multiples of this
+    native: bool = True  # false: never re-planned as Spark's own scans by the extension
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -192,6 +193,7 @@ class ReadOptions:
             max_offsets_per_trigger=max_offsets,
             merge_only=_bool(low, "scan.merge-only"),
             merge_tasks=_int(low, "scan.tasks"),
+            native=_bool(low, "scan.native", True),
         )
         travel = [
             k
