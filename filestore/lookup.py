@@ -30,7 +30,7 @@ from filestore.bucket_file import align, key_value_schema, read_bucket_file, wri
 from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
-from filestore.merge import merge
+from filestore.merge import integer_keys, merge, take_rows
 from filestore.row_kind import (
     INSERT,
     ROW_KIND_COLUMN,
@@ -90,6 +90,16 @@ def _overlapping(
         return list(upper)
 
 
+def _integer_hits(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``keys`` (a data file's, sorted: one row per key) found in ``wanted``
+    (sorted): a binary search per wanted key, not a join."""
+    at: np.ndarray = np.searchsorted(keys, wanted)
+    inside = at < len(keys)
+    found: np.ndarray = at[inside]
+    hits: np.ndarray = found[keys[found] == wanted[inside]]
+    return hits
+
+
 def _old_rows(
     ctx: TableContext,
     partition: Partition,
@@ -100,9 +110,14 @@ def _old_rows(
     """Key-value rows of ``files`` whose keys are in ``probe`` (threads, one per core)."""
     kv = key_value_schema(ctx.schema)
     kv_keys = list(probe.columns)
+    single = probe.width == 1 and probe.dtypes[0].is_integer() and probe.null_count().item() == 0
+    wanted = np.unique(probe.to_series().to_numpy()) if single else None
 
     def one(f: DataFileMeta) -> pa.Table:
         data = align(read_bucket_file(ctx, partition, bucket, f), kv)
+        keys = integer_keys(data, kv_keys) if wanted is not None else None
+        if keys is not None and wanted is not None and bool((keys[1:] > keys[:-1]).all()):
+            return take_rows(data, _integer_hits(keys, wanted))
         return _rows_with_keys(data, probe, kv_keys)
 
     if not files:
