@@ -148,15 +148,36 @@ def _semantics_of_schema_doc(doc: Any) -> dict[str, Semantic]:
     return out
 
 
-def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> tuple[Plan, bool]:
+def schemaless_decimals(schema: pa.Schema, decimal_mode: str) -> dict[str, ColumnForm]:
+    """The forms of decimal columns in records without a schema: base64 at the column's
+    scale in Debezium's ``precise`` mode, else as parsed (text or numbers)."""
+    if decimal_mode != "precise":
+        return {}
+    return {
+        f.name: ColumnForm("b64dec", scale=f.type.scale)
+        for f in schema
+        if pa.types.is_decimal(f.type)
+    }
+
+
+def schemaless_plan(schema: pa.Schema, decimal_mode: str) -> Plan:
+    """The plan a log starts with: nothing but its decimal mode's forms."""
+    return tuple(sorted(schemaless_decimals(schema, decimal_mode).items()))
+
+
+def probe_plan(
+    values: Iterable[bytes], schema: pa.Schema, decimal_mode: str = "string", limit: int = 32
+) -> tuple[Plan, bool]:
     """A plan guessed from a batch's first records, and whether it came from a schema.
 
-    Used only after the current plan failed (or no longer applies).
+    A record's own schema decides whatever columns the table holds; without one, the
+    decimal mode and the temporal values' JSON types do. Used only after the current
+    plan failed (or no longer applies).
     """
     kinds: dict[str, str] = {}
     temporal = [f.name for f in schema if is_temporal(f.type)]
     for i, v in enumerate(values):
-        if i >= limit or len(kinds) == len(temporal):
+        if i >= limit or (temporal and len(kinds) == len(temporal)):
             break
         try:
             doc = orjson.loads(v)
@@ -178,6 +199,7 @@ def probe_plan(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> t
         for n, k in kinds.items()
         if k == "int"
     }
+    forms.update(schemaless_decimals(schema, decimal_mode))
     return tuple(sorted(forms.items())), False
 
 

@@ -22,6 +22,7 @@ from logstore.debezium import (
     parse_type,
     plan_from_semantics,
     probe_plan,
+    schemaless_plan,
 )
 from logstore.spec import LogSpec
 from logstore.wire import (
@@ -45,7 +46,8 @@ class EnvelopeSchemas:
         self.arrow_fields = [f for f in spec.schema if not has_map(f.type)]
         # before/after images: absent images are null rows, so every field is nullable here
         self.images = pa.schema([f.with_nullable(True) for f in spec.schema])
-        self.plan: Plan = DEFAULT_PLAN  # the forms the last batch used (tried first)
+        # the forms the last batch used (tried first); a log starts with its decimal mode's
+        self.plan: Plan = DEFAULT_PLAN + schemaless_plan(spec.schema, spec.decimal_mode)
         self.plan_from_schema = False
         self._envelopes: dict[tuple[Plan, bool], pa.Schema] = {}
         self._keys: dict[Plan, pa.Schema] = {}
@@ -212,7 +214,7 @@ def parse_envelopes(values: pa.Array, s: EnvelopeSchemas) -> tuple[pa.Table, Pla
     try:
         env = _parse_with(values, s, plan, include=from_schema)
     except BATCH_ERRORS:
-        probed = probe_plan(_first_values(values), s.spec.schema)
+        probed = probe_plan(_first_values(values), s.spec.schema, s.spec.decimal_mode)
         if probed == (plan, from_schema):
             raise
         plan, from_schema = probed
@@ -225,7 +227,7 @@ def parse_envelopes(values: pa.Array, s: EnvelopeSchemas) -> tuple[pa.Table, Pla
             plan = wanted
             env = _parse_with(values, s, plan, include=True)
     elif from_schema:  # the batch has no schema: the column-type rule applies, not the old one
-        plan, from_schema = probe_plan(_first_values(values), s.spec.schema)
+        plan, from_schema = probe_plan(_first_values(values), s.spec.schema, s.spec.decimal_mode)
         env = _parse_with(values, s, plan, include=False)
     s.plan, s.plan_from_schema = plan, from_schema
     return env, plan

@@ -38,14 +38,17 @@ class IngestStats:
     last_barrier: int | None = None
 
 
-def source_spec(spec: LogSpec, source_topic: str) -> LogSpec:
+def source_spec(spec: LogSpec, source_topic: str, decimal_mode: str = "precise") -> LogSpec:
     """How source records are read: upsert semantics with a key (Debezium's ``u`` may
-    lack ``before``, e.g. PostgreSQL without REPLICA IDENTITY FULL)."""
+    lack ``before``, e.g. PostgreSQL without REPLICA IDENTITY FULL), and decimals in
+    records without a schema as the connector's ``decimal.handling.mode`` writes them
+    (Debezium's default, ``precise``: base64, never read as a number)."""
     return dataclasses.replace(
         spec,
         topic=source_topic,
         consistency="transactional",
         changelog_mode="upsert" if spec.primary_key else "all",
+        decimal_mode=decimal_mode,
     )
 
 
@@ -63,6 +66,7 @@ class Ingestor:
         barrier_interval_s: float = 1.0,
         lenient: bool = False,
         max_records: int = 20_000,
+        decimal_mode: str = "precise",
     ) -> None:
         if not spec.transactional:
             raise LogSpecError(
@@ -73,7 +77,7 @@ class Ingestor:
             raise LogStoreError(f"source topic {source_topic!r} does not exist on {bootstrap}")
         self.source_topic = source_topic
         self.spec = spec
-        self.src_spec = source_spec(spec, source_topic)
+        self.src_spec = source_spec(spec, source_topic, decimal_mode)
         self.barrier_interval_s = barrier_interval_s
         self.max_records = max_records
         self.stats = IngestStats()

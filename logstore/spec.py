@@ -11,6 +11,11 @@ from logstore.errors import LogSpecError
 
 CONSISTENCIES = ("transactional", "eventual")
 CHANGELOG_MODES = ("all", "upsert", "auto")
+# How a record without an embedded schema carries a DECIMAL (Debezium's
+# decimal.handling.mode): `string` and `double` as JSON text or numbers (dts's own logs
+# write strings); `precise` (Debezium's default) as base64 of the unscaled two's-complement
+# bytes, at the column's declared scale. A record with a schema says for itself.
+DECIMAL_MODES = ("string", "precise", "double")
 
 #: Columns the LogStore adds to the rows it reads; a table may not use these names.
 ROW_KIND = "_row_kind"
@@ -40,6 +45,7 @@ class LogSpec:
     retention_ms: int | None = None
     replication_factor: int = 1
     min_insync_replicas: int | None = None
+    decimal_mode: str = "string"
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -56,6 +62,11 @@ class LogSpec:
             raise LogSpecError(
                 f"{self.topic}: log.min-insync-replicas must be between 1 and "
                 f"log.replication-factor ({self.replication_factor}), got {self.min_insync_replicas}"
+            )
+        if self.decimal_mode not in DECIMAL_MODES:
+            raise LogSpecError(
+                f"{self.topic}: decimal mode must be one of {DECIMAL_MODES}, "
+                f"got {self.decimal_mode!r}"
             )
         if self.consistency not in CONSISTENCIES:
             raise LogSpecError(

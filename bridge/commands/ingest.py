@@ -46,6 +46,15 @@ from logstore.topics import ensure_reachable
     help="Seconds per barrier [default: the table's barrier.interval].",
 )
 @click.option(
+    "--decimal-mode",
+    type=click.Choice(["precise", "string", "double"]),
+    default="precise",
+    show_default=True,
+    help="How records without a schema carry DECIMALs: the connector's "
+    "decimal.handling.mode (precise: base64 of the unscaled bytes; string; double). "
+    "Records with a schema say for themselves.",
+)
+@click.option(
     "--lenient",
     is_flag=True,
     help="Send bad source records to <from-topic>.dlq instead of stopping.",
@@ -63,6 +72,7 @@ def ingest(
     bootstrap: str,
     group: str | None,
     barrier_interval: float | None,
+    decimal_mode: str,
     lenient: bool,
     idle_exit: float | None,
 ) -> None:
@@ -85,6 +95,7 @@ def ingest(
             group_id=group,
             barrier_interval_s=interval,
             lenient=lenient,
+            decimal_mode=decimal_mode,
         )
     except (FileStoreError, LogStoreError) as exc:
         raise click.ClickException(str(exc)) from exc

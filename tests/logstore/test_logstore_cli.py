@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import decimal
 import signal
 import subprocess
 import sys
@@ -235,3 +237,41 @@ def test_open_log_writer_uses_the_filestore_bucket(broker: EmbeddedBroker, wareh
     log = pa.concat_tables([d.table for d in data]).sort_by("id")
     assert log["_partition"].to_pylist() == bucket_ids(rows, ["id"], 4).tolist()
     assert time.time() > 0
+
+
+def _b64_decimal(value: str, scale: int) -> str:
+    unscaled = int(decimal.Decimal(value).scaleb(scale))
+    n = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(n, "big", signed=True)).decode()
+
+
+def test_dts_ingest_reads_precise_decimals_exactly_never_as_numbers(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    """Debezium's default decimal.handling.mode=precise, no schema in the value: the
+    base64 text "9876" (-5368.38) is decoded at the table's scale, not read as 9876.
+    With --decimal-mode string the same table reads decimal text."""
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), ("amount", pa.decimal128(20, 2))]
+    )
+    amounts = ["-5368.38", "123456789012345678.91", "0.00", "-0.01"]
+    for mode, wire in (("precise", lambda a: _b64_decimal(a, 2)), ("string", str)):
+        name = f"db.{unique_topic('dec').split('.')[-1]}"
+        table = Catalog(str(warehouse)).create_table(name, schema, primary_key=["id"])
+        source = unique_topic("src")
+        create_topic(broker.bootstrap, source, 3, {})
+        _produce_source(
+            broker.bootstrap,
+            source,
+            [
+                (i, _debezium("c", None, {"id": i, "amount": wire(a)}))
+                for i, a in enumerate(amounts)
+            ],
+        )
+        args = ["ingest", "--from-topic", source, "--table", name, "--warehouse", str(warehouse)]
+        args += ["--bootstrap", broker.bootstrap, "--idle-exit", "2", "--decimal-mode", mode]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        log = _read_log(broker.bootstrap, table)
+        got = dict(zip(log["id"].to_pylist(), log["amount"].to_pylist(), strict=True))
+        assert got == {i: decimal.Decimal(a) for i, a in enumerate(amounts)}, mode

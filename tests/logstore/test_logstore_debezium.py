@@ -334,3 +334,76 @@ def test_a_schema_plan_is_never_applied_to_records_without_a_schema() -> None:
         (decimal.Decimal(1230), dt.datetime(1970, 1, 1, 0, 0, 5)),  # 5000 ms (column unit)
         (decimal.Decimal(1230), dt.datetime(1970, 1, 1, 0, 0, 0, 5000)),
     ]
+
+
+DECIMALS = pa.schema([("id", pa.int64()), ("amount", pa.decimal128(20, 2))])
+DECIMAL_FIELDS = [
+    {"type": "int64", "field": "id"},
+    {
+        "type": "bytes",
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "20"},
+        "field": "amount",
+    },
+]
+# negative, large (past int64 unscaled), one whose base64 is all digits ("9876" encodes
+# -5368.38), zero
+AMOUNTS = ["-5368.38", "123456789012345678.91", "0.00", "99.99", "-0.01"]
+
+
+@pytest.mark.parametrize("order", ["as-is", "reversed"])
+def test_precise_decimals_with_a_schema_whatever_else_the_table_holds(order: str) -> None:
+    """A table without any date/time column: the records' schema is still consulted, and
+    the record order does not matter."""
+    spec = LogSpec("dbz.d", DECIMALS, ["id"], 1)
+    docs = [
+        with_schema({"after": {"id": i, "amount": b64_decimal(a, 2)}, "op": "c"}, DECIMAL_FIELDS)
+        for i, a in enumerate(AMOUNTS)
+    ]
+    if order == "reversed":
+        docs.reverse()
+    out = decode_records([RawRecord(0, i, None, d) for i, d in enumerate(docs)], spec).table
+    got = {r["id"]: r["amount"] for r in out.to_pylist()}
+    assert got == {i: decimal.Decimal(a) for i, a in enumerate(AMOUNTS)}
+
+
+def test_precise_decimals_without_a_schema_are_base64_at_the_declared_scale() -> None:
+    """decimal.handling.mode=precise without a schema in the value (dts ingest's default):
+    "9876" is base64 of -5368.38 here, never the number 9876."""
+    spec = LogSpec("dbz.d", DECIMALS, ["id"], 1, decimal_mode="precise")
+    assert b64_decimal("-5368.38", 2) == "9876"
+    values = [
+        orjson.dumps({"after": {"id": i, "amount": b64_decimal(a, 2)}, "op": "c"})
+        for i, a in enumerate(AMOUNTS)
+    ]
+    out = decode_records([RawRecord(0, i, None, v) for i, v in enumerate(values)], spec).table
+    got = {r["id"]: r["amount"] for r in out.to_pylist()}
+    assert got == {i: decimal.Decimal(a) for i, a in enumerate(AMOUNTS)}
+
+
+def test_string_and_double_decimal_modes_read_text_and_numbers() -> None:
+    for mode in ("string", "double"):
+        spec = LogSpec("dbz.d", DECIMALS, ["id"], 1, decimal_mode=mode)
+        amount: object = "9876" if mode == "string" else 12.5
+        value = orjson.dumps({"after": {"id": 1, "amount": amount}, "op": "c"})
+        out = decode_records([RawRecord(0, 0, None, value)], spec).table
+        assert out.column("amount").to_pylist() == [decimal.Decimal(str(amount))], mode
+
+
+def test_a_precise_decimal_that_does_not_fit_is_an_error_with_its_reason() -> None:
+    spec = LogSpec("dbz.d", pa.schema([("id", pa.int64()), ("amount", pa.decimal128(4, 2))]),
+                   ["id"], 1, decimal_mode="precise")  # fmt: skip
+    good = orjson.dumps({"after": {"id": 1, "amount": b64_decimal("12.34", 2)}, "op": "c"})
+    wide = orjson.dumps({"after": {"id": 2, "amount": b64_decimal("123456.78", 2)}, "op": "c"})
+    with pytest.raises(DecodeError):
+        decode_records([RawRecord(0, 0, None, good), RawRecord(0, 1, None, wide)], spec)
+    lenient = decode_records(
+        [RawRecord(0, 0, None, good), RawRecord(0, 1, None, wide)], spec, lenient=True
+    )
+    assert lenient.table.column("amount").to_pylist() == [decimal.Decimal("12.34")]
+    assert [e.offset for e in lenient.errors] == [1] and lenient.errors[0].reason
+
+
+def test_a_decimal_mode_is_checked() -> None:
+    with pytest.raises(Exception, match="decimal mode"):
+        LogSpec("dbz.d", DECIMALS, ["id"], 1, decimal_mode="exact")
