@@ -268,6 +268,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         name = r["phase"].replace("_", " ")
         if r["phase"] == "full_read_python_source":
             name = "full read, dts Python source only"
+        if r["phase"] == "log_stream_kafka":
+            name = "log stream, Spark's Kafka source (dts column)"
         cells = [name, f"{r['rows']:,}" if r["rows"] else "-"]
         cells += [_rate(r["rates"][s]) for s in SYSTEMS]
         cells += [_ratio(r[f"dts_vs_{p}"]) for p in PEERS]
@@ -340,6 +342,15 @@ def readme_section(report: dict[str, Any]) -> str:
             f"- Rows returned by the {phase} phase: "
             + ", ".join(f"{k} {v:,}" for k, v in got.items() if v is not None)
             + "."
+        )
+    dts_phases = report["systems"].get("dts", {}).get("phases", {})
+    ours, kafka = dts_phases.get("log_stream"), dts_phases.get("log_stream_kafka")
+    if ours and kafka:
+        ratio = (ours["rows"] / ours["seconds"]) / (kafka["rows"] / kafka["seconds"])
+        lines.append(
+            f"- Log tier: dts `tier=log` / Spark's Kafka source + `changelog_rows()` on the "
+            f"same {ours['rows']:,} records: {ratio:.2f}x (rows returned: dts "
+            f"{ours['rows_returned']:,}, Kafka source {kafka['rows_returned']:,})."
         )
     for system in SYSTEMS:
         notes = report["notes"].get(system) or {}

@@ -38,7 +38,11 @@ PHASES: dict[str, str] = {
     "filtered_read": "rows in the key range (count(*), sum(amount))",
     "changelog": "upsert rows between the two versions (count(*), sum(amount) of the changes)",
     "stream": "upsert rows committed after the start version (AvailableNow, noop sink)",
+    "log_stream": "records of a log-tier table's topic, tier=log (AvailableNow, noop sink)",
+    "log_stream_kafka": "the same topic through Spark's Kafka source + changelog_rows()",
 }
+# phases only dts runs (the peers have no log tier)
+DTS_ONLY = ("log_stream", "log_stream_kafka")
 
 QUIET_LOG4J = """\
 rootLogger.level = error
@@ -211,12 +215,16 @@ class Run:
 
     def stream(self, reader: Callable[[], Any]) -> None:
         """The stream phase: `reader()` run to its end, with a fresh checkpoint each run."""
+        self.stream_phase("stream", self.spec.upsert_rows, reader)
+
+    def stream_phase(self, name: str, rows: int, reader: Callable[[], Any]) -> None:
+        """A streaming phase: `reader()` run to its end, a fresh checkpoint each run."""
 
         def once() -> tuple[int]:
             self.streams += 1
             return (stream_noop(reader(), self.ns.work / f"checkpoint-{self.streams}"),)
 
-        self.best("stream", self.spec.upsert_rows, once)
+        self.best(name, rows, once)
 
     def write(self) -> None:
         import pyspark

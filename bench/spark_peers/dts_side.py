@@ -9,7 +9,13 @@
 - changelog: ``option("changes", "v0,v1")`` between the snapshot after the initial write
   and the last upsert's;
 - stream: ``readStream.format("dts")``, ``tier=file``, ``scan.mode=from-snapshot`` at the
-  first snapshot after the initial write, Trigger.AvailableNow into the noop sink.
+  first snapshot after the initial write, Trigger.AvailableNow into the noop sink;
+- log stream (dts only: the peers have no log tier): the first upsert batch written to
+  a log-tier table's topic (an embedded Kafka broker on 127.0.0.1, one barrier per
+  100k rows), then streamed with Trigger.AvailableNow into the noop sink twice, same
+  topic, same records: ``readStream.format("dts")`` with ``tier=log``, and Spark's own
+  Kafka source with the project's ``changelog_rows()`` parsing (``barrier=False``: a
+  stream cannot window the markers; dts's rows also carry ``_barrier``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import subprocess
 from typing import Any
 
 from bench.spark_peers.common import Run, Spec, agg, args, session
+from bridge.spark.session import spark_kafka_jars
 
 TABLE = "b.t"
 
@@ -34,6 +41,8 @@ def main() -> None:
     # with the dts Spark extension, as Delta's side loads Delta's (column pruning of the
     # Python source's merge reads, reads by name at native speed)
     conf = {"spark.dts.warehouse": wh, **dts.extension_conf()}
+    # Spark's own Kafka source too, for the log-tier phase's comparison
+    conf["spark.jars"] = ",".join([conf["spark.jars"], *spark_kafka_jars()])
     spark = session("bench-peers-dts", ns.work, conf)
     dts.register(spark)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -100,8 +109,50 @@ def main() -> None:
             .load(TABLE)
         )
     )
+    log_stream(spark, run, spec, wh)
     spark.stop()
     run.write()
+
+
+LOG_TABLE = "b.log"
+LOG_BARRIER_ROWS = 100_000
+
+
+def log_stream(spark: Any, run: Run, spec: Spec, wh: str) -> None:
+    """The log-tier phases: dts's `tier=log` source beside Spark's Kafka source."""
+    import pyarrow.parquet as pq
+
+    from bridge.spark.kafka_rows import changelog_rows, kafka_source_options
+    from bridge.tables import log_spec_for, open_log_writer
+    from filestore import Catalog
+    from logstore.broker import EmbeddedBroker
+
+    data = pq.read_table(spec.upsert(0))
+    table = Catalog(wh).create_table(LOG_TABLE, data.schema, primary_key=["id"],
+                                     options={"bucket": "4"})  # fmt: skip
+    with EmbeddedBroker() as broker:
+        run.log(f"log stream: broker on {broker.bootstrap}, writing {data.num_rows:,} records")
+        writer = open_log_writer(table, broker.bootstrap, barrier_interval_s=None)
+        for batch in data.to_batches(max_chunksize=LOG_BARRIER_ROWS):
+            writer.write(batch)
+            writer.barrier()
+        writer.close(final_barrier=False)
+        topic = log_spec_for(table).topic
+
+        def dts_log() -> Any:
+            reader = spark.readStream.format("dts").option("warehouse", wh)
+            reader = reader.option("tier", "log").option("bootstrap", broker.bootstrap)
+            return reader.option("scan.mode", "latest-full").load(LOG_TABLE)
+
+        def kafka_log() -> Any:
+            # committed records only, as dts reads them (markers come too: Spark counts
+            # them as input rows; changelog_rows drops them)
+            options = kafka_source_options(broker.bootstrap, topic)
+            reader = spark.readStream.format("kafka").options(**options)
+            return changelog_rows(reader.load(), table, barrier=False)
+
+        run.stream_phase("log_stream", data.num_rows, dts_log)
+        run.stream_phase("log_stream_kafka", data.num_rows, kafka_log)
 
 
 if __name__ == "__main__":
