@@ -99,7 +99,7 @@ bench: $(STAMP) jars
 # cache. Smaller run: make bench-peers BENCH_PEERS_ARGS="--rows 200000 --batch-rows 40000"
 .PHONY: bench-peers
 BENCH_PEERS_ARGS ?=
-bench-peers: $(STAMP) java-tools
+bench-peers: $(STAMP) java-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.spark_peers --readme bench/README.md $(BENCH_PEERS_ARGS)
 
 lint: $(STAMP)

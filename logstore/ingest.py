@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, decode_columns
@@ -95,7 +95,7 @@ class Ingestor:
             )
         )
         parts = [TopicPartition(source_topic, p) for p in range(info.partitions)]
-        committed = self._consumer.committed(parts, timeout=15)
+        committed = _committed_offsets(self._consumer, parts, timeout_s=15)
         self._consumer.assign(
             [
                 TopicPartition(
@@ -191,3 +191,30 @@ class Ingestor:
                 self.dlq.close()
         finally:
             self._consumer.close()
+
+
+_COORDINATOR_NOT_READY = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+
+
+def _committed_offsets(
+    consumer: Consumer, parts: list[TopicPartition], timeout_s: float
+) -> list[TopicPartition]:
+    """The group's committed offsets, waiting for a coordinator that is still starting.
+
+    On a freshly started broker the first committed() fails with NOT_COORDINATOR while
+    ``__consumer_offsets`` is being created; that is a wait, not an error for the user.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return list(consumer.committed(parts, timeout=max(1.0, deadline - time.monotonic())))
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            code = err.code() if isinstance(err, KafkaError) else None
+            if code not in _COORDINATOR_NOT_READY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

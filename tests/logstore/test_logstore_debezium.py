@@ -43,7 +43,8 @@ WHEN_MS = WHEN_US // 1000
 
 
 def b64_decimal(value: str, scale: int) -> str:
-    unscaled = int(decimal.Decimal(value).scaleb(scale))
+    with decimal.localcontext(prec=60):  # the default 28 digits would round 38-digit values
+        unscaled = int(decimal.Decimal(value).scaleb(scale))
     n = max(1, (unscaled.bit_length() + 8) // 8)
     return base64.b64encode(unscaled.to_bytes(n, "big", signed=True)).decode()
 
@@ -407,3 +408,44 @@ def test_a_precise_decimal_that_does_not_fit_is_an_error_with_its_reason() -> No
 def test_a_decimal_mode_is_checked() -> None:
     with pytest.raises(Exception, match="decimal mode"):
         LogSpec("dbz.d", DECIMALS, ["id"], 1, decimal_mode="exact")
+
+
+DECIMAL_ONLY = pa.schema([("id", pa.int64()), ("amount", pa.decimal128(38, 2))])
+DECIMAL38_FIELDS = [
+    {"type": "int64", "optional": False, "field": "id"},
+    {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "38"},
+        "field": "amount",
+    },
+]
+# Negative, zero, a value needing 1 byte, one wider than int64, and the decimal128 limit.
+AMOUNTS38 = ["-5368.38", "0.00", "1.27", "-0.01", "123456789012345678901.23", "9" * 36 + ".99"]
+
+
+@pytest.mark.parametrize("first_plain", [False, True])
+def test_schema_decimal_is_exact_in_a_table_without_temporal_columns(first_plain: bool) -> None:
+    """Regression (issue 24): with no date/time column the schema was never consulted, so
+    every base64 decimal was refused ("'/0KJ' is not a valid decimal128 number"); and the
+    outcome must not depend on what the table's previous batch looked like."""
+    spec = LogSpec("dbz.d", DECIMAL_ONLY, ["id"], 1)
+    if first_plain:  # a batch in our own form first: the table's plan is the default one
+        ours = as_records(spec, pa.Table.from_pylist([{"id": 0, "amount": 1}], DECIMAL_ONLY))
+        decode_records([RawRecord(0, 0, None, ours[0].value)], spec)
+    recs = [
+        RawRecord(
+            0,
+            i + 1,
+            None,
+            with_schema(
+                {"before": None, "after": {"id": i, "amount": b64_decimal(a, 2)}, "op": "c"},
+                fields=DECIMAL38_FIELDS,
+            ),
+        )
+        for i, a in enumerate(AMOUNTS38)
+    ]
+    out = decode_records(recs, spec).table
+    assert out["amount"].to_pylist() == [decimal.Decimal(a) for a in AMOUNTS38]
