@@ -3,9 +3,9 @@
 Table option ``changelog-producer`` decides where the changes come from:
 
 - ``auto`` (default): every APPEND commit stores its exact changes (+I, -U/+U,
-  -D) as changelog files of its snapshot: the worker's normalized log as
-  written, any other commit by looking up the old values of the keys it writes
-  (``commit_lookup``). changes() concatenates the stored changelog of every
+  -D) as changelog files of its snapshot: a writer whose rows are a full
+  changelog as written, any other commit (the worker's too) by looking up the
+  old values of the keys it writes (``commit_lookup``). changes() concatenates the stored changelog of every
   snapshot in (start, end], so its cost follows the changes, not the table.
   COMPACT snapshots change no rows; an OVERWRITE (or a snapshot written before
   the option) makes the range fall back to the diff.

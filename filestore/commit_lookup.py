@@ -1,8 +1,8 @@
 """changelog-producer=auto: the exact changelog an APPEND commit stores with itself.
 
-A writer whose input is already a full changelog (the worker's normalized log)
-stores it as written (``filestore.file_writer``). Every other APPEND commit (Spark
-and Python batch writes, which only upsert) gets its changelog here, inside the
+A writer whose input is already a full changelog (``TableWrite(input_changelog=True)``)
+stores it as written (``filestore.file_writer``). Every other APPEND commit (the
+worker's barrier commits, Spark and Python batch writes, which only upsert) gets its changelog here, inside the
 commit attempt, against the snapshot it commits on: the old value of every key
 its new files touch is looked up in the bucket's live files (``filestore.lookup``).
 Losing the race for the snapshot rebuilds the attempt, lookup included, so the

@@ -11,7 +11,7 @@ from filestore.errors import InvalidOption
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 # auto (default): every APPEND commit stores its exact changelog. A writer whose input is
-# already a full changelog (the worker's normalized log) stores it as written; any other
+# already a full changelog (TableWrite(input_changelog=True)) stores it as written; any other
 # commit on a primary-key table looks up the old values of the keys it writes (commit_lookup).
 # An append-only table's new data files are their own (+I) changelog.
 CHANGELOG_PRODUCERS = ("auto", "none", "input", "lookup")

@@ -76,7 +76,7 @@ class TableWrite:
         self, table: TableContext, commit_user: str, *, input_changelog: bool = False
     ) -> None:
         """``input_changelog``: the rows written are a full changelog (every update as -U
-        then +U, every delete with its row), as the worker's normalized log is; with
+        then +U, every delete with its row), as a normalized upsert log is; with
         ``changelog-producer=auto`` they are then stored as the changelog as written."""
         self.table = table
         self.commit_user = commit_user

@@ -116,22 +116,11 @@ def snapshot_id_at(table: Table, barrier: int) -> int | None:
 def needs_normalize(table: Table, spec: LogSpec) -> bool:
     """An upsert-mode log stores no -U and may store key-only -D; merge engines that
     retract (partial-update, aggregation) and changelog-producer=input need both
-    images, so the worker rebuilds them from per-bucket state. So does the default
-    changelog-producer=auto: the normalized rows are the barrier's exact changelog,
-    stored as written, which spares each commit a lookup of old values in the files."""
+    images, so the worker rebuilds them from per-bucket state."""
     if spec.effective_changelog_mode != "upsert":
         return False
-    return table.options.merge_engine in _RETRACTING_ENGINES or stores_normalized(table)
-
-
-def stores_normalized(table: Table) -> bool:
-    """Whether the worker's normalized rows are stored as the table's changelog: with
-    deduplicate they are the exact changes; other merge engines combine a row with the
-    old one, so their commits look the changes up instead (filestore.commit_lookup)."""
     opts = table.options
-    if opts.changelog_producer == "input":
-        return True
-    return opts.changelog_producer == "auto" and opts.merge_engine == "deduplicate"
+    return opts.merge_engine in _RETRACTING_ENGINES or opts.changelog_producer == "input"
 
 
 def new_normalizer(
@@ -183,12 +172,10 @@ def build_table_worker(
         return decode_log_records(records, spec, lenient=True)
 
     normalize = needs_normalize(table, spec)
-    input_changelog = normalize and stores_normalized(table)
     if normalize:
         log.info("table %s: upsert log normalized from per-bucket state", table.name)
     hooks = TableHooks(
-        # normalized rows are a full changelog: stored as written (changelog-producer=auto)
-        new_write=lambda: table.new_write(config.commit_user, input_changelog=input_changelog),
+        new_write=lambda: table.new_write(config.commit_user),
         new_commit=lambda: table.new_commit(config.commit_user),
         resume=lambda: resume_point(table),
         decode=decode,

@@ -184,3 +184,20 @@ def test_append_only_tables_list_new_files(warehouse: Path) -> None:
     got = sorted((r["_row_kind"], r["id"]) for r in t.changes(s1.id, s2.id).to_pylist())
     assert got == [("+I", 1), ("+I", 3)]
     assert not list(Path(t.paths.root).rglob("changelog-*.parquet"))
+
+
+def test_a_writer_of_a_full_changelog_stores_it_as_written(warehouse: Path) -> None:
+    """TableWrite(input_changelog=True): the rows (-U before +U, full -D) are the changes;
+    no lookup reads the old files."""
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"])
+    w = t.new_write("w", input_changelog=True)
+    w.write(_rows([1, 2], "a"))
+    s1 = w.commit()
+    w.write(pa.concat_tables([_rows([1], "a", ["-U"]), _rows([1], "bb", ["+U"])]))
+    s2 = w.commit()
+    w.close()
+    assert s1 and s2
+    got = [(r["_row_kind"], r["v"]) for r in t.changes(s1.id, s2.id).to_pylist()]
+    assert got == [("-U", "a1"), ("+U", "bb1")]
+    stored = t.manifest_store.read_entries([s2.changelog_manifest_list])
+    assert all(e.file.file_name.startswith("changelog-") for e in stored)
