@@ -126,7 +126,7 @@ class TablePlanner:
             table = open_table(warehouse, name)
             span = opts.changes if opts.feed is None else opts.feed.resolve(table)
             start, end = span if span is not None else (0, 0)
-            df = native_changes(self._spark, warehouse, name, start, end, opts.feed is not None)
+            df = native_changes(self._spark, warehouse, table, start, end, opts.feed is not None)
             return None if df is None else df._jdf.queryExecution().analyzed()
         except Exception:
             log.warning("native changes read fell back to the Python source", exc_info=True)

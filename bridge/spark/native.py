@@ -69,13 +69,16 @@ def spark_path(warehouse: str, path: str) -> str:
     return f"file://{path}"
 
 
+def bucket_file_path(warehouse: str, table: Any, partition: Any, bucket: int, name: str) -> str:
+    """A data or changelog file of one partition/bucket, as a path Spark can open."""
+    keys = table.schema.partition_keys
+    return spark_path(warehouse, table.paths.data_file(keys, partition, bucket, name))
+
+
 def data_file_paths(warehouse: str, table: Any, splits: list[Any]) -> list[str]:
     """The data files of `splits`, as paths Spark can open."""
-    keys = table.schema.partition_keys
     return [
-        spark_path(
-            warehouse, table.paths.data_file(keys, s.partition_values, s.bucket, f.file_name)
-        )
+        bucket_file_path(warehouse, table, s.partition_values, s.bucket, f.file_name)
         for s in splits
         for f in s.files
     ]
@@ -147,19 +150,18 @@ def _barrier_expr(barriers: dict[str, int | None]) -> str:
 def changes(
     spark: Any,
     warehouse: str,
-    name: str,
+    t: Any,
     start: int,
     end: int,
     feed: bool,
     *,
     max_file_bytes: int | None = None,
 ) -> Any:
-    """The changes in (start, end] as Spark's own Parquet scan of the stored changelog
-    files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
+    """The changes of table `t` in (start, end] as Spark's own Parquet scan of the stored
+    changelog files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
     `_change_type` for a change feed); None when the range has no stored changelog or a
     file of an older schema needs the Python reader's alignment (or, with
     `max_file_bytes`, a file is larger)."""
-    t = open_table(warehouse, name)
     files = t.changelog_files(start, end) if end > start else []
     if files is None or any(f.entry.file.schema_id != t.schema.id for f in files):
         return None
@@ -172,12 +174,8 @@ def changes(
     has_kind = bool(t.primary_key)
     kind_field = [StructField(VALUE_KIND, ByteType())] if has_kind else []
     struct = StructType([*columns.fields, *kind_field])
-    keys = t.schema.partition_keys
     paths = [
-        spark_path(
-            warehouse,
-            t.paths.data_file(keys, f.entry.partition, f.entry.bucket, f.entry.file.file_name),
-        )
+        bucket_file_path(warehouse, t, f.entry.partition, f.entry.bucket, f.entry.file.file_name)
         for f in files
     ]
     barriers = {f.entry.file.file_name: f.barrier for f in files}

@@ -23,14 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxFiles,
-    ReadMaxRows,
-)
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from bridge.spark.catalog import open_table
 from bridge.spark.habits import CHANGE_TYPE
 from bridge.spark.native import changes as native_changes
 from bridge.spark.native import table as native_table
@@ -46,16 +42,6 @@ NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 
 def _dumps(offset: dict[str, Any]) -> str:
     return json.dumps(offset, sort_keys=True)
-
-
-def read_limit(described: str) -> ReadLimit:
-    """The Python ReadLimit of the JVM source's description ("all", "rows:N", "barriers:N")."""
-    kind, _, n = described.partition(":")
-    if kind == "rows":
-        return ReadMaxRows(int(n))
-    if kind == "barriers":
-        return ReadMaxFiles(int(n))
-    return ReadAllAvailable()
 
 
 def describe(limit: ReadLimit) -> str:
@@ -126,7 +112,7 @@ class NativeStreams:
         """The first batch of latest-full: snapshot `end` in full, as +I of its barrier."""
         o = s.opts.common
         df = native_table(self._spark, o.table, warehouse=o.warehouse, snapshot_id=end.snapshot)
-        barrier = s.reader._table().snapshot(end.snapshot).barrier
+        barrier = open_table(o.warehouse, o.table).snapshot(end.snapshot).barrier
         df = df.withColumn(ROW_KIND, F.lit("+I")).withColumn(BARRIER, F.lit(barrier).cast("bigint"))
         if CHANGE_TYPE in s.schema.fieldNames():
             df = df.withColumn(CHANGE_TYPE, F.lit("insert"))
@@ -137,8 +123,9 @@ class NativeStreams:
         feed = CHANGE_TYPE in s.schema.fieldNames()
         # a file Spark would split could hand a -U and its +U to different tasks
         split_at = int(self._spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
+        table = open_table(o.warehouse, o.table)
         df = native_changes(
-            self._spark, o.warehouse, o.table, start, end, feed, max_file_bytes=split_at
+            self._spark, o.warehouse, table, start, end, feed, max_file_bytes=split_at
         )
         if df is not None:
             return df

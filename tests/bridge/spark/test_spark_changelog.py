@@ -113,18 +113,24 @@ def test_a_range_with_an_overwrite_keeps_the_python_diff(spark: Any, warehouse: 
     assert got == [(i, "-D") for i in range(6)] + [(100, "+I"), (101, "+I")]
 
 
-def test_file_stream_micro_batches_are_native_scans(spark: Any, warehouse: Path) -> None:
-    t, ids = _history(warehouse)
+def _stream_to_memory(spark: Any, warehouse: Path, table: str, name: str) -> str:
+    """The table's file-tier stream from its first snapshot into memory table `name`, run
+    to its end; the last micro-batch's physical plan."""
     q = (
-        stream_from_first_snapshot(spark, warehouse, "db.t")
+        stream_from_first_snapshot(spark, warehouse, table)
         .writeStream.format("memory")
-        .queryName("changelog_stream")
+        .queryName(name)
         .trigger(availableNow=True)
         .start()
     )
     q.awaitTermination(120)
     assert q.exception() is None
-    plan = q._jsq.explainInternal(False)  # the last micro-batch's physical plan
+    return str(q._jsq.explainInternal(False))
+
+
+def test_file_stream_micro_batches_are_native_scans(spark: Any, warehouse: Path) -> None:
+    t, ids = _history(warehouse)
+    plan = _stream_to_memory(spark, warehouse, "db.t", "changelog_stream")
     assert "FileScan parquet" in plan and "(Python)" not in plan, plan
     got = spark.table("changelog_stream").collect()
     want = t.changes(ids[0], ids[-1]).num_rows + 40  # snapshot 1: 40 +I
@@ -145,16 +151,7 @@ def test_a_changelog_file_spark_would_split_is_read_in_order_by_python(
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
     try:
-        q = (
-            stream_from_first_snapshot(spark, warehouse, "db.big")
-            .writeStream.format("memory")
-            .queryName("split_stream")
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(120)
-        assert q.exception() is None
-        plan = q._jsq.explainInternal(False)
+        plan = _stream_to_memory(spark, warehouse, "db.big", "split_stream")
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", before)
     assert "FileScan parquet" not in plan, plan

@@ -7,6 +7,7 @@ import java.util.UUID;
 import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.catalog.Table;
 
 /** The planner each session installed (weakly held: a stopped session's entry goes with it). */
 public final class NativeReads {
@@ -47,6 +48,11 @@ public final class NativeReads {
     static String idFor(SparkSession session) {
         TablePlanner planner = PLANNERS.get(session);
         return planner == null ? null : IDS.get(planner);
+    }
+
+    /** Whether {@code table} is the dts Python data source, read as {@code format("dts")}. */
+    static boolean isDtsSource(Table table) {
+        return table.getClass().getSimpleName().equals("PythonTable") && table.name().equals("dts");
     }
 
     static TablePlanner plannerById(String id) {

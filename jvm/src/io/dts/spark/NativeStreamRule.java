@@ -45,12 +45,9 @@ public final class NativeStreamRule extends Rule<LogicalPlan> {
     }
 
     static boolean isFileStream(LogicalPlan plan) {
-        if (!(plan instanceof StreamingRelationV2 relation)) {
-            return false;
-        }
-        boolean python = relation.table().getClass().getSimpleName().equals("PythonTable");
-        String tier = relation.extraOptions().get("tier");
-        return python && relation.table().name().equals("dts") && "file".equalsIgnoreCase(tier);
+        return plan instanceof StreamingRelationV2 relation
+                && NativeReads.isDtsSource(relation.table())
+                && "file".equalsIgnoreCase(relation.extraOptions().get("tier"));
     }
 
     private LogicalPlan replace(StreamingRelationV2 relation, String plannerId) {

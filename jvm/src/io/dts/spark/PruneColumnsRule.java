@@ -54,11 +54,9 @@ public final class PruneColumnsRule extends Rule<LogicalPlan> {
 
     /** Whether {@code plan} is a {@code format("dts")} read of the Python source. */
     static boolean isSourceRead(LogicalPlan plan) {
-        if (!(plan instanceof DataSourceV2Relation relation) || relation.identifier().isDefined()) {
-            return false;
-        }
-        boolean python = relation.table().getClass().getSimpleName().equals("PythonTable");
-        return python && relation.table().name().equals("dts");
+        return plan instanceof DataSourceV2Relation relation
+                && relation.identifier().isEmpty()
+                && NativeReads.isDtsSource(relation.table());
     }
 
     private static LogicalPlan prune(TablePlanner planner, Project project) {
