@@ -8,7 +8,6 @@ import decimal
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 from click.testing import CliRunner
 
 from bridge.cli import cli
@@ -17,17 +16,9 @@ from logstore.broker import EmbeddedBroker
 from logstore.topics import create_topic
 from tests.logstore.support import unique_topic
 from tests.logstore.test_logstore_cli import _produce_source, _read_log
-from tests.logstore.test_logstore_debezium import b64_decimal
+from tests.logstore.test_logstore_debezium import DECIMAL38_FIELDS, DECIMAL_ONLY, b64_decimal
 
-DECIMAL_ONLY = pa.schema([("id", pa.int64()), ("amount", pa.decimal128(38, 2))])
-AMOUNT_FIELD = {
-    "type": "bytes",
-    "optional": True,
-    "name": "org.apache.kafka.connect.data.Decimal",
-    "version": 1,
-    "parameters": {"scale": "2", "connect.decimal.precision": "38"},
-    "field": "amount",
-}
+AMOUNT_FIELD = DECIMAL38_FIELDS[1]  # decimal(38, 2), as a Debezium schema names it
 MYSQL_SOURCE = {
     "version": "2.7.3.Final",
     "connector": "mysql",
