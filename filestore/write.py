@@ -229,10 +229,9 @@ class TableWrite:
             self._seq.advance_past(snap.max_sequence_number)
         return snap
 
-    def close(self) -> None:
-        """Drop buffered rows and delete flushed files that were never prepared."""
-        if self._closed:
-            return
+    def discard(self) -> None:
+        """Drop the rows written since the last prepare() (flushed files are deleted);
+        the writer stays usable."""
         pending = [*self._pending.items(), *self._pending_changelog.items()]
         for (part, bucket), files in pending:
             for f in files:
@@ -244,6 +243,12 @@ class TableWrite:
         self._pending.clear()
         self._pending_changelog.clear()
         self._memtable.clear()
+
+    def close(self) -> None:
+        """Drop buffered rows and delete flushed files that were never prepared."""
+        if self._closed:
+            return
+        self.discard()
         self._closed = True
 
     def __enter__(self) -> TableWrite:

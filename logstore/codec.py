@@ -45,7 +45,8 @@ from logstore.envelope import (
     read_json_values,
 )
 from logstore.errors import DecodeError
-from logstore.markers import Headers, Marker, parse_marker
+from logstore.markers import Headers, Marker, Truncate, parse_marker
+from logstore.new_columns import check_new_columns
 from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN, ROW_KIND, LogSpec
 from logstore.wire import (
     from_wire,
@@ -53,8 +54,10 @@ from logstore.wire import (
 
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
-OPS = ("c", "r", "u", "d")
-OP_C, OP_R, OP_U, OP_D = 0, 1, 2, 3
+OPS = ("c", "r", "u", "d", "t")
+OP_C, OP_R, OP_U, OP_D, OP_T = 0, 1, 2, 3, 4
+#: the value of a truncate record (Debezium's shape; see ``logstore.markers``)
+TRUNCATE_VALUE = b'{"before":null,"after":null,"op":"t"}'
 
 Bucketer = Callable[[pa.Table], Any]
 #: the Kafka key of the j-th data record of a batch
@@ -92,12 +95,14 @@ class Decoded:
     """Result of decoding a batch of raw records.
 
     ``table``: value columns + ``_row_kind`` + ``_partition`` + ``_offset`` in record order;
-    ``markers``: barrier markers met; ``errors``: bad records (lenient mode only).
+    ``markers``: barrier markers met; ``truncates``: truncate records met (rows of
+    their partition before them are removed); ``errors``: bad records (lenient mode only).
     """
 
     table: pa.Table
     markers: list[Marker] = field(default_factory=list)
     errors: list[DecodeFailure] = field(default_factory=list)
+    truncates: list[Truncate] = field(default_factory=list)
 
 
 def output_schema(spec: LogSpec) -> pa.Schema:
@@ -239,7 +244,7 @@ def _assemble(
     after = pa.concat_tables([p.after for p in good])
     n = len(op)
     two = (op == OP_U) & has_before
-    counts = np.where(op < 0, 0, np.where(two, 2, 1))
+    counts = np.where((op < 0) | (op == OP_T), 0, np.where(two, 2, 1))
     rec = np.repeat(np.arange(n), counts)
     first = np.repeat(np.cumsum(counts) - counts, counts)
     pos = np.arange(len(rec)) - first
@@ -280,6 +285,7 @@ def decode_columns(
     null values (markers, tombstones) and bad records are looked at one by one.
     """
     topic = topic or spec.topic
+    check_new_columns(values, partitions, offsets, spec.schema, topic)
     markers: list[Marker] = []
     errors: list[DecodeFailure] = []
     all_values = pa.array(values, pa.large_binary())
@@ -316,6 +322,12 @@ def decode_columns(
 
     n = len(data_values)
     parts = _decode_isolating(data_values, data_key, 0, n, spec) if n else []
+    truncates = [
+        Truncate(partitions[i], offsets[i])
+        for p in parts
+        if p.op is not None
+        for i in data_idx[p.lo + np.flatnonzero(p.op == OP_T)].tolist()
+    ]
     for p in parts:
         for j, reason in p.reasons.items():
             i = int(data_idx[j])
@@ -326,7 +338,7 @@ def decode_columns(
         first = min(errors, key=lambda e: (e.partition, e.offset))
         raise DecodeError(topic, first.partition, first.offset, first.reason)
     errors.sort(key=lambda e: (e.partition, e.offset))
-    return Decoded(_assemble(parts, spec, part_arr, off_arr), markers, errors)
+    return Decoded(_assemble(parts, spec, part_arr, off_arr), markers, errors, truncates)
 
 
 def decode_records(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LogStoreError(Exception):
     """Base class of every LogStore error."""
@@ -40,6 +42,42 @@ class DecodeError(LogStoreError):
         self.offset = offset
         self.reason = reason
         super().__init__(f"bad record at {topic}[{partition}]@{offset}: {reason}")
+
+
+class BadSourceRecord(DecodeError):
+    """An ingest stopped at a source record it cannot decode (everything before it was
+    committed, and the source offset stops at it)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(topic, partition, offset, reason)
+        self.args = (
+            f"bad record at {topic}[{partition}]@{offset}: {reason}. Everything before it is "
+            "committed and the source offset stops at it: rerun with --lenient to send it to "
+            f"{topic}.dlq and go on, or fix the source and rerun",
+        )
+
+
+class SourceSchemaChanged(DecodeError):
+    """A record carries columns the table does not have (the source's schema changed).
+
+    ``index`` is the record's position in the batch decoded, ``fields`` the new columns
+    (name -> Arrow type, from the record's schema or its values).
+    """
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, index: int, fields: dict[str, Any]
+    ) -> None:
+        self.index = index
+        self.fields = fields
+        listed = ", ".join(f"{n} ({t})" for n, t in fields.items())
+        super().__init__(
+            topic,
+            partition,
+            offset,
+            f"it carries columns the table does not have: {listed}. Add them to the table "
+            "(`dts ingest --evolve-schema` adds them as nullable columns; or Table.add_column) "
+            "and rerun; they are never dropped silently",
+        )
 
 
 class WriterError(LogStoreError):

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.codec import Decoded
-from logstore.markers import Marker
+from logstore.markers import Marker, Truncate
 
 BARRIER_COLUMN = "_barrier"
 
@@ -37,12 +37,23 @@ class BarrierPassed:
     offset: int
 
 
-Event = DataBatch | BarrierPassed
+@dataclass(frozen=True)
+class Truncated:
+    """Partition ``partition`` was truncated at ``offset`` (inside ``barrier``; None on
+    eventual tables): every row of it released before this event is removed."""
+
+    partition: int
+    offset: int
+    barrier: int | None
+
+
+Event = DataBatch | BarrierPassed | Truncated
 
 
 @dataclass
 class _PartitionState:
     pending: list[pa.Table] = field(default_factory=list)
+    truncates: list[int] = field(default_factory=list)  # offsets not yet released
     last_barrier: int | None = None
     next_offset: int | None = None  # offset just after the last marker passed
     done: bool = False
@@ -79,12 +90,18 @@ class BarrierGate:
         by_part: dict[int, list[Marker]] = {}
         for m in decoded.markers:
             by_part.setdefault(m.partition, []).append(m)
-        parts = set(by_part)
+        truncates: dict[int, list[Truncate]] = {}
+        for tr in decoded.truncates:
+            truncates.setdefault(tr.partition, []).append(tr)
+        parts = set(by_part) | set(truncates)
         if table.num_rows:
             parts.update(pc.unique(table.column("_partition")).to_pylist())
         events: list[Event] = []
         for p in sorted(parts):
             rows = table.filter(pc.equal(table.column("_partition"), p)) if table.num_rows else None
+            st = self.state(p)
+            if not st.done:
+                st.truncates.extend(tr.offset for tr in truncates.get(p, []))
             events.extend(
                 self._push_partition(p, rows, sorted(by_part.get(p, []), key=lambda m: m.offset))
             )
@@ -100,8 +117,8 @@ class BarrierGate:
         for m in markers:
             seg = self._take_before(st, m.offset)
             past_end = self.until_barrier is not None and m.barrier > self.until_barrier
-            if seg is not None and seg.num_rows and not past_end:
-                events.append(DataBatch(_with_barrier(seg, m.barrier)))
+            if not past_end:
+                events.extend(self._release(p, st, seg, m.offset, m.barrier))
             if past_end:
                 st.done = True
                 st.pending.clear()
@@ -113,10 +130,30 @@ class BarrierGate:
                 st.done = True
                 st.pending.clear()
                 return events
-        if not self.hold and st.pending:
-            seg = pa.concat_tables(st.pending)
+        if not self.hold and (st.pending or st.truncates):
+            seg = pa.concat_tables(st.pending) if st.pending else None
             st.pending.clear()
-            events.append(DataBatch(_with_barrier(seg, None)))
+            events.extend(self._release(p, st, seg, None, None))
+        return events
+
+    @staticmethod
+    def _release(
+        p: int, st: _PartitionState, seg: pa.Table | None, end: int | None, barrier: int | None
+    ) -> list[Event]:
+        """Rows of one barrier, cut at the truncates before offset ``end`` (None: all)."""
+        cuts = sorted(o for o in st.truncates if end is None or o < end)
+        st.truncates = [o for o in st.truncates if o not in cuts]
+        events: list[Event] = []
+        rest = seg
+        for o in cuts:
+            if rest is not None and rest.num_rows:
+                before = pc.less(rest.column("_offset"), o)
+                head, rest = rest.filter(before), rest.filter(pc.invert(before))
+                if head.num_rows:
+                    events.append(DataBatch(_with_barrier(head, barrier)))
+            events.append(Truncated(p, o, barrier))
+        if rest is not None and rest.num_rows:
+            events.append(DataBatch(_with_barrier(rest, barrier)))
         return events
 
     @staticmethod

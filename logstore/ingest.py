@@ -6,7 +6,12 @@ written by a transactional LogWriter; at every barrier the consumer's offsets
 are committed inside the same transaction (``send_offsets_to_transaction``),
 so after a crash the copy resumes exactly where the last barrier ended.
 Bad source records go to ``<source topic>.dlq`` in lenient mode (at least
-once: the dead-letter producer is not part of the transaction).
+once: the dead-letter producer is not part of the transaction). Otherwise the
+first bad record ends the run: everything before it is committed (the source
+offset of its partition stops at it) and ``BadSourceRecord`` names it.
+
+A Debezium truncate (``op: "t"``) becomes a truncate record on every partition
+of the log (``LogWriter.truncate``), in arrival order among the records around it.
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from logstore.client_config import confluent_config
-from logstore.codec import Bucketer, decode_columns
+from logstore.codec import Bucketer, Decoded, decode_columns
 from logstore.dlq import DeadLetterQueue
-from logstore.errors import LogSpecError, LogStoreError
+from logstore.errors import (
+    BadSourceRecord,
+    DecodeError,
+    LogSpecError,
+    LogStoreError,
+    SourceSchemaChanged,
+)
 from logstore.spec import LogSpec
 from logstore.topics import describe_topic
 from logstore.writer import LogWriter
@@ -35,6 +48,7 @@ class IngestStats:
     rows: int = 0
     barriers: int = 0
     dead_letters: int = 0
+    truncates: int = 0
     last_barrier: int | None = None
 
 
@@ -128,9 +142,12 @@ class Ingestor:
             while not stop.is_set():
                 msgs = self._consumer.consume(num_messages=self.max_records, timeout=0.2)
                 if msgs:
-                    self._process(msgs)
+                    stopped_at = self._process(msgs)
                     pending = True
                     last_data = time.monotonic()
+                    if stopped_at is not None:
+                        self._barrier(on_barrier)  # what came before it, exactly once
+                        raise stopped_at
                 now = time.monotonic()
                 if pending and now - last_barrier >= self.barrier_interval_s:
                     self._barrier(on_barrier)
@@ -139,12 +156,16 @@ class Ingestor:
                     break
             if pending:
                 self._barrier(on_barrier)
+        except (BadSourceRecord, SourceSchemaChanged):
+            raise  # its barrier is committed: nothing to abort
         except BaseException:
             self.writer.abort()  # nothing of the open barrier is visible, offsets not moved
             raise
         return self.stats
 
-    def _process(self, msgs: list[Any]) -> None:
+    def _process(self, msgs: list[Any]) -> DecodeError | None:
+        """Copy a batch; returns the record the copy stopped before, if it stopped
+        (a bad record in strict mode, a record with new columns)."""
         good = []
         for m in msgs:
             err = m.error()
@@ -152,26 +173,75 @@ class Ingestor:
                 good.append(m)
             elif err.code() != KafkaError._PARTITION_EOF:
                 raise LogStoreError(f"{self.source_topic}: consumer error: {err}")
-        if not good:
-            return
-        decoded = decode_columns(
-            self.src_spec,
-            [m.partition() for m in good],
-            [m.offset() for m in good],
-            [m.key() for m in good],
-            [m.value() for m in good],
-            [m.headers() for m in good],
-            lenient=self.lenient,
-        )
+        stop: DecodeError | None = None
+        try:
+            decoded = self._decode(good)
+        except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
+            stop, good = exc, good[: exc.index]
+            decoded = self._decode(good)
+        parts = np.array([m.partition() for m in good], dtype=np.int64)
+        offs = np.array([m.offset() for m in good], dtype=np.int64)
+        stops = {stop.partition: stop.offset} if stop is not None else {}
         if decoded.errors and self.dlq is not None:
             self.stats.dead_letters += self.dlq.send(decoded.errors)
             self.dlq.flush()
-        rows = decoded.table.drop_columns(["_partition", "_offset"])
-        self.writer.write(rows)
-        self.stats.records += len(good)
-        self.stats.rows += rows.num_rows
-        for m in good:
-            self._offsets[m.partition()] = m.offset() + 1
+        elif decoded.errors:
+            first = decoded.errors[0]  # the first in (partition, offset) order
+            stop = BadSourceRecord(self.source_topic, first.partition, first.offset, first.reason)
+            for e in decoded.errors:  # every partition stops at its first bad record
+                stops[e.partition] = min(stops.get(e.partition, e.offset), e.offset)
+        if stops:
+            kept = np.ones(len(parts), dtype=bool)
+            for p, o in stops.items():
+                kept &= (parts != p) | (offs < o)
+            parts, offs = parts[kept], offs[kept]
+        self._write_in_order(decoded, parts, offs)
+        self.stats.records += len(parts)
+        for p, o in zip(parts.tolist(), offs.tolist(), strict=True):
+            self._offsets[p] = max(self._offsets.get(p, 0), o + 1)
+        self._offsets.update(stops)  # the source offset stops exactly at that record
+        return stop
+
+    def _decode(self, msgs: list[Any]) -> Decoded:
+        return decode_columns(
+            self.src_spec,
+            [m.partition() for m in msgs],
+            [m.offset() for m in msgs],
+            [m.key() for m in msgs],
+            [m.value() for m in msgs],
+            [m.headers() for m in msgs],
+            lenient=True,  # bad records are handled here: dead letters or a clean stop
+        )
+
+    def _write_in_order(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
+        """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
+        order), with a truncate in the log where a truncate arrived."""
+        ids = parts << 40 | offs  # one sortable id per source record
+        order = np.argsort(ids, kind="stable")
+        table = decoded.table
+        row_ids = table.column("_partition").to_numpy().astype(np.int64) << 40 | table.column(
+            "_offset"
+        ).to_numpy().astype(np.int64)
+        at = np.searchsorted(ids[order], row_ids)
+        found = (at < len(ids)) & (ids[order][np.minimum(at, len(ids) - 1)] == row_ids)
+        position = np.where(found, order[np.minimum(at, len(ids) - 1)], -1)  # -1: not kept
+        cuts = sorted(
+            int(order[i])
+            for tr in decoded.truncates
+            if (i := int(np.searchsorted(ids[order], tr.partition << 40 | tr.offset))) < len(ids)
+            and ids[order][i] == tr.partition << 40 | tr.offset
+        )
+        rows = table.drop_columns(["_partition", "_offset"])
+        low = 0
+        for cut in [*cuts, len(ids)]:
+            chunk = rows.filter(pa.array((position >= low) & (position < cut)))
+            if chunk.num_rows:
+                self.writer.write(chunk)
+                self.stats.rows += chunk.num_rows
+            if cut < len(ids):
+                self.writer.truncate()
+                self.stats.truncates += 1
+            low = cut
 
     def _barrier(self, on_barrier: Callable[[IngestStats], None] | None) -> None:
         offsets = [

@@ -6,6 +6,12 @@ A marker goes to every partition of a table's topic; its one header
 every data record they see is applied (or sent to the DLQ with a reason),
 whoever produced it. Plain Debezium consumers see markers as tombstones and
 skip them.
+
+A truncate (the source table emptied, Debezium's ``op: "t"``) is a record in
+Debezium's own shape, ``{"before":null,"after":null,"op":"t"}``, written by the
+LogWriter to every partition inside the barrier: rows of a partition before it
+are gone, rows after it are the table's new content. Decoders report it as a
+``Truncate`` at its partition and offset.
 """
 
 from __future__ import annotations
@@ -27,6 +33,14 @@ class Marker:
     partition: int
     offset: int
     barrier: int
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """A truncate record as read from one partition: rows before it are removed."""
+
+    partition: int
+    offset: int
 
 
 def next_barrier_id(last: int, now_ms: int | None = None) -> int:

@@ -99,12 +99,16 @@ class Normalizer:
             self._spilled_rows[s] = rows
             self.spills += 1
 
-    def close(self) -> None:
+    def clear(self) -> None:
+        """Forget every key (the table was truncated)."""
         self._mem.clear()
-        for path in self._spilled.values():  # ours even inside a caller's spill_dir
+        for path in self._spilled.values():
             path.unlink(missing_ok=True)
         self._spilled.clear()
         self._spilled_rows.clear()
+
+    def close(self) -> None:
+        self.clear()  # spilled shards are ours even inside a caller's spill_dir
         if self._own_dir and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -10,7 +10,9 @@ only +I/+U and possibly key-only -D; by default (``normalize=None``) the reader
 rebuilds the full changelog from them with a ``Normalizer`` (-U/+U pairs, full
 -D rows; bounded state spilled to Arrow IPC). It runs on the rows the barrier
 gate releases, so aborted rows never reach its state. ``normalize=False`` gives
-the stored records as they are. A reader that starts mid-log knows nothing of
+the stored records as they are. A truncate record is a ``Truncated`` event in
+its place (rows of its partition released before it are removed); a normalizing
+reader forgets its state there, so the first change of a key after it is a +I. A reader that starts mid-log knows nothing of
 earlier rows: the first change of a key it sees is a +I (hybrid reads start
 from a snapshot whose rows the caller already has).
 
@@ -36,14 +38,14 @@ from logstore.client_config import confluent_config
 from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
-from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event
+from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
 from logstore.markers import parse_marker
 from logstore.normalize import Normalizer
 from logstore.spec import LogSpec
 
 Start = str | dict[str, Any]
 
-__all__ = ["BarrierPassed", "DataBatch", "Event", "LogReader"]
+__all__ = ["BarrierPassed", "DataBatch", "Event", "LogReader", "Truncated"]
 
 
 class LogReader:
@@ -278,6 +280,10 @@ class LogReader:
                 rows = self.normalizer.process(ev.table)
                 if rows.num_rows:
                     out.append(DataBatch(rows))
+            elif isinstance(ev, Truncated):
+                # the table is emptied: what the state knows of it is gone
+                self.normalizer.clear()
+                out.append(ev)
             else:
                 out.append(ev)
         return out
@@ -297,6 +303,11 @@ class LogReader:
         data: list[DataBatch] = []
         barriers: list[BarrierPassed] = []
         for ev in self:
+            if isinstance(ev, Truncated):
+                raise LogStoreError(
+                    f"{self.spec.topic}: partition {ev.partition} was truncated at offset "
+                    f"{ev.offset}; read_all() cannot return it, iterate the reader instead"
+                )
             (data if isinstance(ev, DataBatch) else barriers).append(ev)  # type: ignore[arg-type]
         return data, barriers
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from logstore.client_config import confluent_config
-from logstore.codec import Bucketer
+from logstore.codec import TRUNCATE_VALUE, Bucketer
 from logstore.encode import encode_batch
 from logstore.errors import BarrierError, WriterError, WriterFencedError
 from logstore.markers import marker_headers, next_barrier_id, parse_marker
@@ -193,6 +193,21 @@ class LogWriter:
             self._producer.poll(0)
             self._pending_rows += len(values)
         return len(values)
+
+    def truncate(self) -> None:
+        """Empty the table: a truncate record on every partition, in the open barrier.
+
+        Rows written before it (this barrier's and every earlier one's) are removed when
+        the barrier is committed; rows written after it are the table's new content.
+        """
+        self._check_usable()
+        with self._lock:
+            self._check_usable()
+            self._ensure_txn()
+            for p in range(self.spec.buckets):
+                self._producer.produce(self.spec.topic, TRUNCATE_VALUE, None, p)
+            self._producer.poll(0)
+            self._pending_rows += self.spec.buckets
 
     def barrier(
         self,

@@ -9,9 +9,9 @@ from types import FrameType
 import click
 
 from bridge.tables import bucketer_for, log_spec_for
-from filestore import Catalog
+from filestore import Catalog, Table
 from filestore.errors import FileStoreError
-from logstore.errors import LogStoreError
+from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged
 from logstore.ingest import Ingestor, IngestStats
 from logstore.topics import ensure_reachable
 
@@ -60,6 +60,12 @@ from logstore.topics import ensure_reachable
     help="Send bad source records to <from-topic>.dlq instead of stopping.",
 )
 @click.option(
+    "--evolve-schema",
+    is_flag=True,
+    help="Add columns that appear in the source to the table (nullable) and go on; "
+    "without it a new column stops the ingest (after committing what precedes it).",
+)
+@click.option(
     "--idle-exit",
     type=float,
     default=None,
@@ -74,31 +80,37 @@ def ingest(
     barrier_interval: float | None,
     decimal_mode: str,
     lenient: bool,
+    evolve_schema: bool,
     idle_exit: float | None,
 ) -> None:
     """Copy --from-topic into the table's log with barriers (consume-transform-produce,
     source offsets committed in the log's transactions). Stops cleanly on Ctrl-C/SIGTERM."""
     try:
         table = Catalog(warehouse).get_table(table_name)
-        spec = log_spec_for(table)
         interval = (
             barrier_interval
             if barrier_interval is not None
             else table.schema.core_options.barrier_interval_ms / 1000
         )
         ensure_reachable(bootstrap)  # one clear error in seconds, not a raw one per call
-        ingestor = Ingestor(
-            bootstrap,
-            from_topic,
-            spec,
-            bucketer_for(table),
-            group_id=group,
-            barrier_interval_s=interval,
-            lenient=lenient,
-            decimal_mode=decimal_mode,
-        )
     except (FileStoreError, LogStoreError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+    def new_ingestor() -> Ingestor:
+        try:
+            return Ingestor(
+                bootstrap,
+                from_topic,
+                log_spec_for(table),  # the table's latest schema
+                bucketer_for(table),
+                group_id=group,
+                barrier_interval_s=interval,
+                lenient=lenient,
+                decimal_mode=decimal_mode,
+            )
+        except LogStoreError as exc:
+            raise click.ClickException(str(exc)) from exc
+
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -113,17 +125,51 @@ def ingest(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     click.echo(
-        f"ingesting {from_topic} -> {spec.topic} ({table.name}) on {bootstrap}; Ctrl-C to stop",
+        f"ingesting {from_topic} -> {log_spec_for(table).topic} ({table.name}) on {bootstrap}; "
+        "Ctrl-C to stop",
         err=True,
     )
+    total = IngestStats()
     try:
-        stats = ingestor.run(stop=stop, idle_exit_s=idle_exit, on_barrier=progress)
-    except LogStoreError as exc:
+        while True:
+            ingestor = new_ingestor()
+            try:
+                stats = ingestor.run(stop=stop, idle_exit_s=idle_exit, on_barrier=progress)
+                _add(total, stats)
+                break
+            except SourceSchemaChanged as exc:
+                _add(total, ingestor.stats)  # what preceded the new columns is committed
+                if not evolve_schema:
+                    raise click.ClickException(f"ingest stopped: {exc}") from exc
+                _evolve(table, exc)
+            finally:
+                ingestor.close()
+    except BadSourceRecord as exc:
+        raise click.ClickException(f"ingest stopped: {exc}") from exc
+    except (FileStoreError, LogStoreError) as exc:
         raise click.ClickException(f"ingest stopped, the open barrier was aborted: {exc}") from exc
     finally:
-        ingestor.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
     click.echo(
-        f"done: {stats.records:,} records, {stats.rows:,} rows, {stats.barriers} barriers, {stats.dead_letters} dead letters"
+        f"done: {total.records:,} records, {total.rows:,} rows, {total.barriers} barriers, "
+        f"{total.dead_letters} dead letters, {total.truncates} truncates"
+    )
+
+
+def _add(total: IngestStats, stats: IngestStats) -> None:
+    for f in ("records", "rows", "barriers", "dead_letters", "truncates"):
+        setattr(total, f, getattr(total, f) + getattr(stats, f))
+
+
+def _evolve(table: Table, exc: SourceSchemaChanged) -> None:
+    """Add the source's new columns to the table (nullable); the copy resumes at the
+    record that carries them, whose offset the stop committed."""
+    for name, arrow_type in exc.fields.items():
+        if name not in table.schema.arrow_schema.names:
+            table.add_column(name, arrow_type)
+    added = ", ".join(f"{n} {t}" for n, t in exc.fields.items())
+    click.echo(
+        f"schema: added {added} to {table.name} (at {exc.topic}[{exc.partition}]@{exc.offset})",
+        err=True,
     )

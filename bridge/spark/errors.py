@@ -26,3 +26,7 @@ class JobRefused(SparkBridgeError):
 class SchemaConflict(SparkBridgeError):
     """A `mergeSchema` write's new schema version could not be published with its data (the
     table's schema changed while the write ran)."""
+
+
+class LogTruncated(SparkBridgeError):
+    """The log holds a truncate a log-tier read cannot turn into rows."""

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from bridge.spark.arrow_schema import conform
+from bridge.spark.errors import LogTruncated
 from bridge.spark.kafka_access import LogOffsetsExpired, consumer
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.read_parts import LogPartition
@@ -81,8 +82,16 @@ def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.Reco
         raise
     if not records:
         return
-    table = decode_records(records, p.spec).table
-    yield from _tag(table, p)
+    decoded = decode_records(records, p.spec)
+    if decoded.truncates:
+        # a log row cannot say "every row before me is gone"; the file tier can (-D rows)
+        first = decoded.truncates[0]
+        raise LogTruncated(
+            f"{p.spec.topic}[{p.partition}]: the table was truncated at offset {first.offset}; "
+            "a log-tier read cannot show it. Read this range with tier=file (its changes "
+            "hold the removed rows as -D) or restart the stream from a snapshot after it"
+        )
+    yield from _tag(decoded.table, p)
 
 
 def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:

@@ -26,6 +26,8 @@ class BucketNormalizer(Protocol):
 
     def process(self, table: pa.Table) -> pa.Table: ...
 
+    def clear(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -35,6 +37,8 @@ class TableWriteLike(Protocol):
     def write(self, data: pa.Table) -> Any: ...
 
     def prepare(self) -> Sequence[Any]: ...
+
+    def discard(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -66,6 +70,7 @@ class BucketWriter:
         self._transactional = transactional
         self._normalizer = normalizer
         self._rows = 0
+        self._truncated = False  # the open barrier empties the table before its rows
         self._stall_seen = 0.0
         self.closed = False
         status.owned = True
@@ -91,6 +96,17 @@ class BucketWriter:
         self._rows += rows.num_rows
         self.status.memtable_rows = self._rows
         self.status.memtable_bytes += rows.nbytes
+
+    def truncate(self) -> None:
+        """A truncate record passed: the open barrier's rows so far are dropped, and its
+        commit empties the table before adding the rows that follow."""
+        self._writer.discard()
+        if self._normalizer is not None:
+            self._normalizer.clear()
+        self._rows = 0
+        self._truncated = True
+        self.status.memtable_rows = 0
+        self.status.memtable_bytes = 0
 
     def take_stall_seconds(self) -> float:
         """Seconds the FileStore writer stalled (stop trigger) since the last call.
@@ -123,9 +139,11 @@ class BucketWriter:
             record_count=self._rows,
             writer=self._worker_id,
             written_ms=int(time.time() * 1000),
+            truncated=self._truncated,
         )
         self._store.put(record)
         self._rows = 0
+        self._truncated = False
         self.status.memtable_rows = 0
         self.status.memtable_bytes = 0
         self.status.last_barrier_seen = barrier

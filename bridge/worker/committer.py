@@ -34,6 +34,7 @@ class TableCommitLike(Protocol):
         identifier: int,
         barrier: int | None = None,
         log_offsets: dict[int, int] | None = None,
+        kind: str = "APPEND",
     ) -> Any: ...
 
     def committed_identifier(self) -> int | None: ...
@@ -100,8 +101,10 @@ class TableCommitter:
             messages = [self._decode(m) for r in records for m in r.messages]
             offsets = {r.bucket: r.next_offset for r in records}
             faults.reach("committing")
+            # a truncated barrier replaces the table: its rows are those after the truncate
+            kind = "OVERWRITE" if any(r.truncated for r in records) else "APPEND"
             snap = self._commit.commit(
-                messages, identifier=barrier, barrier=barrier, log_offsets=offsets
+                messages, identifier=barrier, barrier=barrier, log_offsets=offsets, kind=kind
             )
             faults.reach("committed")
             snapshot_id = getattr(snap, "id", None)

@@ -38,6 +38,7 @@ class PreparedRecord:
     record_count: int = 0
     writer: str = ""
     written_ms: int = 0
+    truncated: bool = False  # a truncate record passed in this barrier
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(self.__dict__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -183,18 +183,23 @@ class TableWorker:
         markers: dict[int, list[Any]] = {}
         for m in decoded.markers:
             markers.setdefault(int(m.partition), []).append(m)
+        truncates: dict[int, list[int]] = {}
+        for tr in getattr(decoded, "truncates", ()):
+            truncates.setdefault(int(tr.partition), []).append(int(tr.offset))
         parts = table.column("_partition").to_numpy() if table.num_rows else np.empty(0, np.int32)
         for b, (last_offset, last_ts) in records.last_per_partition().items():
             writer = self.buckets.get(b)
             if writer is None or writer.closed:
                 continue  # revoked while this batch was in flight
             rows = table.take(np.flatnonzero(parts == b)) if table.num_rows else table
-            prepared += self._process_bucket(writer, rows, markers.get(b, []))
+            prepared += self._process_bucket(
+                writer, rows, markers.get(b, []), sorted(truncates.get(b, []))
+            )
             writer.advance(last_offset + 1, last_ts)
         return prepared
 
     def _process_bucket(
-        self, writer: BucketWriter, rows: pa.Table, markers: list[Any]
+        self, writer: BucketWriter, rows: pa.Table, markers: list[Any], truncates: list[int]
     ) -> list[PreparedRecord]:
         offsets = rows.column("_offset").to_numpy() if rows.num_rows else np.empty(0, np.int64)
         if offsets.size > 1 and np.any(np.diff(offsets) < 0):
@@ -205,6 +210,12 @@ class TableWorker:
         cuts = [(int(m.offset), int(m.barrier)) for m in markers]
         prepared = []
         for seg in split_at_markers(offsets, cuts):
+            end = seg.next_offset - 1 if seg.next_offset is not None else None
+            cut = [t for t in truncates if end is None or t < end]
+            if cut:
+                truncates = truncates[len(cut) :]
+                writer.truncate()  # the last one wins: rows before it are gone
+                seg = replace(seg, start=max(seg.start, int(np.searchsorted(offsets, cut[-1]))))
             if seg.stop > seg.start:
                 # read_committed: every record that arrives is committed, so it goes to the
                 # FileStore writer at once (which spills to files): memory stays bounded

@@ -8,6 +8,7 @@ from typing import Any
 
 from bridge.tables import log_spec_for
 from bridge.worker.config import WorkerConfig
+from bridge.worker.errors import TableSchemaChanged
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedStore
 from bridge.worker.state.status import TableStatus, WorkerStatus
@@ -21,7 +22,7 @@ from bridge.worker.table_worker import (
 from filestore import Catalog, CommitMessage, Snapshot, Table
 from filestore.errors import SnapshotNotFound
 from logstore.dlq import DeadLetterQueue
-from logstore.errors import TopicError
+from logstore.errors import SourceSchemaChanged, TopicError
 from logstore.normalize import Normalizer
 from logstore.records import LogRecords, decode_log_records
 from logstore.spec import LogSpec
@@ -169,7 +170,18 @@ def build_table_worker(
         dlq.flush()
 
     def decode(records: LogRecords) -> Any:
-        return decode_log_records(records, spec, lenient=True)
+        nonlocal spec
+        try:
+            return decode_log_records(records, spec, lenient=True)
+        except SourceSchemaChanged as exc:
+            fresh = log_spec_for(table)  # the table's latest schema
+            if not set(exc.fields) <= set(fresh.schema.names):
+                raise  # columns the table does not have: a clear stop, retried, never dropped
+            spec = fresh
+            raise TableSchemaChanged(
+                f"table {table.name}: the log carries new columns {sorted(exc.fields)} the "
+                "table has gained; reopening from the last snapshot with the new schema"
+            ) from exc
 
     normalize = needs_normalize(table, spec)
     if normalize:

@@ -21,7 +21,7 @@ from bridge.cli import cli
 from bridge.tables import log_spec_for, open_log_writer
 from filestore import Catalog
 from logstore.broker import EmbeddedBroker
-from logstore.errors import BrokerStartError, DecodeError
+from logstore.errors import BadSourceRecord, BrokerStartError
 from logstore.ingest import Ingestor
 from logstore.reader import LogReader
 from logstore.topics import create_topic
@@ -184,7 +184,7 @@ def test_dts_ingest_copies_exactly_once_with_barriers(
     )
 
 
-def test_failed_ingest_aborts_and_resumes_without_loss_or_duplicates(
+def test_ingest_stops_at_a_bad_record_after_committing_what_precedes_it(
     broker: EmbeddedBroker, warehouse: Path
 ) -> None:
     name = f"db.{unique_topic('ingx').split('.')[-1]}"
@@ -199,20 +199,43 @@ def test_failed_ingest_aborts_and_resumes_without_loss_or_duplicates(
     from bridge.tables import bucketer_for
 
     strict = Ingestor(broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=60)
-    with pytest.raises(DecodeError, match="wrong type"):
+    with pytest.raises(BadSourceRecord, match=r"wrong type.*--lenient") as err:
         strict.run(idle_exit_s=3)
     strict.close()
-    assert _read_log(broker.bootstrap, table).num_rows == 0  # the aborted barrier is invisible
-    assert all(o < 0 for o in _committed(broker.bootstrap, strict.group_id, source))
+    assert (err.value.partition, err.value.offset) == (0, 3)  # keys 0, 3, 6 come first
+    # everything before it is committed once, with the offsets: partition 0 stops at it
+    assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == list(range(9))
+    assert _committed(broker.bootstrap, strict.group_id, source) == [3, 3, 3]
+
+    again = Ingestor(broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=60)
+    with pytest.raises(BadSourceRecord):  # a rerun stops at the same record, copying nothing
+        again.run(idle_exit_s=3)
+    again.close()
+    assert _read_log(broker.bootstrap, table).num_rows == 9
 
     lenient = Ingestor(
         broker.bootstrap, source, spec, bucketer_for(table), barrier_interval_s=0.2, lenient=True
     )
     stats = lenient.run(idle_exit_s=2)
     lenient.close()
-    assert stats.dead_letters == 1 and stats.rows == 9
+    assert stats.dead_letters == 1 and stats.rows == 0
     assert sorted(_read_log(broker.bootstrap, table)["id"].to_pylist()) == list(range(9))
     assert sum(_committed(broker.bootstrap, lenient.group_id, source)) == 10
+
+
+def test_dts_ingest_names_the_bad_record_and_the_way_on(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    name = f"db.{unique_topic('ingb').split('.')[-1]}"
+    Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options={"bucket": "1"})
+    source = unique_topic("srcb")
+    create_topic(broker.bootstrap, source, 3, {})
+    _produce_source(broker.bootstrap, source, [(0, _debezium("c", None, {"id": 0})), (3, b"[1]")])
+    args = ["ingest", "--from-topic", source, "--table", name, "--warehouse", str(warehouse)]
+    result = CliRunner().invoke(cli, [*args, "--bootstrap", broker.bootstrap, "--idle-exit", "2"])
+    assert result.exit_code == 1
+    assert f"bad record at {source}[0]@1" in result.output
+    assert "not a debezium envelope" in result.output and "--lenient" in result.output
 
 
 def test_open_log_writer_uses_the_filestore_bucket(broker: EmbeddedBroker, warehouse: Path) -> None:

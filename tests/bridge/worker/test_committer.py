@@ -18,7 +18,12 @@ class FakeCommit:
         self.snapshots: list[dict[str, Any]] = []
 
     def commit(
-        self, messages: Any, identifier: int, barrier: Any = None, log_offsets: Any = None
+        self,
+        messages: Any,
+        identifier: int,
+        barrier: Any = None,
+        log_offsets: Any = None,
+        kind: str = "APPEND",
     ) -> Any:
         if any(s["identifier"] == identifier for s in self.snapshots):
             return None

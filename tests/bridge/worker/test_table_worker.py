@@ -13,6 +13,7 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
 from bridge.worker.table_worker import ResumePoint, TableHooks, TableWorker
+from logstore.codec import TRUNCATE_VALUE
 from logstore.markers import marker_headers
 from logstore.records import LogRecords, decode_log_records
 from logstore.spec import LogSpec
@@ -35,6 +36,9 @@ class FakeWrite:
         self.rows = []
         return [ids]
 
+    def discard(self) -> None:
+        self.rows = []
+
     def close(self) -> None:
         self.closed = True
         self.log.append("closed")
@@ -43,11 +47,18 @@ class FakeWrite:
 class FakeCommit:
     def __init__(self) -> None:
         self.commits: list[tuple[int, list[Any], dict[int, int] | None]] = []
+        self.kinds: list[str] = []
 
     def commit(
-        self, messages: Any, identifier: int, barrier: Any = None, log_offsets: Any = None
+        self,
+        messages: Any,
+        identifier: int,
+        barrier: Any = None,
+        log_offsets: Any = None,
+        kind: str = "APPEND",
     ) -> None:
         self.commits.append((identifier, list(messages), log_offsets))
+        self.kinds.append(kind)
 
     def committed_identifier(self) -> int | None:
         return self.commits[-1][0] if self.commits else None
@@ -60,6 +71,10 @@ def data(p: int, o: int, i: int) -> tuple[Any, ...]:
 
 def marker(p: int, o: int, barrier: int) -> tuple[Any, ...]:
     return (p, o, None, None, marker_headers(barrier), 1000 + o)
+
+
+def truncate(p: int, o: int) -> tuple[Any, ...]:
+    return (p, o, None, TRUNCATE_VALUE, None, 1000 + o)
 
 
 def recs(raw: list[tuple[Any, ...]]) -> LogRecords:
@@ -123,6 +138,26 @@ def test_every_row_before_a_marker_is_applied_whoever_wrote_it(tmp_path: Path) -
     tw.process(recs([data(0, 6, 4), marker(0, 7, 200)]))
     assert tw.commit_ready() == [100, 200]
     assert [c[1] for c in fc.commits] == [[[1, 2, 3]], [[4]]]
+
+
+def test_a_truncate_drops_the_barriers_rows_before_it_and_replaces_the_table(
+    tmp_path: Path,
+) -> None:
+    tw, fc, _ = make(tmp_path)
+    tw.assign([0, 1], generation=1)
+    tw.process(recs([data(0, 0, 1), marker(0, 1, 100), marker(1, 0, 100)]))
+    assert tw.commit_ready() == [100] and fc.kinds == ["APPEND"]
+    # barrier 200: rows 2 and 3 precede the truncate (one in an earlier batch), 4 and 5 follow
+    tw.process(recs([data(0, 2, 2), data(1, 1, 3)]))
+    tw.process(
+        recs([truncate(0, 3), truncate(1, 2), data(0, 4, 4), data(1, 3, 5), marker(0, 5, 200)])
+    )
+    tw.process(recs([marker(1, 4, 200)]))
+    assert tw.commit_ready() == [200]
+    assert fc.commits[-1] == (200, [[4], [5]], {0: 6, 1: 5})
+    assert fc.kinds[-1] == "OVERWRITE"
+    tw.process(recs([data(0, 6, 6), marker(0, 7, 300), marker(1, 5, 300)]))
+    assert tw.commit_ready() == [300] and fc.kinds[-1] == "APPEND"
 
 
 def test_admits_only_owned_current_unconsumed(tmp_path: Path) -> None:
