@@ -100,10 +100,14 @@ def _event(i: int, keys: int) -> tuple[bytes, bytes]:
 
 def produce_source(bootstrap: str, topic: str, n: int) -> float:
     create_topic(bootstrap, topic, PARTITIONS, {})
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
-         "queue.buffering.max.messages": 1_000_000, "batch.size": 1_000_000}  # fmt: skip
-    )
+    config = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 20,
+        "compression.type": "lz4",
+        "queue.buffering.max.messages": 1_000_000,
+        "batch.size": 1_000_000,
+    }
+    producer = Producer(config)
     keys = int(n * 0.8)
     started = time.monotonic()
     for i in range(n):
@@ -177,7 +181,9 @@ def bench_cli(bootstrap: str, warehouse: str, topic: str, n: int) -> dict[str, f
            table.name, "--warehouse", warehouse, "--bootstrap", bootstrap, "--idle-exit", "2",
            "--barrier-interval", "1"]  # fmt: skip
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stderr is not None
     ready = None
     for line in proc.stderr:
