@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -166,21 +166,19 @@ class Ingestor:
     def _process(self, msgs: list[Any]) -> DecodeError | None:
         """Copy a batch; returns the record the copy stopped before, if it stopped
         (a bad record in strict mode, a record with new columns)."""
-        good = []
-        for m in msgs:
-            err = m.error()
-            if err is None:
-                good.append(m)
-            elif err.code() != KafkaError._PARTITION_EOF:
-                raise LogStoreError(f"{self.source_topic}: consumer error: {err}")
+        good = msgs
+        events = [m for m in msgs if m.error() is not None]
+        if events:
+            for m in events:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    raise LogStoreError(f"{self.source_topic}: consumer error: {m.error()}")
+            good = [m for m in msgs if m.error() is None]
         stop: DecodeError | None = None
         try:
-            decoded = self._decode(good)
+            decoded, parts, offs = self._decode(good)
         except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
             stop, good = exc, good[: exc.index]
-            decoded = self._decode(good)
-        parts = np.array([m.partition() for m in good], dtype=np.int64)
-        offs = np.array([m.offset() for m in good], dtype=np.int64)
+            decoded, parts, offs = self._decode(good)
         stops = {stop.partition: stop.offset} if stop is not None else {}
         if decoded.errors and self.dlq is not None:
             self.stats.dead_letters += self.dlq.send(decoded.errors)
@@ -202,16 +200,20 @@ class Ingestor:
         self._offsets.update(stops)  # the source offset stops exactly at that record
         return stop
 
-    def _decode(self, msgs: list[Any]) -> Decoded:
-        return decode_columns(
+    def _decode(self, msgs: list[Any]) -> tuple[Decoded, np.ndarray, np.ndarray]:
+        """Decode messages; also their partitions and offsets as arrays."""
+        parts = [m.partition() for m in msgs]
+        offs = [m.offset() for m in msgs]
+        decoded = decode_columns(
             self.src_spec,
-            [m.partition() for m in msgs],
-            [m.offset() for m in msgs],
-            [m.key() for m in msgs],
-            [m.value() for m in msgs],
-            [m.headers() for m in msgs],
+            parts,
+            offs,
+            _Lazy(msgs, "key"),  # keys and headers are read only for the few records
+            [m.value() for m in msgs],  # that need them (tombstones, key-only deletes,
+            _Lazy(msgs, "headers"),  # dead letters): not one call per record
             lenient=True,  # bad records are handled here: dead letters or a clean stop
         )
+        return decoded, np.array(parts, dtype=np.int64), np.array(offs, dtype=np.int64)
 
     def _write_in_order(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
         """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
@@ -261,6 +263,28 @@ class Ingestor:
                 self.dlq.close()
         finally:
             self._consumer.close()
+
+
+class _Lazy(Sequence[Any]):
+    """One field of each message (``key``, ``headers``), read when indexed."""
+
+    def __init__(self, msgs: list[Any], field: str) -> None:
+        self._msgs = msgs
+        self._field = field
+
+    def __len__(self) -> int:
+        return len(self._msgs)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Any]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [getattr(m, self._field)() for m in self._msgs[i]]
+        return getattr(self._msgs[i], self._field)()
 
 
 _COORDINATOR_NOT_READY = (
