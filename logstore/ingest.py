@@ -195,8 +195,9 @@ class Ingestor:
             parts, offs = parts[kept], offs[kept]
         self._write_in_order(decoded, parts, offs)
         self.stats.records += len(parts)
-        for p, o in zip(parts.tolist(), offs.tolist(), strict=True):
-            self._offsets[p] = max(self._offsets.get(p, 0), o + 1)
+        for p in np.unique(parts).tolist():
+            last = int(offs[parts == p].max()) + 1
+            self._offsets[p] = max(self._offsets.get(p, 0), last)
         self._offsets.update(stops)  # the source offset stops exactly at that record
         return stop
 
