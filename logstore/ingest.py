@@ -17,6 +17,7 @@ of the log (``LogWriter.truncate``), in arrival order among the records around i
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +40,10 @@ from logstore.errors import (
 )
 from logstore.spec import LogSpec
 from logstore.topics import describe_topic
+from logstore.transactions import TransactionTracker, collection_names, transaction_ids
 from logstore.writer import LogWriter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +53,7 @@ class IngestStats:
     barriers: int = 0
     dead_letters: int = 0
     truncates: int = 0
+    split_transactions: int = 0  # barriers closed inside a source transaction (timeout)
     last_barrier: int | None = None
 
 
@@ -81,7 +86,10 @@ class Ingestor:
         lenient: bool = False,
         max_records: int = 20_000,
         decimal_mode: str = "precise",
+        transaction_topic: str | None = None,
     ) -> None:
+        """``transaction_topic``: Debezium's transaction topic (``<prefix>.transaction``);
+        with it barriers close only where no source transaction is open."""
         if not spec.transactional:
             raise LogSpecError(
                 f"{spec.topic}: exactly-once ingest needs log.consistency=transactional"
@@ -96,7 +104,32 @@ class Ingestor:
         self.max_records = max_records
         self.stats = IngestStats()
         self.group_id = group_id or f"dts-ingest-{spec.topic}"
-        self._consumer = Consumer(
+        self._consumer = self._assigned(bootstrap, source_topic, info.partitions)
+        self._offsets: dict[int, int] = {}
+        self.transaction_topic = transaction_topic
+        self.txns: TransactionTracker | None = None
+        self._txn_consumer: Consumer | None = None
+        if transaction_topic is not None:
+            txn_info = describe_topic(bootstrap, transaction_topic, with_config=False)
+            if txn_info is None:
+                raise LogStoreError(
+                    f"transaction topic {transaction_topic!r} does not exist on {bootstrap}"
+                )
+            self.txns = TransactionTracker()
+            self._txn_consumer = self._assigned(bootstrap, transaction_topic, txn_info.partitions)
+        self.writer = LogWriter(
+            bootstrap,
+            spec,
+            bucketer,
+            transactional_id=transactional_id or f"dts-ingest-{spec.topic}",
+            barrier_interval_s=None,  # barriers are closed here, with the source offsets
+        )
+        self.dlq = DeadLetterQueue(bootstrap, self.src_spec) if lenient else None
+        self.lenient = lenient
+
+    def _assigned(self, bootstrap: str, topic: str, partitions: int) -> Consumer:
+        """A consumer of the group's committed position in ``topic`` (else its beginning)."""
+        consumer = Consumer(
             confluent_config(
                 bootstrap,
                 {"fetch.wait.max.ms": 100, "log_level": 3},
@@ -108,26 +141,17 @@ class Ingestor:
                 },
             )
         )
-        parts = [TopicPartition(source_topic, p) for p in range(info.partitions)]
-        committed = _committed_offsets(self._consumer, parts, timeout_s=15)
-        self._consumer.assign(
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        committed = _committed_offsets(consumer, parts, timeout_s=15)
+        consumer.assign(
             [
                 TopicPartition(
-                    source_topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                    topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
                 )
                 for tp in committed
             ]
         )
-        self._offsets: dict[int, int] = {}
-        self.writer = LogWriter(
-            bootstrap,
-            spec,
-            bucketer,
-            transactional_id=transactional_id or f"dts-ingest-{spec.topic}",
-            barrier_interval_s=None,  # barriers are closed here, with the source offsets
-        )
-        self.dlq = DeadLetterQueue(bootstrap, self.src_spec) if lenient else None
-        self.lenient = lenient
+        return consumer
 
     def run(
         self,
@@ -140,22 +164,29 @@ class Ingestor:
         pending = False
         try:
             while not stop.is_set():
+                self._read_transactions()
                 msgs = self._consumer.consume(num_messages=self.max_records, timeout=0.2)
+                due = pending and time.monotonic() - last_barrier >= self.barrier_interval_s
                 if msgs:
-                    stopped_at = self._process(msgs)
+                    stopped_at, cut = self._process(msgs, due, on_barrier)
                     pending = True
                     last_data = time.monotonic()
+                    if cut:
+                        last_barrier = last_data
                     if stopped_at is not None:
                         self._barrier(on_barrier)  # what came before it, exactly once
                         raise stopped_at
                 now = time.monotonic()
-                if pending and now - last_barrier >= self.barrier_interval_s:
+                waited = now - last_barrier
+                if pending and waited >= self.barrier_interval_s and self._may_close(waited):
                     self._barrier(on_barrier)
                     pending, last_barrier = False, now
                 if idle_exit_s is not None and now - last_data >= idle_exit_s:
                     break
-            if pending:
+            if pending and (self.txns is None or self.txns.all_complete()):
                 self._barrier(on_barrier)
+            elif pending:  # a source transaction is still open: redo it on the next run
+                self.writer.abort()
         except (BadSourceRecord, SourceSchemaChanged):
             raise  # its barrier is committed: nothing to abort
         except BaseException:
@@ -163,9 +194,44 @@ class Ingestor:
             raise
         return self.stats
 
-    def _process(self, msgs: list[Any]) -> DecodeError | None:
+    def _read_transactions(self) -> None:
+        if self._txn_consumer is None or self.txns is None:
+            return
+        msgs = self._txn_consumer.consume(num_messages=10_000, timeout=0)
+        records = [
+            (int(m.partition() or 0), int(m.offset() or 0), m.value())
+            for m in msgs
+            if m.error() is None
+        ]
+        self.txns.on_transaction_events(records)
+
+    def _may_close(self, waited_s: float) -> bool:
+        """Whether a barrier may close now: no source transaction is open (or one has
+        kept it open so long that the log's Kafka transaction would time out)."""
+        if self.txns is None or self.txns.all_complete():
+            return True
+        if waited_s < _MAX_DEFER_S:
+            return False
+        log.warning(
+            "%s: source transactions %s still open after %.0fs (their END events missing "
+            "from %s?); closing the barrier inside them",
+            self.source_topic,
+            sorted(self.txns.written)[:5],
+            waited_s,
+            self.transaction_topic,
+        )
+        self.stats.split_transactions += 1
+        return True
+
+    def _process(
+        self,
+        msgs: list[Any],
+        barrier_due: bool = False,
+        on_barrier: Callable[[IngestStats], None] | None = None,
+    ) -> tuple[DecodeError | None, bool]:
         """Copy a batch; returns the record the copy stopped before, if it stopped
-        (a bad record in strict mode, a record with new columns)."""
+        (a bad record in strict mode, a record with new columns), and whether a barrier
+        was closed inside the batch (at a source transaction boundary, when due)."""
         good = msgs
         events = [m for m in msgs if m.error() is not None]
         if events:
@@ -179,6 +245,7 @@ class Ingestor:
         except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
             stop, good = exc, good[: exc.index]
             decoded, parts, offs = self._decode(good)
+        kept = np.ones(len(parts), dtype=bool)
         stops = {stop.partition: stop.offset} if stop is not None else {}
         if decoded.errors and self.dlq is not None:
             self.stats.dead_letters += self.dlq.send(decoded.errors)
@@ -188,18 +255,40 @@ class Ingestor:
             stop = BadSourceRecord(self.source_topic, first.partition, first.offset, first.reason)
             for e in decoded.errors:  # every partition stops at its first bad record
                 stops[e.partition] = min(stops.get(e.partition, e.offset), e.offset)
-        if stops:
-            kept = np.ones(len(parts), dtype=bool)
-            for p, o in stops.items():
-                kept &= (parts != p) | (offs < o)
-            parts, offs = parts[kept], offs[kept]
+        for p, o in stops.items():
+            kept &= (parts != p) | (offs < o)
+        parts, offs = parts[kept], offs[kept]
+        cut = None
+        if self.txns is not None:
+            ids = self._transaction_ids(good, kept)
+            cut = self.txns.cut(ids) if barrier_due else None
+            if cut is not None:  # close the due barrier at the last clean boundary
+                self._copy(decoded, parts[:cut], offs[:cut])
+                self.txns.record(ids[:cut])
+                self._barrier(on_barrier)
+                parts, offs, ids = parts[cut:], offs[cut:], ids[cut:]
+            self.txns.record(ids)
+        self._copy(decoded, parts, offs)
+        self._offsets.update(stops)  # the source offset stops exactly at that record
+        return stop, cut is not None
+
+    def _transaction_ids(self, msgs: list[Any], kept: np.ndarray) -> pa.Array:
+        assert self.txns is not None
+        values = pa.array([m.value() for m in msgs], pa.large_binary()).filter(pa.array(kept))
+        if not self.txns.collections:
+            for v in values.slice(0, 100).to_pylist():
+                if v and (names := collection_names(v)):
+                    self.txns.collections = names
+                    break
+        return transaction_ids(values)
+
+    def _copy(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
+        """Write the rows of these records; their offsets are consumed."""
         self._write_in_order(decoded, parts, offs)
         self.stats.records += len(parts)
         for p in np.unique(parts).tolist():
             last = int(offs[parts == p].max()) + 1
             self._offsets[p] = max(self._offsets.get(p, 0), last)
-        self._offsets.update(stops)  # the source offset stops exactly at that record
-        return stop
 
     def _decode(self, msgs: list[Any]) -> tuple[Decoded, np.ndarray, np.ndarray]:
         """Decode messages; also their partitions and offsets as arrays."""
@@ -219,6 +308,8 @@ class Ingestor:
     def _write_in_order(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
         """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
         order), with a truncate in the log where a truncate arrived."""
+        if len(parts) == 0:
+            return
         ids = parts << 40 | offs  # one sortable id per source record
         order = np.argsort(ids, kind="stable")
         table = decoded.table
@@ -250,6 +341,11 @@ class Ingestor:
         offsets = [
             TopicPartition(self.source_topic, p, o) for p, o in sorted(self._offsets.items())
         ]
+        if self.txns is not None and self.transaction_topic is not None:
+            offsets += [
+                TopicPartition(self.transaction_topic, p, o)
+                for p, o in sorted(self.txns.safe_offsets().items())
+            ]
         self.stats.last_barrier = self.writer.barrier(
             source_offsets=offsets, group_metadata=self._consumer.consumer_group_metadata()
         )
@@ -264,6 +360,8 @@ class Ingestor:
                 self.dlq.close()
         finally:
             self._consumer.close()
+            if self._txn_consumer is not None:
+                self._txn_consumer.close()
 
 
 class _Lazy(Sequence[Any]):
@@ -287,6 +385,10 @@ class _Lazy(Sequence[Any]):
             return [getattr(m, self._field)() for m in self._msgs[i]]
         return getattr(self._msgs[i], self._field)()
 
+
+# a barrier waits at most this long for a source transaction to end: the log's Kafka
+# transaction (transaction.timeout.ms 60 s) must commit before the broker aborts it
+_MAX_DEFER_S = 30.0
 
 _COORDINATOR_NOT_READY = (
     KafkaError.NOT_COORDINATOR,

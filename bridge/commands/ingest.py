@@ -60,6 +60,12 @@ from logstore.topics import ensure_reachable
     help="Send bad source records to <from-topic>.dlq instead of stopping.",
 )
 @click.option(
+    "--transaction-topic",
+    default=None,
+    help="Debezium's transaction topic (provide.transaction.metadata=true, "
+    "<topic.prefix>.transaction): barriers then never split a source transaction.",
+)
+@click.option(
     "--evolve-schema",
     is_flag=True,
     help="Add columns that appear in the source to the table (nullable) and go on; "
@@ -80,6 +86,7 @@ def ingest(
     barrier_interval: float | None,
     decimal_mode: str,
     lenient: bool,
+    transaction_topic: str | None,
     evolve_schema: bool,
     idle_exit: float | None,
 ) -> None:
@@ -107,6 +114,7 @@ def ingest(
                 barrier_interval_s=interval,
                 lenient=lenient,
                 decimal_mode=decimal_mode,
+                transaction_topic=transaction_topic,
             )
         except LogStoreError as exc:
             raise click.ClickException(str(exc)) from exc

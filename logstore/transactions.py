@@ -1,0 +1,148 @@
+"""Source transactions (Debezium's ``provide.transaction.metadata``): where a barrier may cut.
+
+Debezium tags every change event of a transaction with ``transaction.id`` and writes a
+``BEGIN`` and an ``END`` event to the transaction topic; the ``END`` event counts the
+transaction's events per data collection (table). A barrier of the ingest may close
+only where no transaction of the table is open: every transaction whose events it
+wrote is complete (its ``END`` seen and as many of its events written as ``END`` counts
+for this table), and none of its events lies after the cut. A transaction that spans
+several tables is then whole in each table's barriers.
+
+The transaction topic's offset committed with a barrier is the ``END`` of the oldest
+transaction not yet complete (else the position read), so a restarted ingest reads the
+``END`` events it still needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from logstore.envelope import combined, read_json_values
+
+_ID = pa.struct([pa.field("id", pa.string())])
+_IDS_SCHEMA = pa.schema(
+    [pa.field("transaction", _ID), pa.field("payload", pa.struct([pa.field("transaction", _ID)]))]
+)
+
+
+def transaction_ids(values: pa.Array) -> pa.Array:
+    """Each record's ``transaction.id`` (null outside transactions), one vectorized parse."""
+    if len(values) == 0:
+        return pa.array([], pa.string())
+    env = read_json_values(values, _IDS_SCHEMA)
+    top = combined(env.column("transaction")).field("id")
+    inner = combined(env.column("payload")).field("transaction").field("id")
+    return pa.compute.coalesce(top, inner)
+
+
+def collection_names(value: bytes) -> set[str]:
+    """The names Debezium may give the table of a change event in ``data_collections``
+    (``db.table`` for MySQL, ``schema.table`` for PostgreSQL, ``db.schema.table``)."""
+    doc = orjson.loads(value)
+    env = doc.get("payload", doc) if isinstance(doc, dict) else {}
+    source = env.get("source") if isinstance(env, dict) else None
+    if not isinstance(source, dict) or not source.get("table"):
+        return set()
+    table, db, schema = source["table"], source.get("db"), source.get("schema")
+    names = {f"{p}.{table}" for p in (db, schema) if p}
+    if db and schema:
+        names.add(f"{db}.{schema}.{table}")
+    return names
+
+
+@dataclass
+class TransactionTracker:
+    """What the ingest knows of its table's source transactions."""
+
+    collections: set[str] = field(default_factory=set)
+    # id -> events per data collection, from its END (kept until the table's are known)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    end_offset: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> END's (p, o)
+    written: dict[str, int] = field(default_factory=dict)  # id -> events written
+    position: dict[int, int] = field(default_factory=dict)  # transaction topic: next offset
+
+    def on_transaction_events(self, records: Sequence[tuple[int, int, bytes | None]]) -> None:
+        """``(partition, offset, value)`` of transaction-topic records (BEGIN/END)."""
+        for p, o, value in records:
+            self.position[p] = o + 1
+            doc = orjson.loads(value) if value else None
+            env = doc.get("payload", doc) if isinstance(doc, dict) else None
+            if not isinstance(env, dict) or env.get("status") != "END" or not env.get("id"):
+                continue
+            self.counts[env["id"]] = {
+                str(c.get("data_collection")): int(c.get("event_count") or 0)
+                for c in env.get("data_collections") or []
+                if isinstance(c, dict)
+            }
+            self.end_offset[env["id"]] = (p, o)
+        self._forget_complete()
+
+    def expected(self, txn: str) -> int | None:
+        """This table's events in ``txn`` (None: its END not read yet)."""
+        counts = self.counts.get(txn)
+        if counts is None:
+            return None
+        return sum(n for name, n in counts.items() if name in self.collections)
+
+    def complete(self, txn: str, extra: int = 0) -> bool:
+        want = self.expected(txn)
+        return want is not None and self.written.get(txn, 0) + extra >= want
+
+    def all_complete(self) -> bool:
+        return all(self.complete(t) for t in self.written)
+
+    def record(self, ids: pa.Array) -> None:
+        """Events of these transactions were written."""
+        if len(ids) == 0 or ids.null_count == len(ids):
+            return
+        counts = pl.Series(ids).drop_nulls().value_counts()
+        for txn, n in counts.iter_rows():
+            self.written[txn] = self.written.get(txn, 0) + int(n)
+        self._forget_complete()
+
+    def _forget_complete(self) -> None:
+        if not self.collections:
+            return  # which events are this table's is not known yet
+        done = [t for t in self.counts if self.complete(t)]  # incl. those with none of ours
+        for txn in done:
+            self.written.pop(txn, None)
+            self.counts.pop(txn, None)
+            self.end_offset.pop(txn, None)
+
+    def cut(self, ids: pa.Array) -> int | None:
+        """The greatest index of this batch (in arrival order) a barrier may close before,
+        given what was written before it; None when no cut is clean."""
+        n = len(ids)
+        open_before = {t for t in self.written if not self.complete(t)}
+        frame = pl.DataFrame({"id": pl.Series(ids)}).with_row_index("i")
+        spans = (
+            frame.drop_nulls("id")
+            .group_by("id")
+            .agg(pl.col("i").min().alias("first"), pl.col("i").max().alias("last"), pl.len())
+        )
+        blocked = np.zeros(n + 2, dtype=np.int64)  # difference array over cut positions
+        for txn, first, last, count in spans.iter_rows():  # one row per transaction
+            open_before.discard(txn)  # judged by its span in this batch
+            # a cut must not split it: not inside its span, nor before its rest when
+            # part of it was written already, nor anywhere after it while it is open
+            start = 0 if txn in self.written else first + 1
+            end = last + 1 if self.complete(txn, int(count)) else n + 1
+            blocked[start] += 1
+            blocked[end] -= 1
+        if open_before:
+            return None  # a transaction written earlier is still open
+        ok = np.flatnonzero(np.cumsum(blocked)[: n + 1] == 0)
+        return int(ok[-1]) if len(ok) else None
+
+    def safe_offsets(self) -> dict[int, int]:
+        """Per transaction-topic partition, the offset to commit with a barrier."""
+        safe = dict(self.position)
+        for p, o in self.end_offset.values():
+            safe[p] = min(safe.get(p, o), o)
+        return safe

@@ -1,0 +1,137 @@
+"""Debezium transaction metadata (issue 24), through a real broker: with the transaction
+topic, no barrier of `dts ingest` splits a source transaction, even one spanning many
+records, three partitions and two tables; without it, the same input is split."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+
+from bridge.tables import bucketer_for, log_spec_for
+from filestore import Catalog, Table
+from logstore.broker import EmbeddedBroker
+from logstore.ingest import Ingestor
+from logstore.reader import LogReader
+from logstore.topics import create_topic
+
+pytestmark = pytest.mark.kafka
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("txn", pa.string())])
+TABLES = ("orders", "order_lines")
+
+
+def _event(table: str, i: int, txn: str, order: int, total: int) -> bytes:
+    return orjson.dumps(
+        {
+            "before": None,
+            "after": {"id": i, "txn": txn},
+            "source": {"connector": "postgresql", "db": "shop", "schema": "public", "table": table},
+            "op": "c",
+            "transaction": {"id": txn, "total_order": total, "data_collection_order": order},
+        }
+    )
+
+
+def _produce(bootstrap: str, topics: dict[str, str], txn_topic: str, n_txns: int) -> None:
+    """Transactions of 4-12 order rows and twice as many lines, spread over 3 partitions;
+    BEGIN before and END after each one's events, as Debezium writes them; live, one
+    transaction every 20 ms (a backlog read partition by partition has few clean cuts)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    next_id = {t: 0 for t in TABLES}
+    for k in range(n_txns):
+        txn = f"{k + 571}:{53195829 + k}"
+        sizes = {"orders": 4 + k % 9, "order_lines": 2 * (4 + k % 9)}
+        p.produce(txn_topic, orjson.dumps({"status": "BEGIN", "id": txn, "event_count": None}))
+        total = 0
+        for order in range(1, max(sizes.values()) + 1):
+            for table in TABLES:
+                if order <= sizes[table]:
+                    total += 1
+                    i = next_id[table]
+                    next_id[table] += 1
+                    value = _event(table, i, txn, order, total)
+                    p.produce(topics[table], value, orjson.dumps({"id": i}), i % 3)
+        end = {
+            "status": "END",
+            "id": txn,
+            "event_count": total,
+            "data_collections": [
+                {"data_collection": f"public.{t}", "event_count": sizes[t]} for t in TABLES
+            ],
+        }
+        p.produce(txn_topic, orjson.dumps(end))
+        p.flush(10)
+        time.sleep(0.02)
+
+
+def _barriers_per_transaction(bootstrap: str, table: Table) -> dict[str, set[int]]:
+    seen: dict[str, set[int]] = defaultdict(set)
+    with LogReader(bootstrap, log_spec_for(table), stop_at_end=True, idle_timeout_s=10) as r:
+        data, _ = r.read_all()
+    for batch in data:
+        for txn, barrier in zip(
+            batch.table["txn"].to_pylist(), batch.table["_barrier"].to_pylist(), strict=True
+        ):
+            seen[txn].add(barrier)
+    return seen
+
+
+def _ingest_all(broker: EmbeddedBroker, warehouse: Path, txn_topic: str | None) -> dict:  # type: ignore[type-arg]
+    run = uuid.uuid4().hex[:6]
+    topics = {t: f"pg.public.{t}.{run}" for t in TABLES}
+    txn_topic_name = f"pg.transaction.{run}"
+    for topic in topics.values():
+        create_topic(broker.bootstrap, topic, 3, {})
+    create_topic(broker.bootstrap, txn_topic_name, 1, {})
+    tables = {
+        t: Catalog(str(warehouse)).create_table(
+            f"shop.{t}_{run}", SCHEMA, primary_key=["id"], options={"bucket": "2"}
+        )
+        for t in TABLES
+    }
+    ingestors = {
+        t: Ingestor(
+            broker.bootstrap,
+            topics[t],
+            log_spec_for(table),
+            bucketer_for(table),
+            barrier_interval_s=0.0,  # a barrier is due at every batch
+            max_records=7,  # batches end inside transactions
+            transaction_topic=txn_topic_name if txn_topic else None,
+        )
+        for t, table in tables.items()
+    }
+    with ThreadPoolExecutor(3) as pool:  # both tables ingested while the source writes
+        runs = {t: pool.submit(i.run, idle_exit_s=3) for t, i in ingestors.items()}
+        _produce(broker.bootstrap, topics, txn_topic_name, n_txns=40)
+        stats = {t: r.result(timeout=120) for t, r in runs.items()}
+    for i in ingestors.values():
+        i.close()
+    out = {}
+    for t, table in tables.items():
+        assert stats[t].split_transactions == 0
+        out[t] = (_barriers_per_transaction(broker.bootstrap, table), stats[t])
+    return out
+
+
+def test_barriers_never_split_a_source_transaction(broker: EmbeddedBroker, warehouse: Path) -> None:
+    for table, (seen, stats) in _ingest_all(broker, warehouse, "yes").items():
+        assert len(seen) == 40, table
+        assert stats.barriers >= 5, table  # many barriers, each holding whole transactions
+        split = {txn: b for txn, b in seen.items() if len(b) > 1}
+        assert not split, f"{table}: transactions split across barriers: {split}"
+
+
+def test_without_the_transaction_topic_the_same_input_is_split(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    results = _ingest_all(broker, warehouse, None)
+    assert any(len(b) > 1 for seen, _ in results.values() for b in seen.values())
