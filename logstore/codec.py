@@ -103,6 +103,7 @@ class Decoded:
     markers: list[Marker] = field(default_factory=list)
     errors: list[DecodeFailure] = field(default_factory=list)
     truncates: list[Truncate] = field(default_factory=list)
+    skipped: int = 0  # records that are not change events (heartbeats, schema changes)
 
 
 def output_schema(spec: LogSpec) -> pa.Schema:
@@ -122,7 +123,7 @@ class _Part:
 
     lo: int
     hi: int
-    op: np.ndarray | None = None  # int8 op codes; -1 = semantic error
+    op: np.ndarray | None = None  # int8 op codes; -1 = semantic error, -2 = not a change
     has_before: np.ndarray | None = None
     before: pa.Table | None = None
     after: pa.Table | None = None
@@ -147,6 +148,26 @@ def _key_only_befores(
         form = forms.get(f.name)
         cols[f.name] = apply_form(col, f.type, form) if form else from_wire(col, f.type)
     return pa.Table.from_pydict(cols, schema=before.schema)
+
+
+#: Debezium records that are not change events (no ``op``): heartbeats carry only a
+#: timestamp (and the source's position), schema-change events a ``ddl``
+OP_CONTROL = -2
+_CONTROL_KEYS = frozenset({"ddl", "tableChanges", "databaseName", "schemaName"})
+_HEARTBEAT_KEYS = frozenset({"ts_ms", "source"})
+
+
+def _is_control_event(value: bytes | None) -> bool:
+    try:
+        doc = orjson.loads(value) if value else None
+    except orjson.JSONDecodeError:
+        return False
+    if isinstance(doc, dict) and isinstance(doc.get("payload"), dict):
+        doc = doc["payload"]
+    if not isinstance(doc, dict) or "op" in doc:
+        return False
+    keys = set(doc)
+    return bool(keys & _CONTROL_KEYS) or bool(keys) and keys <= _HEARTBEAT_KEYS
 
 
 def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec) -> _Part:
@@ -178,7 +199,11 @@ def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec
     reasons: dict[int, str] = {}
     bad = op < 0
     for i in np.flatnonzero(bad):
+        if op_text[int(i)].as_py() is None and _is_control_event(vals[int(i)].as_py()):
+            op[i] = OP_CONTROL  # a heartbeat or schema-change event: skipped, not an error
+            continue
         reasons[int(i)] = f"unknown op {op_text[int(i)].as_py()!r}"
+    bad = op == -1
     needs_after = (op == OP_C) | (op == OP_R) | (op == OP_U)
     for i in np.flatnonzero(needs_after & ~has_after & ~bad):
         reasons[int(i)] = f"op {OPS[op[i]]!r} without 'after'"
@@ -338,7 +363,9 @@ def decode_columns(
         first = min(errors, key=lambda e: (e.partition, e.offset))
         raise DecodeError(topic, first.partition, first.offset, first.reason)
     errors.sort(key=lambda e: (e.partition, e.offset))
-    return Decoded(_assemble(parts, spec, part_arr, off_arr), markers, errors, truncates)
+    skipped = sum(int(np.count_nonzero(p.op == OP_CONTROL)) for p in parts if p.op is not None)
+    table = _assemble(parts, spec, part_arr, off_arr)
+    return Decoded(table, markers, errors, truncates, skipped)
 
 
 def decode_records(

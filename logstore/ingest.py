@@ -53,6 +53,7 @@ class IngestStats:
     barriers: int = 0
     dead_letters: int = 0
     truncates: int = 0
+    skipped: int = 0  # heartbeats and schema-change events (not changes)
     split_transactions: int = 0  # barriers closed inside a source transaction (timeout)
     last_barrier: int | None = None
 
@@ -245,6 +246,7 @@ class Ingestor:
         except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
             stop, good = exc, good[: exc.index]
             decoded, parts, offs = self._decode(good)
+        self.stats.skipped += decoded.skipped
         kept = np.ones(len(parts), dtype=bool)
         stops = {stop.partition: stop.offset} if stop is not None else {}
         if decoded.errors and self.dlq is not None:

@@ -161,12 +161,13 @@ def ingest(
             signal.signal(s, handler)
     click.echo(
         f"done: {total.records:,} records, {total.rows:,} rows, {total.barriers} barriers, "
-        f"{total.dead_letters} dead letters, {total.truncates} truncates"
+        f"{total.dead_letters} dead letters, {total.truncates} truncates, "
+        f"{total.skipped} heartbeats/schema events skipped"
     )
 
 
 def _add(total: IngestStats, stats: IngestStats) -> None:
-    for f in ("records", "rows", "barriers", "dead_letters", "truncates"):
+    for f in ("records", "rows", "barriers", "dead_letters", "truncates", "skipped"):
         setattr(total, f, getattr(total, f) + getattr(stats, f))
 
 

@@ -449,3 +449,66 @@ def test_schema_decimal_is_exact_in_a_table_without_temporal_columns(first_plain
     ]
     out = decode_records(recs, spec).table
     assert out["amount"].to_pylist() == [decimal.Decimal(a) for a in AMOUNTS38]
+
+
+def test_truncates_heartbeats_and_schema_events_are_not_rows_nor_errors() -> None:
+    """Debezium's op "t" is a Truncate at its place; heartbeats and schema-change events
+    (no op) are skipped and counted; a record without op that is neither stays an error."""
+    from logstore.codec import TRUNCATE_VALUE, decode_records
+
+    spec = LogSpec("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"], 2)
+    row = orjson.dumps({"before": None, "after": {"id": 1}, "op": "c"})
+    schema_change = {
+        "source": {"db": "shop"},
+        "databaseName": "shop",
+        "ddl": "ALTER TABLE t ADD c INT",
+        "tableChanges": [],
+    }
+    records = [
+        (0, 0, None, row, None),
+        (0, 1, None, TRUNCATE_VALUE, None),
+        (1, 7, None, orjson.dumps({"payload": {"op": "t", "source": {}}, "schema": {}}), None),
+        (0, 2, None, orjson.dumps({"ts_ms": 1732460000000}), None),
+        (0, 3, None, orjson.dumps({"schema": {}, "payload": schema_change}), None),
+        (0, 4, None, orjson.dumps({"id": 1}), None),
+    ]
+    decoded = decode_records(records, spec, lenient=True)
+    assert decoded.table["id"].to_pylist() == [1]
+    assert [(t.partition, t.offset) for t in decoded.truncates] == [(0, 1), (1, 7)]
+    assert decoded.skipped == 2
+    assert [(e.offset, e.reason) for e in decoded.errors] == [(4, "unknown op None")]
+
+
+def test_a_new_column_stops_decoding_at_the_first_record_that_carries_it() -> None:
+    """Never dropped silently: with or without a schema, in the middle of a batch."""
+    from logstore.codec import decode_records
+    from logstore.errors import SourceSchemaChanged
+
+    spec = LogSpec("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"], 1)
+
+    def rec(i: int, after: dict) -> tuple:  # type: ignore[type-arg]
+        return (0, i, None, orjson.dumps({"before": None, "after": after, "op": "c"}), None)
+
+    records = [rec(i, {"id": i}) for i in range(50)]
+    records += [rec(50, {"id": 50, "qty": None, "note": "x"}), rec(51, {"id": 51, "qty": 2.5})]
+    records += [rec(i, {"id": i, "qty": 1.0, "note": "y"}) for i in range(52, 60)]
+    with pytest.raises(SourceSchemaChanged) as err:
+        decode_records(records, spec)
+    assert (err.value.offset, err.value.index) == (50, 50)
+    assert err.value.fields == {"qty": pa.float64(), "note": pa.string()}
+    assert "never dropped silently" in str(err.value)
+    # a decimal named by the record's schema keeps its precision and scale
+    amount = {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+        "field": "amount",
+    }
+    image = {"type": "struct", "fields": [{"type": "int64", "field": "id"}, amount]}
+    schema = {"type": "struct", "fields": [{**image, "field": "after"}]}
+    payload = {"before": None, "after": {"id": 1, "amount": "AfE="}, "op": "c"}
+    value = orjson.dumps({"schema": schema, "payload": payload})
+    with pytest.raises(SourceSchemaChanged) as err:
+        decode_records([(0, 0, None, value, None)], spec)
+    assert err.value.fields == {"amount": pa.decimal128(10, 2)}
