@@ -167,7 +167,7 @@ def _is_control_event(value: bytes | None) -> bool:
     if not isinstance(doc, dict) or "op" in doc:
         return False
     keys = set(doc)
-    return bool(keys & _CONTROL_KEYS) or bool(keys) and keys <= _HEARTBEAT_KEYS
+    return bool(keys & _CONTROL_KEYS) or (bool(keys) and keys <= _HEARTBEAT_KEYS)
 
 
 def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec) -> _Part:
