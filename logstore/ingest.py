@@ -133,7 +133,14 @@ class Ingestor:
         consumer = Consumer(
             confluent_config(
                 bootstrap,
-                {"fetch.wait.max.ms": 100, "log_level": 3},
+                {
+                    "fetch.wait.max.ms": 100,
+                    "log_level": 3,
+                    # Debezium events are large (~0.5 KB with their source block): the
+                    # 1 MB per-partition default leaves a fast consumer waiting on fetches
+                    "max.partition.fetch.bytes": 16 << 20,
+                    "fetch.max.bytes": 64 << 20,
+                },
                 # exactly-once needs these whatever the settings say
                 {
                     "group.id": self.group_id,

@@ -131,6 +131,7 @@ def ingest(
             err=True,
         )
 
+    ingestor = new_ingestor()  # before saying where it ingests: start-up is done then
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     click.echo(
         f"ingesting {from_topic} -> {log_spec_for(table).topic} ({table.name}) on {bootstrap}; "
@@ -140,7 +141,6 @@ def ingest(
     total = IngestStats()
     try:
         while True:
-            ingestor = new_ingestor()
             try:
                 stats = ingestor.run(stop=stop, idle_exit_s=idle_exit, on_barrier=progress)
                 _add(total, stats)
@@ -152,6 +152,7 @@ def ingest(
                 _evolve(table, exc)
             finally:
                 ingestor.close()
+            ingestor = new_ingestor()  # resumes at the record with the new columns
     except BadSourceRecord as exc:
         raise click.ClickException(f"ingest stopped: {exc}") from exc
     except (FileStoreError, LogStoreError) as exc:
