@@ -170,10 +170,10 @@ def bench_ingestor(
 
     original = ingestor._process  # the first batch's arrival marks the end of start-up
 
-    def process(msgs: list[Any]) -> Any:
+    def process(msgs: list[Any], *args: Any) -> Any:
         if not first:
             first.append(time.monotonic())
-        return original(msgs)
+        return original(msgs, *args)
 
     ingestor._process = process  # type: ignore[method-assign]
     cpu0 = time.process_time()
