@@ -18,7 +18,13 @@ built with the dts extension (`extension.py`), reads by name are planned like
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+import bridge
+import filestore
+import logstore
 
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_catalog
@@ -37,6 +43,7 @@ BY_NAME_CONF = "spark.dts.tables-by-name"
 # the Spark tables this module created (Spark's catalog does not show a Python source's
 # provider), so refresh never touches a user's own table of the same name
 EXPOSED_CONF = "spark.dts.exposed-tables"
+_PACKAGES = (bridge, filestore, logstore)
 
 
 def source_class(name: str, defaults: dict[str, str]) -> type:
@@ -69,6 +76,7 @@ def register(
         if value:
             spark.conf.set(SESSION_CONF_PREFIX + key, value)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    share_import_roots(spark.sparkContext)
     spark.dataSource.register(source_class("dts", session_defaults(spark)))
     install_planner(spark)
     if wants_warm_up(spark, warm_up):
@@ -77,6 +85,22 @@ def register(
         return []
     spark.conf.set(BY_NAME_CONF, "true")
     return refresh(spark)
+
+
+def share_import_roots(sc: Any) -> None:
+    """Let every Python worker import the packages from where this driver imported them.
+
+    Spark hands ``--py-files`` / ``spark.submit.pyFiles`` to the workers that run tasks
+    and plan batch reads, but not to the driver's streaming source runner
+    (``python_streaming_source_runner``), which then cannot import ``bridge``. The
+    functions registered after this carry ``sc.environment`` as their workers'
+    environment, so its ``PYTHONPATH`` names the roots (the shipped zip, or the
+    checkout) the driver's own imports came from. A root absent on an executor's host
+    is skipped by Python; executors get the shipped files as before.
+    """
+    roots = [str(Path(m.__file__ or "").resolve().parents[1]) for m in _PACKAGES]
+    current = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sc.environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*current, *roots]))
 
 
 def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
