@@ -25,7 +25,6 @@ from typing import Any
 import bridge
 import filestore
 import logstore
-
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.catalog import open_catalog
 from bridge.spark.errors import OptionError, SparkBridgeError
