@@ -83,11 +83,11 @@ def register(
     `role`: `writer` (commits the FileStore) or `log-writer` (target.tier=log: writes the
     table's log, which the table's worker job, a flusher, moves into the FileStore).
     """
-    from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
-
     url = opts.common.meta_url
     if not url:
-        return None
+        return None  # before importing the MetaService's client: a write needs no pydantic
+    from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
+
     srcs = list(dict.fromkeys([*(sources or []), *opts.meta_sources]))
     with _client(url) as client:
         try:

@@ -176,3 +176,24 @@ def test_kept_log_consumers_outliving_their_broker_log_through_python(
         logging.getLogger(CLIENT_LOGGER).removeHandler(handler)
     assert heard.is_set(), "no librdkafka line reached the logstore.kafka logger"
     assert "rdkafka#consumer" not in capfd.readouterr().err
+
+
+def test_a_write_without_a_meta_url_needs_no_metaservice_client_stack() -> None:
+    """A cluster's driver may lack the MetaService's client stack (pydantic, httpx): a
+    write that names no MetaService must not import it (issue 26)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic'] = None\n"  # any import of them now fails
+        "sys.modules['httpx'] = None\n"
+        "from types import SimpleNamespace as NS\n"
+        "import bridge\n"
+        "from bridge.spark import meta_jobs\n"
+        "opts = NS(common=NS(meta_url=None, table='db.t'), meta_sources=[])\n"
+        "assert meta_jobs.register(opts, 'batch', 'job-1') is None\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
