@@ -21,6 +21,7 @@ def test_the_examples_are_the_main_jobs() -> None:
     assert EXAMPLES == [
         "batch_snapshots.py",
         "cdc_to_table.py",
+        "debezium_ingest.py",
         "spark_kafka_source.py",
         "streaming_derived.py",
     ]
