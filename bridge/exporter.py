@@ -8,7 +8,8 @@ everything derived from a snapshot's manifests is cached by (table, snapshot id)
 the snapshot directory listing and the barrier age are recomputed each time.
 
 Metric names follow ``dts_<part>_<what>_<unit>`` with labels ``table`` and ``bucket``
-(see docs/internals.md, ``bridge.metrics``).
+(see docs/internals.md; the registry is ``exporter_registry`` here, the worker's and the
+MetaService's are ``bridge.worker.metrics`` and ``bridge.meta.metrics``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class _AliasOption(click.Option):
     """An option whose old spellings still work but are not shown in the help.
 
     Every command names the MetaService address ``--meta-url`` (the worker, Spark jobs,
-    the README); ``dts meta`` used to call it ``--url``, which scripts may still pass.
+    docs/cli.md); ``dts meta`` used to call it ``--url``, which scripts may still pass.
     """
 
     def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kw: Any) -> None:
