@@ -19,13 +19,6 @@ class LogOffsetsExpired(SparkBridgeError):
     """The log no longer holds the offsets a query asks for (past log.retention)."""
 
 
-def log_spec(table: Any) -> Any:
-    """The table's LogSpec: the one composition in ``bridge.tables``."""
-    from bridge.tables import log_spec_for
-
-    return log_spec_for(table)
-
-
 def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:
     """A consumer that is only ever `assign()`ed (never subscribed, commits nothing)."""
     from confluent_kafka import Consumer

@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bridge.spark.errors import OptionError
-from bridge.spark.kafka_access import log_spec
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 from bridge.spark.writing import DtsCommitMessage
+from bridge.tables import log_spec_for
 from filestore.fileio import resolve_filesystem
 
 
@@ -74,7 +74,7 @@ def commit_to_log(
 
     if not opts.common.bootstrap:
         raise OptionError('target.tier=log needs .option("bootstrap", "host:port")')
-    spec = log_spec(table)
+    spec = log_spec_for(table)
     fs, _ = _staging_dir(opts, commit_user)
     writer = open_log_writer(
         table,

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.kafka_access import LogOffsetsExpired, consumer, log_spec
+from bridge.spark.kafka_access import LogOffsetsExpired, consumer
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
 from bridge.spark.plan_limits import default_read_limit, limits
@@ -31,6 +31,7 @@ from bridge.spark.plan_log import BatchEnd, LiveLogScanner, admit, record_admiss
 from bridge.spark.plan_scan import read_context
 from bridge.spark.read_log import read_log_range
 from bridge.spark.read_parts import LogPartition
+from bridge.tables import log_spec_for
 
 
 class LogTierReader:
@@ -42,7 +43,7 @@ class LogTierReader:
         self.opts = opts
         self.bootstrap: str = opts.common.bootstrap
         table = open_table(opts.common.warehouse, opts.common.table)
-        self.spec = log_spec(table)
+        self.spec = log_spec_for(table)
         self.ctx = read_context(opts, schema, table)
         self.scanner = LiveLogScanner(
             self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s

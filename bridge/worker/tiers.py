@@ -30,9 +30,6 @@ from logstore.topics import ensure_topic
 
 log = logging.getLogger(__name__)
 
-# kept for existing callers; the one definition is bridge.tables.log_spec_for
-log_spec = log_spec_for
-
 # merge engines whose merge needs the before-image of an update (a -U row)
 _RETRACTING_ENGINES = ("partial-update", "aggregation")
 

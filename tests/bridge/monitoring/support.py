@@ -405,7 +405,7 @@ def start_worker(warehouse: Path, bootstrap: str) -> Iterator[str]:
     import httpx
     from confluent_kafka import Producer
 
-    from bridge.worker.tiers import log_spec
+    from bridge.tables import log_spec_for
     from tests.bridge.worker.support import Changelog, create_table, log_writer, produce
     from tests.bridge.worker.support import start_worker as start_worker_proc
 
@@ -414,7 +414,7 @@ def start_worker(warehouse: Path, bootstrap: str) -> Iterator[str]:
     changes = Changelog()
     produce(writer, changes, barriers=3, rows_per_barrier=50)
     producer = Producer({"bootstrap.servers": bootstrap})
-    producer.produce(log_spec(table).topic, key=b'{"id": 1}', value=b"not json", partition=0)
+    producer.produce(log_spec_for(table).topic, key=b'{"id": 1}', value=b"not json", partition=0)
     producer.flush(10)
     produce(writer, changes, barriers=2, rows_per_barrier=50)
     writer.close()
