@@ -26,6 +26,7 @@ from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from logstore.client_config import confluent_config
@@ -269,7 +270,7 @@ class Ingestor:
         parts, offs = parts[kept], offs[kept]
         cut = None
         if self.txns is not None:
-            ids = self._transaction_ids(good, kept)
+            ids = self._transaction_ids(good, kept, decoded)
             cut = self.txns.cut(ids) if barrier_due else None
             if cut is not None:  # close the due barrier at the last clean boundary
                 self._copy(decoded, parts[:cut], offs[:cut])
@@ -281,9 +282,16 @@ class Ingestor:
         self._offsets.update(stops)  # the source offset stops exactly at that record
         return stop, cut is not None
 
-    def _transaction_ids(self, msgs: list[Any], kept: np.ndarray) -> pa.Array:
+    def _transaction_ids(self, msgs: list[Any], kept: np.ndarray, decoded: Decoded) -> pa.Array:
+        """The kept records' source transaction ids (null for dead letters: not JSON)."""
         assert self.txns is not None
-        values = pa.array([m.value() for m in msgs], pa.large_binary()).filter(pa.array(kept))
+        if decoded.errors:
+            bad = {(e.partition, e.offset) for e in decoded.errors}
+            raw = [None if (m.partition(), m.offset()) in bad else m.value() for m in msgs]
+        else:
+            raw = [m.value() for m in msgs]
+        values = pa.array(raw, pa.large_binary()).filter(pa.array(kept))
+        values = pc.fill_null(values, pa.scalar(b"{}", pa.large_binary()))
         if not self.txns.collections:
             for v in values.slice(0, 100).to_pylist():
                 if v and (names := collection_names(v)):

@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from logstore.envelope import combined, read_json_values
 
@@ -38,13 +39,16 @@ def transaction_ids(values: pa.Array) -> pa.Array:
     env = read_json_values(values, _IDS_SCHEMA)
     top = combined(env.column("transaction")).field("id")
     inner = combined(env.column("payload")).field("transaction").field("id")
-    return pa.compute.coalesce(top, inner)
+    return pc.coalesce(top, inner)
 
 
 def collection_names(value: bytes) -> set[str]:
     """The names Debezium may give the table of a change event in ``data_collections``
     (``db.table`` for MySQL, ``schema.table`` for PostgreSQL, ``db.schema.table``)."""
-    doc = orjson.loads(value)
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return set()
     env = doc.get("payload", doc) if isinstance(doc, dict) else {}
     source = env.get("source") if isinstance(env, dict) else None
     if not isinstance(source, dict) or not source.get("table"):
@@ -71,7 +75,10 @@ class TransactionTracker:
         """``(partition, offset, value)`` of transaction-topic records (BEGIN/END)."""
         for p, o, value in records:
             self.position[p] = o + 1
-            doc = orjson.loads(value) if value else None
+            try:
+                doc = orjson.loads(value) if value else None
+            except orjson.JSONDecodeError:
+                continue  # not a transaction event: nothing it could tell
             env = doc.get("payload", doc) if isinstance(doc, dict) else None
             if not isinstance(env, dict) or env.get("status") != "END" or not env.get("id"):
                 continue

@@ -1,0 +1,45 @@
+"""Where a barrier may cut a batch of source events (logstore.transactions), no broker."""
+
+from __future__ import annotations
+
+import orjson
+import pyarrow as pa
+
+from logstore.transactions import TransactionTracker, collection_names
+
+
+def _end(txn: str, ours: int, other: int = 0) -> bytes:
+    counts = [{"data_collection": "public.orders", "event_count": ours}]
+    counts.append({"data_collection": "public.lines", "event_count": other})
+    return orjson.dumps({"status": "END", "id": txn, "data_collections": counts})
+
+
+def test_cuts_only_between_complete_transactions() -> None:
+    tr = TransactionTracker(collections={"public.orders"})
+    tr.on_transaction_events([(0, 0, _end("a", 2)), (0, 1, b"not json"), (0, 2, _end("b", 3))])
+    ids = pa.array(["a", "a", None, "b", "b", "c"])
+    assert tr.cut(ids) == 3  # a complete and before 3; b (2 of 3) and c (no END) open
+    tr.record(ids[:3])
+    assert tr.written == {} and tr.all_complete()
+    assert tr.cut(ids[3:]) == 0  # b and c still open: only before them
+    tr.record(ids[3:5])
+    assert not tr.all_complete()
+    assert tr.cut(pa.array(["b", "d"])) == 1  # b's last event first; d unknown after it
+    assert tr.cut(pa.array(["d", "b"])) is None  # d would be split from b's rest: no cut
+    assert tr.safe_offsets() == {0: 2}  # b's END is still needed after a restart
+
+
+def test_transactions_without_events_of_this_table_are_forgotten() -> None:
+    tr = TransactionTracker(collections={"public.orders"})
+    tr.on_transaction_events([(0, 5, _end("x", 0, other=4))])
+    assert tr.counts == {} and tr.safe_offsets() == {0: 6}
+
+
+def test_collection_names_from_the_source_block() -> None:
+    pg = {"source": {"db": "shop", "schema": "public", "table": "orders"}, "op": "c"}
+    assert collection_names(orjson.dumps(pg)) == {
+        "shop.orders",
+        "public.orders",
+        "shop.public.orders",
+    }
+    assert collection_names(b"{not json") == set()
