@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.bench_worker import cpu_seconds
+from bench.results import save_results
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
@@ -252,10 +252,7 @@ def main() -> None:
             results[name] = r = step()
             print(f"   {r['rows_per_s']:,.0f} records/s", flush=True)
     report(results)
-    results["load_average"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
-    print(f"\nresults in {args.out}")
+    save_results(args.out, results)
 
 
 def report(results: dict[str, Any]) -> None:

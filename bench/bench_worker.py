@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.results import save_results
 from filestore import Catalog, Table, bucket_ids
 from logstore.broker import EmbeddedBroker, free_port
 from logstore.writer import LogWriter
@@ -389,10 +390,7 @@ def main() -> None:
         if profile is not None:
             results["profile"] = summarize_profile(profile)
     report(results)
-    results["load_average"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
-    print(f"\nresults in {args.out}")
+    save_results(args.out, results)
 
 
 def report(results: dict[str, Any]) -> None:

@@ -250,12 +250,13 @@ class Ingestor:
             good = [m for m in msgs if m.error() is None]
         stop: DecodeError | None = None
         try:
-            decoded, parts, offs = self._decode(good)
+            decoded, parts, offs, values = self._decode(good)
         except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
             stop, good = exc, good[: exc.index]
-            decoded, parts, offs = self._decode(good)
+            decoded, parts, offs, values = self._decode(good)
         self.stats.skipped += decoded.skipped
         kept = np.ones(len(parts), dtype=bool)
+        all_ids = parts << 40 | offs  # one id per record, before any is dropped
         stops = {stop.partition: stop.offset} if stop is not None else {}
         if decoded.errors and self.dlq is not None:
             self.stats.dead_letters += self.dlq.send(decoded.errors)
@@ -270,7 +271,7 @@ class Ingestor:
         parts, offs = parts[kept], offs[kept]
         cut = None
         if self.txns is not None:
-            ids = self._transaction_ids(good, kept, decoded)
+            ids = self._transaction_ids(values, all_ids, kept, decoded)
             cut = self.txns.cut(ids) if barrier_due else None
             if cut is not None:  # close the due barrier at the last clean boundary
                 self._copy(decoded, parts[:cut], offs[:cut])
@@ -282,16 +283,17 @@ class Ingestor:
         self._offsets.update(stops)  # the source offset stops exactly at that record
         return stop, cut is not None
 
-    def _transaction_ids(self, msgs: list[Any], kept: np.ndarray, decoded: Decoded) -> pa.Array:
+    def _transaction_ids(
+        self, raw: list[Any], ids: np.ndarray, kept: np.ndarray, decoded: Decoded
+    ) -> pa.Array:
         """The kept records' source transaction ids (null for dead letters: not JSON)."""
         assert self.txns is not None
+        values = pa.array(raw, pa.large_binary())
+        empty = pa.scalar(b"{}", pa.large_binary())
         if decoded.errors:
-            bad = {(e.partition, e.offset) for e in decoded.errors}
-            raw = [None if (m.partition(), m.offset()) in bad else m.value() for m in msgs]
-        else:
-            raw = [m.value() for m in msgs]
-        values = pa.array(raw, pa.large_binary()).filter(pa.array(kept))
-        values = pc.fill_null(values, pa.scalar(b"{}", pa.large_binary()))
+            bad = np.isin(ids, [e.partition << 40 | e.offset for e in decoded.errors])
+            values = pc.if_else(pa.array(bad), empty, values)
+        values = pc.fill_null(values.filter(pa.array(kept)), empty)
         if not self.txns.collections:
             for v in values.slice(0, 100).to_pylist():
                 if v and (names := collection_names(v)):
@@ -307,20 +309,26 @@ class Ingestor:
             last = int(offs[parts == p].max()) + 1
             self._offsets[p] = max(self._offsets.get(p, 0), last)
 
-    def _decode(self, msgs: list[Any]) -> tuple[Decoded, np.ndarray, np.ndarray]:
-        """Decode messages; also their partitions and offsets as arrays."""
+    def _decode(self, msgs: list[Any]) -> tuple[Decoded, np.ndarray, np.ndarray, list[Any]]:
+        """Decode messages; also their partitions, offsets and values as arrays."""
         parts = [m.partition() for m in msgs]
         offs = [m.offset() for m in msgs]
+        values = [m.value() for m in msgs]
         decoded = decode_columns(
             self.src_spec,
             parts,
             offs,
             _Lazy(msgs, "key"),  # keys and headers are read only for the few records
-            [m.value() for m in msgs],  # that need them (tombstones, key-only deletes,
+            values,  # that need them (tombstones, key-only deletes,
             _Lazy(msgs, "headers"),  # dead letters): not one call per record
             lenient=True,  # bad records are handled here: dead letters or a clean stop
         )
-        return decoded, np.array(parts, dtype=np.int64), np.array(offs, dtype=np.int64)
+        return (
+            decoded,
+            np.array(parts, dtype=np.int64),
+            np.array(offs, dtype=np.int64),
+            values,
+        )
 
     def _write_in_order(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
         """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
