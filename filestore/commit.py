@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from filestore.commit_lookup import needs_lookup, with_changelog
+from filestore.commit_lookup import needs_lookup, stores_changelog, with_changelog
 from filestore.context import Partition, TableContext
 from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
 from filestore.levels import BucketKey
@@ -72,17 +72,26 @@ class SnapshotProducer:
         messages: Sequence[CommitMessage],
         live: Sequence[ManifestEntry] | None,
     ) -> None:
-        """A file this commit deletes must still be live."""
-        deleted = [(m.partition, m.bucket, f.file_name) for m in messages for f in m.deleted_files]
-        if not deleted:
+        """A file this commit deletes must still be live, with the rows it had."""
+        if not any(m.deleted_files for m in messages):
             return
-        live_ids = {e.identifier for e in (live or [])}
-        for ident in deleted:
-            if ident not in live_ids:
-                raise CommitConflict(
-                    f"table {ctx.name}: file {ident[2]} (partition {list(ident[0])}, "
-                    f"bucket {ident[1]}) was removed by a concurrent commit; redo the compaction"
-                )
+        live_files = {e.identifier: e.file for e in (live or [])}
+        for m in messages:
+            for f in m.deleted_files:
+                ident = (m.partition, m.bucket, f.file_name)
+                now = live_files.get(ident)
+                if now is None:
+                    raise CommitConflict(
+                        f"table {ctx.name}: file {ident[2]} (partition {list(ident[0])}, "
+                        f"bucket {ident[1]}) was removed by a concurrent commit; redo the compaction"
+                    )
+                if now.deletion_vector != f.deletion_vector:
+                    # the rewrite kept rows a concurrent commit has since deleted
+                    raise CommitConflict(
+                        f"table {ctx.name}: rows of file {ident[2]} (partition "
+                        f"{list(ident[0])}, bucket {ident[1]}) were deleted by a concurrent "
+                        "commit; redo the compaction"
+                    )
 
     def removed_entries(
         self, schema: TableSchema, live: Sequence[ManifestEntry] | None
@@ -322,8 +331,11 @@ class SnapshotCommit:
         rebased = rebase(self.ctx, latest, messages, live or []) if lagging else Rebased(messages)
         if lookup:
             # against `latest`, the snapshot this attempt commits on: a lost race redoes it
-            rebased = with_changelog(self.ctx, rebased, live or [])
+            rebased = with_changelog(self.ctx, rebased, live or [], producer.kind)
         entries = producer.removed_entries(schema, live)
+        for old, grown in rebased.revectored:  # a file whose deletion vector grew
+            entries.append(replace(old, kind=DELETE))
+            entries.append(replace(old, kind=ADD, file=grown))
         for m in rebased.messages:
             for f in m.deleted_files:
                 entries.append(ManifestEntry(DELETE, m.partition, m.bucket, m.total_buckets, f))
@@ -335,7 +347,8 @@ class SnapshotCommit:
             for f in m.changelog_files
         ]
         # a looked-up changelog is stored even when empty: "no change", not "unknown"
-        manifests = self._write_manifests(latest, schema.id, entries, changelog, lookup)
+        stored = lookup and stores_changelog(self.ctx, producer.kind)
+        manifests = self._write_manifests(latest, schema.id, entries, changelog, stored)
         snapshot = self._snapshot(
             latest,
             schema.id,

@@ -35,6 +35,7 @@ from filestore.bucket_file import align, key_value_schema, read_bucket_file, wri
 from filestore.commit import CompactFiles, SnapshotCommit
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
+from filestore.deletion_vectors import read_live
 from filestore.errors import CommitConflict
 from filestore.levels import BucketKey, SortedRun, live_by_bucket, run_count, sorted_runs
 from filestore.lookup import lookup_changelog
@@ -148,7 +149,7 @@ def rewrite(
     files = sorted(unit.files, key=lambda f: f.min_sequence_number)  # oldest first
     if schema.primary_key:
         target = key_value_schema(schema)
-        tables = [align(read_bucket_file(ctx, partition, bucket, f), target) for f in files]
+        tables = [align(read_live(ctx, partition, bucket, f), target) for f in files]
         keys = [KEY_PREFIX + k for k in schema.primary_key]
         merged = merge(
             pa.concat_tables(tables),

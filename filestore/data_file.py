@@ -222,6 +222,9 @@ class DataFileMeta:
     delete_row_count: int = 0
     creation_time_millis: int = field(default_factory=lambda: int(time.time() * 1000))
     file_source: str = FileSource.APPEND
+    # positions of rows no longer current: a portable Roaring bitmap, empty for none
+    # (``filestore.deletion_vectors``)
+    deletion_vector: bytes = b""
 
     def min_key(self) -> tuple[Any, ...] | None:
         return self._key_row(0)
@@ -255,6 +258,7 @@ class DataFileMeta:
             "delete_row_count": self.delete_row_count,
             "creation_time_millis": self.creation_time_millis,
             "file_source": self.file_source,
+            "deletion_vector": base64.b64encode(self.deletion_vector).decode(),
         }
 
     @classmethod
@@ -273,6 +277,7 @@ class DataFileMeta:
             delete_row_count=int(d.get("delete_row_count", 0)),
             creation_time_millis=int(d.get("creation_time_millis", 0)),
             file_source=d.get("file_source", FileSource.APPEND),
+            deletion_vector=base64.b64decode(d.get("deletion_vector", "")),
         )
 
     # Avro record form (manifest files): same fields, bytes stay bytes.
@@ -280,6 +285,7 @@ class DataFileMeta:
         d = self.to_json()
         d["key_range"] = self.key_range
         d["value_stats"] = self.value_stats
+        d["deletion_vector"] = self.deletion_vector
         return d
 
     @classmethod
@@ -298,6 +304,7 @@ class DataFileMeta:
             delete_row_count=d["delete_row_count"],
             creation_time_millis=d["creation_time_millis"],
             file_source=d["file_source"],
+            deletion_vector=d.get("deletion_vector", b""),  # manifests written before it
         )
 
 
@@ -318,5 +325,6 @@ DATA_FILE_AVRO = {
         {"name": "delete_row_count", "type": "long"},
         {"name": "creation_time_millis", "type": "long"},
         {"name": "file_source", "type": "string"},
+        {"name": "deletion_vector", "type": "bytes", "default": ""},
     ],
 }

@@ -30,7 +30,8 @@ from filestore.bucket_file import align, key_value_schema, read_bucket_file, wri
 from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
-from filestore.merge import integer_keys, merge, take_rows
+from filestore.deletion_vectors import deleted_positions, with_deleted
+from filestore.merge import integer_keys, merge, take_rows, winner_indices
 from filestore.row_kind import (
     INSERT,
     ROW_KIND_COLUMN,
@@ -55,10 +56,10 @@ def _as_kv(values: pa.Table, kv: pa.Schema, keys: Sequence[str], seq: int) -> pa
     return align(pa.table(arrays), kv)
 
 
-def _rows_with_keys(rows: pa.Table, probe: pl.DataFrame, keys: list[str]) -> pa.Table:
-    frame = indexed_frame(rows, _ROW)
-    hit = frame.join(probe, on=keys, how="semi", nulls_equal=True)[_ROW].to_numpy()
-    return rows.take(pa.array(hit))
+def _positions_with_keys(rows: pa.Table, probe: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    frame = indexed_frame(rows.select(keys), _ROW)
+    hit: np.ndarray = frame.join(probe, on=keys, how="semi", nulls_equal=True)[_ROW].to_numpy()
+    return hit
 
 
 @dataclass(frozen=True)
@@ -109,22 +110,32 @@ def _old_rows(
 ) -> pa.Table:
     """Key-value rows of ``files`` whose keys are in ``probe`` (threads, one per core)."""
     kv = key_value_schema(ctx.schema)
-    kv_keys = list(probe.columns)
-    single = probe.width == 1 and probe.dtypes[0].is_integer() and probe.null_count().item() == 0
-    wanted = np.unique(probe.to_series().to_numpy()) if single else None
+    wanted = _wanted_integers(probe)
 
     def one(f: DataFileMeta) -> pa.Table:
         data = align(read_bucket_file(ctx, partition, bucket, f), kv)
-        keys = integer_keys(data, kv_keys) if wanted is not None else None
-        if keys is not None and wanted is not None and bool((keys[1:] > keys[:-1]).all()):
-            return take_rows(data, _integer_hits(keys, wanted))
-        return _rows_with_keys(data, probe, kv_keys)
+        return take_rows(data, _hit_positions(data, probe, wanted))
 
     if not files:
         return kv.empty_table()
     workers = min(len(files), os.cpu_count() or 1)
     with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
         return pa.concat_tables(list(pool.map(one, files)))
+
+
+def _wanted_integers(probe: pl.DataFrame) -> np.ndarray | None:
+    """The probe's keys, sorted, when they are one integer column without nulls."""
+    single = probe.width == 1 and probe.dtypes[0].is_integer() and probe.null_count().item() == 0
+    return np.unique(probe.to_series().to_numpy()) if single else None
+
+
+def _hit_positions(data: pa.Table, probe: pl.DataFrame, wanted: np.ndarray | None) -> np.ndarray:
+    """Row positions of ``data`` (key-value rows) whose key is in ``probe``, in order."""
+    kv_keys = list(probe.columns)
+    keys = integer_keys(data, kv_keys) if wanted is not None else None
+    if keys is not None and wanted is not None and bool((keys[1:] > keys[:-1]).all()):
+        return _integer_hits(keys, wanted)
+    return _positions_with_keys(data, probe, kv_keys)
 
 
 def lookup_changes(
@@ -216,3 +227,96 @@ def lookup_changelog(
         return None
     seq = min(f.min_sequence_number for f in level0)
     return write_changes(ctx, partition, bucket, found.changes, seq, FileSource.COMPACT)
+
+
+# -- deletion vectors (merge-on-write) ---------------------------------------------
+@dataclass(frozen=True)
+class VectorLookup:
+    """What new files do to a bucket with deletion vectors: the rows they supersede."""
+
+    changes: pa.Table | None  # as Lookup.changes (None: only inserts, rows not needed)
+    only_inserts: bool
+    grown: tuple[DataFileMeta, ...]  # old files whose vectors grew, with the new vectors
+    new_files: tuple[DataFileMeta, ...]  # the new files, each with its vector (if any)
+
+
+def _new_rows(
+    ctx: TableContext, partition: Partition, bucket: int, files: Sequence[DataFileMeta]
+) -> tuple[pa.Table, np.ndarray]:
+    """The new files' key-value rows (oldest file first) and where each file starts."""
+    kv = key_value_schema(ctx.schema)
+    tables = [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
+    starts = np.cumsum([0, *(t.num_rows for t in tables)])
+    return pa.concat_tables(tables), starts
+
+
+def lookup_vectors(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    level0: Sequence[DataFileMeta],
+    upper: Sequence[DataFileMeta],
+    *,
+    need_changes: bool,
+) -> VectorLookup:
+    """The deletion vectors (and, with ``need_changes``, the changes) of committing
+    ``level0`` over ``upper``, the bucket's live files.
+
+    Every row of ``upper`` whose key the new rows touch is superseded: the commit numbers
+    new rows above every committed one (``filestore.rebase``). Among the new rows each
+    key's last one wins; the others, and a winner that is a retraction, are deleted too,
+    so after the commit every key has at most one live row in the bucket, an add.
+    """
+    files = sorted(level0, key=lambda f: f.min_sequence_number)
+    upper = _overlapping(files, upper)
+    if not upper and len(files) == 1 and not files[0].delete_row_count:
+        return VectorLookup(None, True, (), tuple(files))  # one flushed file: a key per row
+    schema = ctx.schema
+    keys = list(schema.primary_key)
+    kv_keys = [KEY_PREFIX + k for k in keys]
+    written, starts = _new_rows(ctx, partition, bucket, files)
+    live = winner_indices(written, kv_keys, drop_deletes=True, in_order=False)
+    dead = np.ones(written.num_rows, dtype=bool)
+    dead[live] = False
+    new_files = tuple(
+        with_deleted(f, np.flatnonzero(dead[starts[i] : starts[i + 1]]))
+        for i, f in enumerate(files)
+    )
+    probe = pl.from_arrow(written.select(kv_keys), rechunk=False)
+    assert isinstance(probe, pl.DataFrame)
+    grown, old = _superseded(ctx, partition, bucket, upper, probe.unique())
+    if not grown and not dead.any():
+        return VectorLookup(None, True, (), new_files)
+    if not need_changes:
+        return VectorLookup(None, False, grown, new_files)
+    new = take_rows(written, np.sort(live)).select(schema.column_names)
+    return VectorLookup(diff_states(old, new.cast(old.schema), keys), False, grown, new_files)
+
+
+def _superseded(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    probe: pl.DataFrame,
+) -> tuple[tuple[DataFileMeta, ...], pa.Table]:
+    """The ``files`` whose live rows of ``probe``'s keys are now deleted (with their grown
+    vectors), and those rows (table columns: the keys' old values)."""
+    schema = ctx.schema
+    kv = key_value_schema(schema)
+    wanted = _wanted_integers(probe)
+
+    def one(f: DataFileMeta) -> tuple[DataFileMeta | None, pa.Table]:
+        data = align(read_bucket_file(ctx, partition, bucket, f), kv)
+        hits = _hit_positions(data, probe, wanted)
+        if f.deletion_vector:
+            hits = hits[~np.isin(hits, deleted_positions(f), assume_unique=True)]
+        if len(hits) == 0:
+            return None, kv.empty_table()
+        return with_deleted(f, hits), take_rows(data, hits)
+
+    workers = max(1, min(len(files), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
+        found = list(pool.map(one, files))
+    rows = pa.concat_tables([kv.empty_table(), *(t for _, t in found)])
+    return tuple(m for m, _ in found if m is not None), rows.select(schema.column_names)

@@ -57,6 +57,7 @@ KNOWN_OPTIONS = frozenset(
         "snapshot.time-retained",
         "changelog-producer",
         "change-tracking",
+        "deletion-vectors.enabled",
         "aggregation.remove-record-on-delete",
         "barrier.interval",
         "log.topic",
@@ -179,6 +180,8 @@ class CoreOptions:
     snapshot_time_retained_ms: int = 3_600_000
     changelog_producer: str = "auto"
     change_tracking: bool = True
+    # merge-on-write: commits mark superseded rows, reads merge nothing (deletion_vectors.py)
+    deletion_vectors: bool = False
     log_consistency: str = "transactional"
     log_changelog_mode: str = "auto"
     barrier_interval_ms: int = 1000
@@ -217,6 +220,7 @@ class CoreOptions:
             ),
             changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),
+            deletion_vectors=_bool(raw, "deletion-vectors.enabled", False),
             log_consistency=_choice(
                 raw, "log.consistency", "transactional", ("transactional", "eventual")
             ),

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from filestore.bucket_file import align
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
+from filestore.deletion_vectors import drop_deleted
 from filestore.errors import SchemaError
 from filestore.merge import merge, winner_indices
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
@@ -100,6 +101,14 @@ def _row_group_guarantee(
     return reduce(operator.and_, terms) if terms else pc.scalar(True)
 
 
+def _row_positions(meta: pq.FileMetaData, groups: Sequence[int]) -> np.ndarray:
+    """The file's row numbers of the rows of ``groups`` (read in that order)."""
+    sizes = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    parts = [np.arange(starts[g], starts[g] + sizes[g], dtype=np.uint32) for g in groups]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
+
+
 class SplitReader:
     """Reads splits of one table with a given projection and filter."""
 
@@ -150,9 +159,11 @@ class SplitReader:
             wanted += [c for c in self.read_columns if c not in self._primary_key]
             columns = [c for c in wanted if c in present]
             if self._key_filter is None:
-                return pf.read(columns=columns, use_threads=True)
+                return drop_deleted(f, pf.read(columns=columns, use_threads=True))
             groups = self._matching_row_groups(pf.metadata)
             data = pf.read_row_groups(groups, columns=columns, use_threads=True)
+            if f.deletion_vector:
+                data = drop_deleted(f, data, _row_positions(pf.metadata, groups))
         return self._matching_keys(data)
 
     def _matching_row_groups(self, meta: pq.FileMetaData) -> list[int]:
@@ -211,9 +222,21 @@ class SplitReader:
             for f in split.files:
                 yield from self._finish(self._values(self._read_file(split, f, ())))
             return
+        if self.options.deletion_vectors:
+            # every key has at most one live row (an add) in the bucket: nothing to merge
+            for f in split.files:
+                yield from self._finish(self._values(self._live_adds(split, f)))
+            return
         for section in _key_sections(split.files):
             section.sort(key=lambda f: f.min_sequence_number)  # oldest first
             yield from self._finish(self._values(self._merge_section(split, section)))
+
+    def _live_adds(self, split: Split, f: DataFileMeta) -> pa.Table:
+        """A file's rows that are current: not deleted by its vector, not retractions."""
+        data = self._read_file(split, f, (VALUE_KIND,))
+        kinds = np.asarray(data.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+        adds = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+        return data if adds.all() else data.filter(pa.array(adds))
 
     def _merge_section(self, split: Split, section: list[DataFileMeta]) -> pa.Table:
         """The current rows of files with overlapping key ranges (oldest first)."""

@@ -37,6 +37,8 @@ class Rebased:
     messages: list[CommitMessage]
     written: list[tuple[BucketKey, str]] = field(default_factory=list)
     replaced: list[tuple[BucketKey, str]] = field(default_factory=list)
+    # deletion vectors: live files re-added with the vector this commit grew
+    revectored: list[tuple[ManifestEntry, DataFileMeta]] = field(default_factory=list)
 
 
 def rebase(

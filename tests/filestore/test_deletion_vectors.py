@@ -1,0 +1,229 @@
+"""Deletion vectors (``deletion-vectors.enabled``): reads merge nothing, and are right.
+
+Property: on random histories (upserts with several flushes per commit, deletes,
+compactions, overwrites, concurrent writers) a table with deletion vectors reads, at
+every snapshot, exactly what the same history gives a table without them (merge on
+read), every key has one live row, and the stored changelog between any two snapshots
+replays from one state to the other. Real files throughout.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from filestore import Catalog, Table
+from filestore.deletion_vectors import deleted_count
+from filestore.errors import CommitConflict, SchemaError
+from filestore.manifest import ADD, DELETE
+from filestore.read import SplitReader
+
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())]
+)
+DV = {"deletion-vectors.enabled": "true"}
+State = dict[int, dict[str, Any]]
+
+
+def _rows(ids: list[int], tag: str, kinds: list[str] | None = None) -> pa.Table:
+    data: dict[str, Any] = {
+        "id": pa.array(ids, pa.int64()),
+        "v": [f"{tag}{i}" for i in ids],
+        "n": pa.array([len(tag) * i for i in ids], pa.int64()),
+    }
+    if kinds is not None:
+        data["_row_kind"] = kinds
+    return pa.table(data)
+
+
+def _state(t: Table, sid: int) -> State:
+    rows = t.read(snapshot_id=sid).to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), f"snapshot {sid}: a key has two live rows"
+    return {r["id"]: r for r in rows}
+
+
+def _replay(start: State, changes: pa.Table) -> State:
+    state = {k: dict(v) for k, v in start.items()}
+    for row in changes.to_pylist():
+        kind = row.pop("_row_kind")
+        if kind in ("+I", "+U"):
+            state[row["id"]] = row
+        else:
+            assert state.pop(row["id"], None) == row, (kind, row)
+    return state
+
+
+def _both(warehouse: Path, name: str, options: dict[str, str]) -> tuple[Table, Table]:
+    catalog = Catalog(str(warehouse))
+    with_dv = catalog.create_table(
+        f"db.{name}_dv", SCHEMA, primary_key=["id"], options={**options, **DV}
+    )
+    merged = catalog.create_table(f"db.{name}", SCHEMA, primary_key=["id"], options=options)
+    return with_dv, merged
+
+
+def _apply(t: Table, op: str, step: int, rnd: random.Random) -> None:
+    w = t.new_write("w")
+    try:
+        if op == "upsert":
+            ids = rnd.sample(range(80), rnd.randint(1, 30))
+            w.write(_rows(ids, f"s{step}-"))
+            if rnd.random() < 0.4:  # a second flush in the same commit, same keys
+                w.flush()
+                w.write(_rows(ids[: len(ids) // 2 + 1], f"t{step}-"))
+            w.commit()
+        elif op == "delete":
+            ids = rnd.sample(range(80), rnd.randint(1, 12))
+            w.write(_rows(ids, "", ["-D"] * len(ids)))
+            w.commit()
+        elif op == "compact":
+            t.compact(full=rnd.random() < 0.5)
+        else:
+            ids = rnd.sample(range(80), rnd.randint(1, 10))
+            w.write(_rows(ids, f"o{step}-"))
+            t.new_commit("w").commit(w.prepare(), identifier=1000 + step, kind="OVERWRITE")
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_histories_read_as_the_merge_does(warehouse: Path, seed: int) -> None:
+    with_dv, merged = _both(
+        warehouse, f"t{seed}", {"bucket": "2", "num-sorted-run.compaction-trigger": "3"}
+    )
+    ops = ["upsert", "upsert", "upsert", "delete", "compact", "overwrite"]
+    plan = [random.Random(seed).choice(ops) for _ in range(16)]
+    for t in (with_dv, merged):
+        rnd = random.Random(seed * 7)
+        for step, op in enumerate(plan):
+            _apply(t, op, step, rnd)
+    dv_snaps, merged_snaps = with_dv.snapshots(), merged.snapshots()
+    assert [s.commit_kind for s in dv_snaps] == [s.commit_kind for s in merged_snaps]
+    states = {}
+    for a, b in zip(dv_snaps, merged_snaps, strict=True):
+        states[a.id] = _state(with_dv, a.id)
+        assert states[a.id] == _state(merged, b.id), (seed, a.id)
+    vectored = [e for e in with_dv.live_entries(dv_snaps[-1]) if e.file.deletion_vector]
+    assert vectored or any(s.commit_kind == "COMPACT" for s in dv_snaps[-2:]), plan
+    for i, start in enumerate(dv_snaps):
+        for end in dv_snaps[i:]:
+            replayed = _replay(states[start.id], with_dv.changes(start.id, end.id))
+            assert replayed == states[end.id], (seed, start.id, end.id)
+
+
+def test_an_upsert_marks_the_old_row_and_the_read_merges_nothing(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
+    w = t.new_write("w")
+    w.write(_rows(list(range(10)), "a"))
+    first = w.commit()
+    w.write(_rows([2, 5], "bb"))
+    w.write(_rows([7], "", ["-D"]))
+    second = w.commit()
+    w.close()
+    assert first and second
+    delta = t.manifest_store.read_entries([second.delta_manifest_list])
+    old = [e for e in delta if e.file.file_name == t.live_entries(first)[0].file.file_name]
+    # the first file is re-added with the positions of 2, 5 and 7 deleted
+    assert [e.kind for e in old] == [DELETE, ADD]
+    assert deleted_count(old[1].file) == 3
+    assert not old[0].file.deletion_vector
+
+    def no_merge(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a read with deletion vectors merged")
+
+    monkeypatch.setattr(SplitReader, "_merge_section", no_merge)
+    got = {r["id"]: r["v"] for r in t.read().to_pylist()}
+    assert got == {**{i: f"a{i}" for i in range(10) if i != 7}, 2: "bb2", 5: "bb5"}
+    changes = sorted(
+        (r["_row_kind"], r["id"], r["v"]) for r in t.changes(first.id, second.id).to_pylist()
+    )
+    assert changes == sorted(
+        [("-U", 2, "a2"), ("+U", 2, "bb2"), ("-U", 5, "a5"), ("+U", 5, "bb5"), ("-D", 7, "a7")]
+    )
+
+
+def test_a_key_filter_reads_row_groups_through_the_vector(warehouse: Path) -> None:
+    import pyarrow.compute as pc
+
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
+    w = t.new_write("w")
+    w.write(_rows(list(range(300_000)), "a"))  # three row groups
+    w.commit()
+    w.write(_rows(list(range(200_000, 200_010)), "b"))
+    w.commit()
+    w.close()
+    got = t.read(filter=(pc.field("id") >= 199_995) & (pc.field("id") < 200_005)).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in got) == [
+        (i, f"{'a' if i < 200_000 else 'b'}{i}") for i in range(199_995, 200_005)
+    ]
+
+
+def test_a_compaction_that_read_rows_deleted_since_is_refused(warehouse: Path) -> None:
+    t = Catalog(str(warehouse)).create_table(
+        "db.t", SCHEMA, primary_key=["id"], options={**DV, "auto-compaction": "false"}
+    )
+    for tag in ("a", "b"):
+        w = t.new_write("w")
+        w.write(_rows([1, 2, 3], tag))
+        w.commit()
+        w.close()
+    from filestore.compaction import CompactUnit, rewrite
+    from filestore.messages import CommitMessage
+
+    snap = t.latest_snapshot()
+    assert snap is not None
+    live = t.live_entries(snap)
+    unit = CompactUnit(1, tuple(e.file for e in live), drop_deletes=True)
+    new_files = rewrite(t, (), 0, unit)
+    w = t.new_write("w")
+    w.write(_rows([2], "c"))  # deletes row 2 of a compaction input meanwhile
+    w.commit()
+    w.close()
+    message = CommitMessage((), 0, 1, tuple(new_files), unit.files)
+    with pytest.raises(CommitConflict, match="deleted by a concurrent commit"):
+        t.new_commit("compactor").commit([message], identifier=1, kind="COMPACT")
+    assert {r["id"]: r["v"] for r in t.read().to_pylist()} == {1: "b1", 2: "c2", 3: "b3"}
+
+
+def test_a_failed_commit_leaves_the_vectors_of_the_previous_snapshot(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filestore.snapshot import SnapshotManager
+
+    t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
+    w = t.new_write("w")
+    w.write(_rows([1, 2, 3], "a"))
+    before = w.commit()
+    w.write(_rows([1, 2], "b"))
+
+    def crash(self: SnapshotManager, snapshot: object) -> bool:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(SnapshotManager, "try_commit", crash)
+    with pytest.raises(OSError):
+        w.commit()
+    monkeypatch.undo()
+    w.close()
+    assert t.latest_snapshot() == before
+    assert {r["id"]: r["v"] for r in t.read().to_pylist()} == {1: "a1", 2: "a2", 3: "a3"}
+    assert all(not e.file.deletion_vector for e in t.live_entries(before))
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"merge-engine": "partial-update"}], ids=["no key", "partial-update"]
+)
+def test_deletion_vectors_need_a_key_and_the_deduplicate_engine(
+    warehouse: Path, options: dict[str, str]
+) -> None:
+    key = [] if not options else ["id"]
+    with pytest.raises(SchemaError, match=r"deletion-vectors\.enabled needs a primary key"):
+        Catalog(str(warehouse)).create_table(
+            "db.t", SCHEMA, primary_key=key, options={**options, **DV}
+        )
