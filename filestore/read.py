@@ -61,6 +61,24 @@ def _key_sections(files: Sequence[DataFileMeta]) -> list[list[DataFileMeta]]:
     return sections
 
 
+def merge_free(schema: TableSchema, split: Split) -> bool:
+    """Whether ``split``'s files are its current rows as they are (but for the rows their
+    deletion vectors delete): an engine may then read them with its own Parquet reader.
+
+    True for an append-only table; with deletion vectors (every key has one live row, an
+    add); for files of one sorted run without retractions (a compacted bucket, or one
+    written once: each file holds at most one row per key). Files of an older schema
+    need this reader's alignment.
+    """
+    if any(f.schema_id != schema.id for f in split.files):
+        return False
+    if not schema.primary_key or schema.core_options.deletion_vectors:
+        return True
+    if any(f.delete_row_count for f in split.files):
+        return False
+    return all(len(section) == 1 for section in _key_sections(split.files))
+
+
 def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:
     """True when files (oldest first) hold strictly increasing sequence ranges."""
     return all(a.max_sequence_number < b.min_sequence_number for a, b in itertools.pairwise(files))

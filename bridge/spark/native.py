@@ -6,7 +6,12 @@ add `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`). A split needs no merge when
 - the table has no primary key (append-only: every row is current), or
 - its files form one sorted run without retractions: key ranges do not overlap and no
   file holds -U/-D rows (a fully compacted bucket, or a bucket written once). Each
-  flushed or compacted file already holds at most one row per key.
+  flushed or compacted file already holds at most one row per key;
+- the table has deletion vectors (`deletion-vectors.enabled`): every file is read with
+  the rows its vector deletes filtered out on Parquet's `_metadata.row_index` by the dts
+  extension's `io.dts.spark.DeletionVectors` (in the JVM, no Python worker);
+
+(`filestore.read.merge_free`).
 
 `dts.table(spark, "db.t")` returns one DataFrame: `spark.read.parquet(those files)`
 with the table's columns selected, unioned with the `dts` Python source restricted to
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from py4j.java_gateway import JavaClass
+from pyspark.sql import DataFrame
 from pyspark.sql.types import ByteType, StructField, StructType
 
 from bridge.spark.arrow_schema import spark_schema
@@ -84,6 +91,27 @@ def data_file_paths(warehouse: str, table: Any, splits: list[Any]) -> list[str]:
     ]
 
 
+def _vectors_in_jvm(spark: Any) -> bool:
+    """Whether the session's JVM has the dts extension's deletion-vector filter."""
+    return isinstance(spark._jvm.io.dts.spark.DeletionVectors, JavaClass)
+
+
+def _live_parquet(spark: Any, struct: Any, warehouse: str, table: Any, splits: list[Any]) -> Any:
+    """The data files of `splits` read by Spark, without the rows their deletion vectors
+    delete (`io.dts.spark.DeletionVectors`: a filter on `_metadata.row_index`)."""
+    vectors = {f.file_name: f.deletion_vector for s in splits for f in s.files if f.deletion_vector}
+    paths = data_file_paths(warehouse, table, splits)
+    if not vectors:
+        return _parquet(spark, struct, paths)
+    jvm = spark._jvm
+    given = jvm.java.util.HashMap()
+    for name, vector in vectors.items():
+        given.put(name, bytearray(vector))
+    rows = _parquet_rows(spark, struct, paths)
+    live = DataFrame(jvm.io.dts.spark.DeletionVectors.live(rows._jdf, given), spark)
+    return live.select(*struct.fieldNames())
+
+
 def table(
     spark: Any,
     name: str,
@@ -108,15 +136,19 @@ def table(
         return spark.createDataFrame([], struct)
     splits = t.new_scan(snapshot_id=snap.id).plan()
     native = [s for s in splits if not needs_merge(t, s)]
+    # without the dts extension jar in this session the Python source reads every split
+    fallback = t.options.deletion_vectors and not _vectors_in_jvm(spark)
+    if fallback:
+        native = []
     parts = []
     if native:
-        parts.append(_parquet(spark, struct, data_file_paths(warehouse, t, native)))
+        parts.append(_live_parquet(spark, struct, warehouse, t, native))
     if len(native) < len(splits):
         merged = (
             spark.read.format("dts")
             .option("warehouse", warehouse)
             .option("snapshot-id", str(snap.id))
-            .option(MERGE_ONLY, "true")
+            .option(MERGE_ONLY, str(not fallback).lower())
             .option(MERGE_TASKS, str(spark.sparkContext.defaultParallelism))
             .load(name)
         )

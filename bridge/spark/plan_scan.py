@@ -24,7 +24,7 @@ from bridge.spark.read_parts import (
     SplitPartition,
     SplitsPartition,
 )
-from filestore.read import _key_sections
+from filestore.read import merge_free
 from filestore.snapshot import COMPACT
 
 
@@ -45,14 +45,7 @@ def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadConte
 
 def needs_merge(table: Any, split: Any) -> bool:
     """Whether `split` must go through the merge-on-read path (see `bridge.spark.native`)."""
-    schema_id = table.schema.id
-    if any(f.schema_id != schema_id for f in split.files):
-        return True  # files of an older schema: the Python reader aligns them
-    if not table.primary_key:
-        return False
-    if any(f.delete_row_count for f in split.files):
-        return True
-    return any(len(section) > 1 for section in _key_sections(split.files))
+    return not merge_free(table.schema, split)
 
 
 # Spark's own file scans pack files into tasks of up to 128 MiB, counting 4 MiB per file
