@@ -6,9 +6,11 @@ go once older than ``snapshot.time-retained``; beyond
 history expires (the earliest snapshots), so the retained ones stay contiguous
 and the new earliest one, E, is always kept.
 
-Which files go with them. Data files are never re-added once deleted, and a
-manifest, once dropped from the chain of base manifests, never comes back; so
-the snapshots referencing a file form one contiguous range. Hence:
+Which files go with them. Data files are never re-added once deleted (a DELETE
+and ADD of the same file in one delta manifest only replaces its deletion vector:
+the file stays), and a manifest, once dropped from the chain of base manifests,
+never comes back; so the snapshots referencing a file form one contiguous range.
+Hence:
 
 - a data file deleted by a snapshot in (old earliest, E] is referenced by no
   retained snapshot: it goes unless a tag references it;
@@ -153,8 +155,15 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
         snap = keep if sid == new_earliest else next((s for s in expired if s.id == sid), None)
         if snap is None:
             continue
-        for e in store.read_entries([snap.delta_manifest_list]):
-            if e.kind == DELETE and e.file.file_name not in tags.data:
+        delta = store.read_entries([snap.delta_manifest_list])
+        # a file re-added in the same delta only had its deletion vector grown: it lives on
+        readded = {e.identifier for e in delta if e.kind == ADD}
+        for e in delta:
+            if (
+                e.kind == DELETE
+                and e.identifier not in readded
+                and e.file.file_name not in tags.data
+            ):
                 doomed.append(e)
     changelog: list[ManifestEntry] = []
     for snap in expired:

@@ -1,7 +1,9 @@
 """dts's side of the Spark peers benchmark (PySpark 4.2, the project's .venv).
 
-- write: ``df.write.format("dts")`` with ``create``, ``primary-key=id``, ``table.bucket=4``
-  (a primary-key table, deduplicate merge engine, the default options otherwise);
+- write: ``df.write.format("dts")`` with ``create``, ``primary-key=id``, ``table.bucket=4``,
+  ``table.deletion-vectors.enabled=true`` (a primary-key table, deduplicate merge engine,
+  merge-on-write: upserts mark the rows they replace, so reads merge nothing; the default
+  options otherwise);
 - upsert: the same writer in append mode (rows without ``_row_kind`` are upserts);
 - full / filtered read: ``dts.table(spark, ...)`` (Spark's Parquet reader for splits that
   need no merge, the Python source with merge-on-read for the others) and, for reference,
@@ -58,7 +60,8 @@ def main() -> None:
 
     def write() -> None:
         w = writer(spark.read.parquet(spec.base)).option("create", "true")
-        w.option("primary-key", "id").option("table.bucket", "4").save(TABLE)
+        w = w.option("primary-key", "id").option("table.bucket", "4")
+        w.option("table.deletion-vectors.enabled", "true").save(TABLE)
 
     def upsert() -> None:
         for i in range(spec.batches):

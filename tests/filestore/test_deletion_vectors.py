@@ -1,7 +1,7 @@
 """Deletion vectors (``deletion-vectors.enabled``): reads merge nothing, and are right.
 
 Property: on random histories (upserts with several flushes per commit, deletes,
-compactions, overwrites, concurrent writers) a table with deletion vectors reads, at
+compactions, overwrites, expirations) a table with deletion vectors reads, at
 every snapshot, exactly what the same history gives a table without them (merge on
 read), every key has one live row, and the stored changelog between any two snapshots
 replays from one state to the other. Real files throughout.
@@ -83,6 +83,8 @@ def _apply(t: Table, op: str, step: int, rnd: random.Random) -> None:
             w.commit()
         elif op == "compact":
             t.compact(full=rnd.random() < 0.5)
+        elif op == "expire":
+            t.expire(retain_min=1, retain_max=4)
         else:
             ids = rnd.sample(range(80), rnd.randint(1, 10))
             w.write(_rows(ids, f"o{step}-"))
@@ -96,8 +98,9 @@ def test_random_histories_read_as_the_merge_does(warehouse: Path, seed: int) -> 
     with_dv, merged = _both(
         warehouse, f"t{seed}", {"bucket": "2", "num-sorted-run.compaction-trigger": "3"}
     )
-    ops = ["upsert", "upsert", "upsert", "delete", "compact", "overwrite"]
-    plan = [random.Random(seed).choice(ops) for _ in range(16)]
+    ops = ["upsert", "upsert", "upsert", "delete", "compact", "overwrite", "expire"]
+    pick = random.Random(seed)
+    plan = [pick.choice(ops) for _ in range(18)]
     for t in (with_dv, merged):
         rnd = random.Random(seed * 7)
         for step, op in enumerate(plan):
@@ -227,3 +230,24 @@ def test_deletion_vectors_need_a_key_and_the_deduplicate_engine(
         Catalog(str(warehouse)).create_table(
             "db.t", SCHEMA, primary_key=key, options={**options, **DV}
         )
+
+
+def test_expiration_keeps_files_whose_vectors_grew(warehouse: Path) -> None:
+    t = Catalog(str(warehouse)).create_table(
+        "db.t", SCHEMA, primary_key=["id"], options={**DV, "auto-compaction": "false"}
+    )
+    for step in range(6):
+        w = t.new_write("w")
+        w.write(_rows(list(range(step, 40, 3)), f"s{step}-"))
+        w.commit()
+        w.close()
+    want = t.read().to_pylist()
+    latest = t.latest_snapshot()
+    assert latest is not None
+    result = t.expire(retain_min=1, retain_max=1)
+    assert len(result.expired_snapshots) == 5 and not result.deleted_data_files
+    assert any(e.file.deletion_vector for e in t.live_entries(latest))
+    t.remove_orphans(older_than_ms=0)
+    assert t.read().to_pylist() == want
+    for e in t.live_entries(latest):
+        assert Path(t.paths.data_file([], (), 0, e.file.file_name)).exists()
