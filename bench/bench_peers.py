@@ -11,6 +11,8 @@ throughput rather than one-time start-up):
   ``pyarrow.parquet.write_table`` as the ceiling);
 - read: full merge-read after the N rows plus 5 overlapping upsert batches of N/5 rows
   (half updates, half new keys); raw = ``read_table`` of the same number of rows;
+  ``dts_read_dv``: the same table with ``deletion-vectors.enabled`` (no merge on read;
+  ``write_seconds`` is what the five upserts, vectors included, cost);
 - changes (this project): ``Table.changes()`` between the first and the last snapshot,
   read from the changelog every commit stored (changelog-producer=auto, the default;
   ``write_seconds`` is what the five upsert commits, lookups included, cost), computed
@@ -98,6 +100,7 @@ def _dts_table(
     auto_compaction: bool = True,
     compression: str | None = None,
     changelog_producer: str | None = None,
+    deletion_vectors: bool = False,
 ) -> Any:
     import pyarrow as pa
 
@@ -111,6 +114,8 @@ def _dts_table(
         options["file.compression"] = compression
     if changelog_producer is not None:
         options["changelog-producer"] = changelog_producer
+    if deletion_vectors:
+        options["deletion-vectors.enabled"] = "true"
     return Catalog(str(work)).create_table("bench.t", schema, primary_key=["id"], options=options)
 
 
@@ -168,6 +173,19 @@ def phase_dts_read(data: Path, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     rows = t.read().num_rows
     return {"seconds": time.perf_counter() - started, "rows": rows}
+
+
+def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
+    # deletion vectors: the upserts mark the rows they replace; the read merges nothing
+    t = _dts_table(work, auto_compaction=False, deletion_vectors=True)
+    first = _dts_write_all(t, [_load(data, "base.parquet")])
+    started = time.perf_counter()
+    _dts_write_all(t, _batches(data))
+    writing = time.perf_counter() - started
+    assert first
+    started = time.perf_counter()
+    rows = t.read().num_rows
+    return {"seconds": time.perf_counter() - started, "rows": rows, "write_seconds": writing}
 
 
 def phase_dts_changes(data: Path, work: Path) -> dict[str, Any]:
@@ -373,6 +391,7 @@ PHASES = {
     "dts_write": phase_dts_write,
     "dts_write_snappy": phase_dts_write_snappy,
     "dts_read": phase_dts_read,
+    "dts_read_dv": phase_dts_read_dv,
     "dts_changes": phase_dts_changes,
     "dts_changes_diff": phase_dts_changes_diff,
     "dts_changes_lookup": phase_dts_changes_lookup,
@@ -494,6 +513,14 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "merge-read vs pypaimon (>= 10x)": (_ratio(results, "dts_read", "paimon_read"), 10.0),
         "merge-read vs deltalake": (_ratio(results, "dts_read", "delta_read"), None),
         "merge-read vs raw read (>= 1/3)": (_ratio(results, "dts_read", "raw_read"), 1 / 3),
+        "read with deletion vectors vs deltalake (>= 1.5x)": (
+            _ratio(results, "dts_read_dv", "delta_read"),
+            1.5,
+        ),
+        "read with deletion vectors vs merge-read": (
+            _ratio(results, "dts_read_dv", "dts_read"),
+            None,
+        ),
         "changes: stored (auto) vs diff": (
             _ratio(results, "dts_changes", "dts_changes_diff"),
             None,
@@ -507,6 +534,12 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         delta = results.get("delta_write", {}).get("rows_per_s")
         targets["upserts with stored changelog vs deltalake merge"] = (
             rate / delta if delta else None,
+            None,
+        )
+    vectored = results.get("dts_read_dv", {})
+    if stored.get("write_seconds") and vectored.get("write_seconds"):
+        targets["upserts with deletion vectors vs without (stored changelog both)"] = (
+            stored["write_seconds"] / vectored["write_seconds"],
             None,
         )
     ratios = RichTable(title="ratios (this project / peer, by rows/s)")
@@ -560,7 +593,7 @@ def main() -> None:
         print(f"generating {args.rows:,} rows + {BATCHES} upsert batches in {data}", flush=True)
         generate(data, args.rows)
         order = ["raw_write", "dts_write", "dts_write_snappy", "paimon_write", "delta_write"]
-        order += ["raw_read", "dts_read"]
+        order += ["raw_read", "dts_read", "dts_read_dv"]
         order += [
             "paimon_read",
             "delta_read",

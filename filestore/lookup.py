@@ -275,16 +275,21 @@ def lookup_vectors(
     keys = list(schema.primary_key)
     kv_keys = [KEY_PREFIX + k for k in keys]
     written, starts = _new_rows(ctx, partition, bucket, files)
-    live = winner_indices(written, kv_keys, drop_deletes=True, in_order=False)
+    probe = pl.from_arrow(written.select(kv_keys), rechunk=False)
+    assert isinstance(probe, pl.DataFrame)
+    kinds = np.asarray(written.column(VALUE_KIND).to_numpy(zero_copy_only=False))
+    if ((kinds == INSERT) | (kinds == UPDATE_AFTER)).all() and probe.n_unique() == probe.height:
+        # one add per key (the usual batch): every new row is live, no sort for winners
+        live = np.arange(written.num_rows)
+    else:
+        live = winner_indices(written, kv_keys, drop_deletes=True, in_order=False)
     dead = np.ones(written.num_rows, dtype=bool)
     dead[live] = False
     new_files = tuple(
         with_deleted(f, np.flatnonzero(dead[starts[i] : starts[i + 1]]))
         for i, f in enumerate(files)
     )
-    probe = pl.from_arrow(written.select(kv_keys), rechunk=False)
-    assert isinstance(probe, pl.DataFrame)
-    grown, old = _superseded(ctx, partition, bucket, upper, probe.unique())
+    grown, old = _superseded(ctx, partition, bucket, upper, probe)
     if not grown and not dead.any():
         return VectorLookup(None, True, (), new_files)
     if not need_changes:

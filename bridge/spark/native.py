@@ -9,7 +9,7 @@ add `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`). A split needs no merge when
   flushed or compacted file already holds at most one row per key;
 - the table has deletion vectors (`deletion-vectors.enabled`): every file is read with
   the rows its vector deletes filtered out on Parquet's `_metadata.row_index` by the dts
-  extension's `io.dts.spark.DeletionVectors` (in the JVM, no Python worker);
+  extension's code-generated `io.dts.spark.LiveRowFilter` (in the JVM, no Python worker);
 
 (`filestore.read.merge_free`).
 
@@ -98,7 +98,8 @@ def _vectors_in_jvm(spark: Any) -> bool:
 
 def _live_parquet(spark: Any, struct: Any, warehouse: str, table: Any, splits: list[Any]) -> Any:
     """The data files of `splits` read by Spark, without the rows their deletion vectors
-    delete (`io.dts.spark.DeletionVectors`: a filter on `_metadata.row_index`)."""
+    delete (`io.dts.spark.DeletionVectors`: a filter on `_metadata.row_index`, shown as
+    `dts_live_row` in plans)."""
     vectors = {f.file_name: f.deletion_vector for s in splits for f in s.files if f.deletion_vector}
     paths = data_file_paths(warehouse, table, splits)
     if not vectors:

@@ -1,34 +1,38 @@
 package io.dts.spark;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.HashMap;
 import java.util.Map;
-import org.apache.spark.sql.Column;
+import java.util.TreeMap;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.api.java.UDF2;
-import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.functions;
-import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.unsafe.types.UTF8String;
 import org.roaringbitmap.RoaringBitmap;
 
 /**
- * Drops the rows of dts data files that their deletion vectors delete (see
- * {@code filestore.deletion_vectors}): a filter on Parquet's generated
- * {@code _metadata.row_index}, so the files are still read by Spark's vectorized
- * reader, split across tasks, with pushed filters. The vectors (portable Roaring
- * bitmaps, as the manifests store them) travel with the filter to the executors.
+ * The deletion vectors of a read of dts data files (see {@code filestore.deletion_vectors}):
+ * file name -> the row positions no longer current, from portable Roaring bitmaps as the
+ * manifests store them. {@link #live} filters a Parquet read of the files on Parquet's
+ * generated {@code _metadata.row_index} with {@link LiveRowFilter}, a code-generated
+ * expression: the files are still read by Spark's vectorized reader, split across tasks,
+ * with pushed filters, and the vectors travel with the plan to the executors.
  */
-public final class DeletionVectors implements UDF2<String, Long, Boolean> {
+public final class DeletionVectors implements Serializable {
     private static final long serialVersionUID = 1L;
-    private final HashMap<String, RoaringBitmap> deleted = new HashMap<>();
+    private final HashMap<UTF8String, RoaringBitmap> deleted = new HashMap<>();
+    private final String digest;
     // rows of one file arrive together: remember its vector instead of hashing every row
-    private transient String lastFile;
+    private transient UTF8String lastFile;
     private transient RoaringBitmap lastVector;
 
-    private DeletionVectors(Map<String, byte[]> vectors) {
+    DeletionVectors(Map<String, byte[]> vectors) {
+        TreeMap<String, Integer> sizes = new TreeMap<>();
         for (Map.Entry<String, byte[]> e : vectors.entrySet()) {
             RoaringBitmap bitmap = new RoaringBitmap();
             try {
@@ -36,18 +40,24 @@ public final class DeletionVectors implements UDF2<String, Long, Boolean> {
             } catch (IOException ex) {
                 throw new UncheckedIOException("deletion vector of " + e.getKey() + " is corrupt", ex);
             }
-            deleted.put(e.getKey(), bitmap);
+            deleted.put(UTF8String.fromString(e.getKey()), bitmap);
+            sizes.put(e.getKey(), bitmap.getCardinality());
         }
+        // two reads of one table at different snapshots must not be taken for the same plan
+        digest = Integer.toHexString(sizes.toString().hashCode()) + ":" + sizes.size();
     }
 
     /** Whether row {@code rowIndex} of file {@code fileName} is live. */
-    @Override
-    public Boolean call(String fileName, Long rowIndex) {
-        if (!fileName.equals(lastFile)) {
-            lastFile = fileName;
-            lastVector = deleted.get(fileName);
+    public boolean isLive(UTF8String fileName, long rowIndex) {
+        if (lastFile == null || !fileName.equals(lastFile)) {
+            lastFile = fileName.clone();
+            lastVector = deleted.get(lastFile);
         }
-        return lastVector == null || !lastVector.contains(rowIndex.intValue());
+        return lastVector == null || !lastVector.contains((int) rowIndex);
+    }
+
+    String digest() {
+        return digest;
     }
 
     /**
@@ -55,10 +65,14 @@ public final class DeletionVectors implements UDF2<String, Long, Boolean> {
      * that {@code vectors} (file name -> portable Roaring bitmap) delete.
      */
     public static Dataset<Row> live(Dataset<Row> files, Map<String, byte[]> vectors) {
-        UserDefinedFunction isLive =
-                functions.udf(new DeletionVectors(vectors), DataTypes.BooleanType);
-        Column name = functions.col("_metadata.file_name");
-        Column row = functions.col("_metadata.row_index");
-        return files.filter(isLive.apply(name, row));
+        Expression name = ExpressionUtils.expression(functions.col("_metadata.file_name"));
+        Expression row = ExpressionUtils.expression(functions.col("_metadata.row_index"));
+        LiveRowFilter filter = new LiveRowFilter(name, row, new DeletionVectors(vectors));
+        return files.filter(ExpressionUtils.column(filter));
+    }
+
+    @Override
+    public String toString() {
+        return "vectors " + digest;
     }
 }
