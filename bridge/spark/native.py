@@ -38,6 +38,7 @@ from bridge.spark.errors import OptionError
 from bridge.spark.habits import CHANGE_TYPE, CHANGE_TYPES, ROW_KINDS
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.plan_scan import needs_merge
+from filestore.bucket_file import is_data_file_changelog
 from filestore.row_kind import VALUE_KIND
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
@@ -160,22 +161,29 @@ def table(
     return df
 
 
-def _row_kind_expr(has_kind: bool) -> str:
+def _row_kind_expr(has_kind: bool, names: list[str]) -> str:
     """`_row_kind` of a changelog row in Spark SQL: its `_VALUE_KIND` code, except in a
     data file listed as its commit's changelog (new keys only: +I, see
-    `filestore.commit_lookup`) and in files without one (append-only tables)."""
-    if not has_kind:
+    `filestore.commit_lookup`) and in files without one (append-only tables). Only the
+    cases the files need are tested per row."""
+    data_files = [n for n in names if is_data_file_changelog(n)]
+    if not has_kind or len(data_files) == len(names):
         return "'+I'"
     cases = " ".join(f"WHEN {code} THEN '{kind}'" for code, kind in enumerate(ROW_KINDS))
-    data_file = "_metadata.file_name LIKE 'data-%'"
-    return f"CASE WHEN {data_file} THEN '+I' ELSE CASE {VALUE_KIND} {cases} ELSE '+I' END END"
+    by_code = f"CASE {VALUE_KIND} {cases} ELSE '+I' END"
+    if not data_files:
+        return by_code
+    return f"CASE WHEN _metadata.file_name LIKE 'data-%' THEN '+I' ELSE {by_code} END"
 
 
 def _barrier_expr(barriers: dict[str, int | None]) -> str:
-    """`_barrier` of a changelog row: the barrier of the snapshot that stored its file."""
+    """`_barrier` of a changelog row: the barrier of the snapshot that stored its file (a
+    constant when the files are one snapshot's, as a stream's micro-batch)."""
     known = {name: b for name, b in barriers.items() if b is not None}
     if not known:
         return "CAST(NULL AS BIGINT)"
+    if len(known) == len(barriers) and len(set(known.values())) == 1:
+        return f"CAST({next(iter(known.values()))} AS BIGINT)"
     pairs = ", ".join(f"'{name}', CAST({b} AS BIGINT)" for name, b in known.items())
     return f"element_at(map({pairs}), _metadata.file_name)"
 
@@ -212,7 +220,7 @@ def changes(
         for f in files
     ]
     barriers = {f.entry.file.file_name: f.barrier for f in files}
-    kind = _row_kind_expr(has_kind)
+    kind = _row_kind_expr(has_kind, list(barriers))
     exprs = [f"`{c}`" for c in columns.fieldNames()]
     exprs += [f"{kind} AS {ROW_KIND}", f"{_barrier_expr(barriers)} AS {BARRIER}"]
     if feed:
