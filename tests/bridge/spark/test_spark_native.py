@@ -175,3 +175,26 @@ def test_updated_table_with_deletion_vectors_is_read_natively(
     got = {r.id: r.k for r in by_name.collect()}
     assert len(got) == 399 and (got[1], got[399], got[1000]) == ("sql", "sql", "new")
     assert got == {r["id"]: r["k"] for r in t.read().to_pylist()}
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_random_histories_read_through_vectors_as_the_merge_does(
+    spark: Any, warehouse: Path, seed: int
+) -> None:
+    """Spark's native read of a table with deletion vectors equals the Python merge read
+    of the same history on a table without them, at every snapshot."""
+    import random
+
+    from tests.filestore.test_deletion_vectors import _apply, _both
+
+    with_dv, merged = _both(warehouse, f"s{seed}", {"bucket": "2"})
+    pick = random.Random(seed)
+    plan = [pick.choice(["upsert", "upsert", "delete", "compact", "overwrite"]) for _ in range(8)]
+    for t in (with_dv, merged):
+        rnd = random.Random(seed * 7)
+        for step, op in enumerate(plan):
+            _apply(t, op, step, rnd)
+    for a, b in zip(with_dv.snapshots(), merged.snapshots(), strict=True):
+        df = dts.table(spark, with_dv.name, warehouse=str(warehouse), snapshot_id=a.id)
+        assert "(Python)" not in _plan(df)
+        assert sort(df.toArrow()) == sort(merged.read(snapshot_id=b.id)), (seed, plan, a.id)
