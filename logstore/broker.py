@@ -127,18 +127,32 @@ def _jaas_value(s: str) -> str:
 
 
 def server_properties(
-    port: int, controller_port: int, log_dir: Path, sasl_users: dict[str, str] | None = None
+    port: int,
+    controller_port: int,
+    log_dir: Path,
+    sasl_users: dict[str, str] | None = None,
+    *,
+    node_id: int = 1,
+    voters: str | None = None,
+    replicas: int = 1,
 ) -> str:
-    """A single-node combined broker+controller with transactions on replication factor 1.
+    """A combined broker+controller node with transactions.
+
+    Alone (the default) it is a one-node cluster with replication factor 1. In a cluster
+    of ``replicas`` nodes (``voters``: every node's ``id@host:controller_port``) topics,
+    consumer offsets and transaction state get ``replicas`` replicas and
+    ``min.insync.replicas`` = a majority, so one node may fail without losing an
+    acknowledged write or stopping writes.
 
     ``sasl_users`` (name -> password) makes the client listener SASL_PLAINTEXT with the
     PLAIN mechanism, so clients must authenticate (the first user is the broker's own).
     """
     proto = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
+    majority = str(replicas // 2 + 1)
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters or f"{node_id}@{LOOPBACK}:{controller_port}",
         "listeners": f"{proto}://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
         "advertised.listeners": f"{proto}://{LOOPBACK}:{port}",
         "controller.listener.names": "CONTROLLER",
@@ -146,12 +160,12 @@ def server_properties(
         "listener.security.protocol.map": f"{proto}:{proto},CONTROLLER:PLAINTEXT",
         "log.dirs": str(log_dir),
         "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": majority,
+        "offsets.topic.replication.factor": str(replicas),
         "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": majority,
         "transaction.state.log.num.partitions": "4",
         "group.initial.rebalance.delay.ms": "0",
         # tests and the demo fail workers over within seconds (--session-timeout 3)
@@ -194,6 +208,12 @@ class EmbeddedBroker:
     controller_port: int = 0
     #: name -> password: clients must authenticate with SASL/PLAIN (tests of secured clusters)
     sasl_users: dict[str, str] | None = None
+    #: a node of a ``KafkaCluster``: its id, every node's controller, the shared cluster
+    #: id and the cluster's size (replicas of every topic)
+    node_id: int = 1
+    voters: str | None = None
+    cluster_id: str | None = None
+    replicas: int = 1
     startup_seconds: float | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
@@ -206,6 +226,20 @@ class EmbeddedBroker:
         if self._proc is not None:
             return self
         began = time.monotonic()
+        self.launch()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (a cluster's nodes answer
+        only once a majority of them runs)."""
+        if self._proc is not None:
+            return
         java = java_binary()
         classpath = broker_classpath()
         if self.port == 0:
@@ -228,7 +262,15 @@ class EmbeddedBroker:
         log_dir = work / "kraft-logs"
         props = work / "server.properties"
         props.write_text(
-            server_properties(self.port, self.controller_port, log_dir, self.sasl_users)
+            server_properties(
+                self.port,
+                self.controller_port,
+                log_dir,
+                self.sasl_users,
+                node_id=self.node_id,
+                voters=self.voters,
+                replicas=self.replicas,
+            )
         )
         log4j = work / "log4j2.properties"
         log4j.write_text(_LOG4J2)
@@ -244,15 +286,13 @@ class EmbeddedBroker:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
                 )
-            self._wait_ready()
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - began
-        return self
 
     def _format(self, base: list[str], props: Path) -> None:
-        cmd = [*base, "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c"]
+        cluster_id = self.cluster_id or random_cluster_id()
+        cmd = [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"]
         done = subprocess.run(
             [*cmd, str(props)],
             capture_output=True,
@@ -292,6 +332,20 @@ class EmbeddedBroker:
             f"the Kafka broker on {self.bootstrap} did not answer within "
             f"{self.startup_timeout_s:.0f}s ({last_error}); see {self.log_path}"
         )
+
+    def wait_ready(self) -> None:
+        """Wait until the node serves requests (after ``launch``)."""
+        began = time.monotonic()
+        self._wait_ready()
+        self.startup_seconds = time.monotonic() - began
+
+    def kill(self) -> None:
+        """SIGKILL the process (a crash: nothing flushed, no controlled shutdown); the data
+        directory stays, so ``start`` brings the same node back."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         proc, self._proc = self._proc, None

@@ -1,4 +1,4 @@
-"""`dts broker`: run a single-node Apache Kafka broker (KRaft) on 127.0.0.1."""
+"""`dts broker`: run Apache Kafka (KRaft) on 127.0.0.1: one node, or a cluster (`--nodes 3`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from types import FrameType
 import click
 
 from logstore.broker import EmbeddedBroker
+from logstore.cluster import KafkaCluster
 from logstore.errors import BrokerStartError
 
 
@@ -28,12 +29,21 @@ from logstore.errors import BrokerStartError
     help="Directory for the broker's log directory, configuration and log file, kept after it "
     "stops (and reused by the next start). Default: a temporary directory removed on stop.",
 )
-def broker(port: int, data: Path | None) -> None:
-    """Start the embedded Apache Kafka broker, print its bootstrap address, stop on Ctrl-C or SIGTERM.
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, 9),
+    default=1,
+    show_default=True,
+    help="Nodes (each a broker and a controller). Above 1: a cluster with every topic "
+    "replicated on every node and min.insync.replicas a majority; --port is then ignored "
+    "(free ports are picked) and --data holds one directory per node.",
+)
+def broker(port: int, data: Path | None, nodes: int) -> None:
+    """Start the embedded Apache Kafka broker (or cluster), print its bootstrap address, stop
+    on Ctrl-C or SIGTERM.
 
     The broker's jars come from the local cache that `make kafka-jars` fills from Maven Central.
     """
-    log_path = data / "broker.log" if data is not None else None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -41,19 +51,42 @@ def broker(port: int, data: Path | None) -> None:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with EmbeddedBroker(port=port, log_path=log_path, data_dir=data) as b:
-            click.echo(f"bootstrap: {b.bootstrap}", nl=True)
-            click.echo(
-                f"Apache Kafka started in {b.startup_seconds:.1f}s; broker log: {b.log_path}; "
-                "Ctrl-C to stop",
-                err=True,
-            )
-            while not stop.wait(0.5):
-                if not b.running:
-                    raise click.ClickException(f"the broker exited; see its log at {b.log_path}")
+        if nodes > 1:
+            _serve_cluster(nodes, data, stop)
+        else:
+            _serve_one(port, data, stop)
         click.echo("broker stopped", err=True)
     except BrokerStartError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _serve_one(port: int, data: Path | None, stop: threading.Event) -> None:
+    log_path = data / "broker.log" if data is not None else None
+    with EmbeddedBroker(port=port, log_path=log_path, data_dir=data) as b:
+        click.echo(f"bootstrap: {b.bootstrap}", nl=True)
+        click.echo(
+            f"Apache Kafka started in {b.startup_seconds:.1f}s; broker log: {b.log_path}; "
+            "Ctrl-C to stop",
+            err=True,
+        )
+        while not stop.wait(0.5):
+            if not b.running:
+                raise click.ClickException(f"the broker exited; see its log at {b.log_path}")
+
+
+def _serve_cluster(nodes: int, data: Path | None, stop: threading.Event) -> None:
+    with KafkaCluster(nodes, data_dir=data) as c:
+        click.echo(f"bootstrap: {c.bootstrap}", nl=True)
+        logs = ", ".join(f"node {i}: {p}" for i, p in c.log_paths().items())
+        click.echo(
+            f"Apache Kafka cluster of {nodes} nodes started in {c.startup_seconds:.1f}s; "
+            f"logs: {logs}; Ctrl-C to stop",
+            err=True,
+        )
+        while not stop.wait(0.5):
+            down = sorted(set(c.brokers) - set(c.running()))
+            if down:
+                raise click.ClickException(f"node(s) {down} exited; see their logs: {logs}")
