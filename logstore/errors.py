@@ -88,6 +88,12 @@ class WriterFencedError(WriterError):
     """Another writer with the same transactional id took over this table's log."""
 
 
+class WriterStuckError(WriterError):
+    """The Kafka client did not return from a transactional call in time: the writer is
+    unusable, and a new writer with the same transactional id fences it (its open barrier
+    is aborted), so making one and going on loses and duplicates nothing."""
+
+
 class BarrierError(LogStoreError, ValueError):
     """A barrier id is not strictly greater than the last one, or is otherwise invalid."""
 

@@ -42,6 +42,7 @@ from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncate
 from logstore.markers import parse_marker
 from logstore.normalize import Normalizer
 from logstore.spec import LogSpec
+from logstore.watermarks import watermark
 
 Start = str | dict[str, Any]
 
@@ -113,10 +114,7 @@ class LogReader:
     # ------------------------------------------------------------------ start
 
     def _watermarks(self, p: int) -> tuple[int, int]:
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(self.spec.topic, p), timeout=10
-        )
-        return int(low), int(high)
+        return watermark(self._consumer, self.spec.topic, p)
 
     def _assign(self, start: Start) -> None:
         topic = self.spec.topic

@@ -22,10 +22,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from logstore.client_config import confluent_config
 from logstore.codec import TRUNCATE_VALUE, Bucketer
 from logstore.encode import encode_batch
-from logstore.errors import BarrierError, WriterError, WriterFencedError
+from logstore.errors import BarrierError, WriterError, WriterFencedError, WriterStuckError
 from logstore.markers import marker_headers, next_barrier_id, parse_marker
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
+from logstore.watermarks import watermark
 
 TAIL_SCAN_RECORDS = 2_000
 
@@ -67,7 +68,7 @@ def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | 
     try:
         best: int | None = None
         for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            low, high = watermark(consumer, topic, p)
             window = TAIL_SCAN_RECORDS
             end = high
             while end > low:
@@ -109,6 +110,11 @@ def _scan_markers(
         if done:
             return best
     raise WriterError(f"timed out scanning {topic}[{partition}] for barrier markers")
+
+
+#: how long the source offsets of a barrier may take to reach the group coordinator (a
+#: coordinator failover included) before the writer gives up on its client
+SEND_OFFSETS_S = 30.0
 
 
 class LogWriter:
@@ -315,7 +321,7 @@ class LogWriter:
             for p in range(self.spec.buckets):
                 self._producer.produce(topic, None, None, p, headers=marker_headers(barrier_id))
             if source_offsets:
-                self._producer.send_offsets_to_transaction(source_offsets, group_metadata, 60)
+                self._send_offsets(source_offsets, group_metadata)
             # commit flushes first; a record that failed delivery makes the commit fail
             self._producer.commit_transaction(60)
             self._in_txn = False
@@ -325,6 +331,36 @@ class LogWriter:
             remaining = self._producer.flush(60)
             if remaining:
                 raise WriterError(f"{topic}: {remaining} records not delivered within 60s")
+
+    def _send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        """``send_offsets_to_transaction`` with a timeout that holds: librdkafka ignores its
+        own when the group coordinator's broker died (confluentinc/librdkafka#5456, #5511;
+        seen in tests/bridge/worker/test_worker_kafka_cluster.py: hung for minutes after
+        the node came back)."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                self._producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_S)
+            except BaseException as exc:  # handed to the caller's thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"send-offsets-{self.spec.topic}", daemon=True).start()
+        if not done.wait(SEND_OFFSETS_S + 5):
+            # the client is wedged in the call: nothing more may be asked of it (a flush
+            # or an abort would hang too); the next writer's init_transactions fences it
+            self._closed = True
+            self._in_txn = False
+            raise WriterStuckError(
+                f"{self.spec.topic}: Kafka did not accept the source offsets within "
+                f"{SEND_OFFSETS_S:.0f}s (the group coordinator was lost); the open barrier "
+                "is aborted when a new writer starts"
+            )
+        if failure:
+            raise failure[0]
 
     def _fail(self, exc: KafkaException) -> WriterError:
         """Abort the open transaction and turn the client error into ours."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from types import FrameType
@@ -11,7 +12,7 @@ import click
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from filestore.errors import FileStoreError
-from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged
+from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged, WriterStuckError
 from logstore.ingest import Ingestor, IngestStats
 from logstore.topics import ensure_reachable
 
@@ -124,7 +125,10 @@ def ingest(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    committed = [IngestStats()]  # the running ingestor's figures at its last barrier
+
     def progress(stats: IngestStats) -> None:
+        committed[0] = dataclasses.replace(stats)
         click.echo(
             f"barrier {stats.last_barrier}: {stats.records:,} records -> {stats.rows:,} rows, "
             f"{stats.dead_letters:,} dead letters",
@@ -150,9 +154,15 @@ def ingest(
                 if not evolve_schema:
                     raise click.ClickException(f"ingest stopped: {exc}") from exc
                 _evolve(table, exc)
+            except WriterStuckError as exc:
+                # a Kafka client wedged by a broker failure: a fresh one fences it and
+                # resumes at the last committed barrier (the open one is aborted)
+                _add(total, committed[0])  # the open barrier's records are copied again
+                click.echo(f"restarting the ingest: {exc}", err=True)
             finally:
                 ingestor.close()
-            ingestor = new_ingestor()  # resumes at the record with the new columns
+            committed[0] = IngestStats()
+            ingestor = new_ingestor()  # resumes at the new columns' record, or the last barrier
     except BadSourceRecord as exc:
         raise click.ClickException(f"ingest stopped: {exc}") from exc
     except (FileStoreError, LogStoreError) as exc:

@@ -53,13 +53,10 @@ def consumer_config(bootstrap: str, *, eof: bool, isolation: str) -> dict[str, A
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    from confluent_kafka import TopicPartition
+    from logstore.watermarks import watermarks as ask
 
     c = consumer(bootstrap, eof=False)
     try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in range(partitions)
-        }
+        return ask(c, topic, partitions)
     finally:
         c.close()

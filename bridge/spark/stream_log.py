@@ -57,15 +57,11 @@ class LogTierReader:
     def _watermarks(self) -> dict[int, tuple[int, int]]:
         """(low, high) per partition through one kept consumer: `latestOffset` asks on
         every trigger, and a consumer made and closed per call cost tens of ms each."""
-        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
+        from logstore.watermarks import watermarks  # see bridge.spark.kafka_access
 
         if self._meta is None:
             self._meta = consumer(self.bootstrap, eof=False)
-        topic = self.spec.topic
-        return {
-            p: self._meta.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in range(self.spec.buckets)
-        }
+        return watermarks(self._meta, self.spec.topic, self.spec.buckets)
 
     def earliest(self) -> dict[int, int]:
         return {p: lo for p, (lo, _hi) in self._watermarks().items()}

@@ -195,3 +195,46 @@ def test_reader_keeps_every_record_of_a_plain_producer(broker: EmbeddedBroker) -
         b1: ["w1", "w2"],
         b2: ["plain10", "plain11", "plain12", "plain13", "plain14", "w3"],
     }
+
+
+def test_a_wedged_offsets_call_ends_the_writer_and_the_next_one_fences_it(  # type: ignore[no-untyped-def]
+    broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """librdkafka's send_offsets_to_transaction can ignore its timeout when the group
+    coordinator's broker died (confluentinc/librdkafka#5456): the writer gives up on its
+    client after SEND_OFFSETS_S, and a new writer with the same id aborts the barrier."""
+    import threading
+
+    import logstore.writer as writer_module
+    from logstore.errors import WriterStuckError
+
+    monkeypatch.setattr(writer_module, "SEND_OFFSETS_S", 0.5)
+    spec = LogSpec(unique_topic("wedged"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    w = writer(broker, spec, transactional_id=f"wedge-{uuid.uuid4().hex[:6]}")
+    released = threading.Event()
+
+    class Wedged:
+        def __init__(self, real: Producer) -> None:
+            self._real = real
+
+        def send_offsets_to_transaction(self, *args: object) -> None:
+            released.wait(30)  # as the client stuck in the call
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._real, name)
+
+    w._producer = Wedged(w._producer)  # type: ignore[assignment]
+    w.write(table_rows([1], "lost"))
+    offsets = [TopicPartition("src", 0, 5)]
+    t0 = time.monotonic()
+    with pytest.raises(WriterStuckError, match="did not accept the source offsets"):
+        w.barrier(source_offsets=offsets, group_metadata=object())
+    assert time.monotonic() - t0 < 10
+    w.close()  # returns at once: nothing more is asked of the wedged client
+    released.set()
+    again = writer(broker, spec, transactional_id=w.transactional_id)
+    again.write(table_rows([2], "kept"))
+    again.barrier()
+    again.close()
+    committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
+    assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]

@@ -1,20 +1,29 @@
-"""A three-node Kafka cluster (KRaft, replication factor 3, min.insync.replicas 2) with faults:
-the log writer and two `dts worker` processes run while the leader of the table's
-partitions, then the active controller, is killed (SIGKILL) and restarted. Everything
-continues by itself and the FileStore ends exact: every barrier has one snapshot, equal
-to the oracle (nothing lost, nothing duplicated). Real processes throughout."""
+"""A three-node Kafka cluster (KRaft, replication factor 3, min.insync.replicas 2) with faults.
+
+The log writer, `dts ingest` of a Debezium topic, two `dts worker` processes and a Spark
+log-tier stream into a derived table run while the leader of the table's partitions, then
+the active controller, is killed (SIGKILL) and restarted. Everything continues by itself
+and ends exact: every barrier of the written table has one snapshot, equal to the
+oracle; the ingested table holds the source's final state; the derived table's snapshot
+of every source barrier it carries equals the oracle (nothing lost, nothing duplicated).
+Real processes throughout."""
 
 from __future__ import annotations
 
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
+from confluent_kafka import Producer
 
 from logstore.cluster import KafkaCluster
 from tests.bridge.worker.support import (
@@ -25,6 +34,7 @@ from tests.bridge.worker.support import (
     create_table,
     latest_barrier,
     log_writer,
+    rows_at,
     start_worker,
     wait_for,
 )
@@ -61,6 +71,97 @@ def _stall(
     return stalled
 
 
+class DebeziumSource:
+    """Debezium change events (c/u/d, key in the record key) on a replicated topic, with
+    the state they leave, produced in the background until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int) -> None:
+        from logstore.topics import create_topic
+
+        create_topic(bootstrap, topic, 1, {"min.insync.replicas": "2"}, replication_factor=3)
+        self.topic = topic
+        self.state: dict[int, tuple[str, int]] = {}
+        self._rng = random.Random(seed)
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+
+    def _event(self, key: int) -> bytes:
+        self.sent += 1
+        old = self.state.get(key)
+        before = None if old is None else {"id": key, "v": old[0], "n": old[1]}
+        if old is not None and self._rng.random() < 0.2:
+            del self.state[key]
+            return orjson.dumps({"payload": {"before": before, "after": None, "op": "d"}})
+        value = (f"e{self.sent}", self.sent)
+        self.state[key] = value
+        after = {"id": key, "v": value[0], "n": value[1]}
+        op = "c" if old is None else "u"
+        return orjson.dumps({"payload": {"before": before, "after": after, "op": op}})
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(50):
+                key = self._rng.randrange(200)
+                self._producer.produce(self.topic, self._event(key), orjson.dumps({"id": key}))
+            self._producer.poll(0)
+            self._stop.wait(0.3)
+
+    def __enter__(self) -> DebeziumSource:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert self._producer.flush(120) == 0, "source events not delivered"
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def expected(self) -> list[tuple[int, str, int]]:
+        return sorted((k, v, n) for k, (v, n) in self.state.items())
+
+
+def _start_ingest(
+    cluster: KafkaCluster, warehouse: Path, topic: str, table: str, logs: Path
+) -> Any:
+    out = open(logs / "ingest.log", "wb")  # noqa: SIM115 (closed with the process)
+    cmd = [sys.executable, "-m", "bridge.cli", "ingest", "--from-topic", topic, "--table", table]
+    cmd += ["--warehouse", str(warehouse), "--bootstrap", cluster.bootstrap]
+    cmd += ["--barrier-interval", "0.3", "--group", f"ingest-{uuid.uuid4().hex[:6]}"]
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def _interrupt(proc: Any) -> int:
+    """Ctrl-C a process; killed (and reported as such) when it does not stop in a minute."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return int(proc.wait(timeout=60))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return int(proc.wait())
+
+
+def _derive(
+    spark: Any, cluster: KafkaCluster, warehouse: Path, source: str, target: str, ck: Path
+) -> Any:
+    """A Spark stream of ``source``'s log tier upserted into ``target`` (FileStore)."""
+    return (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "log")
+        .option("bootstrap", cluster.bootstrap)
+        .load(source)
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(ck))
+        .trigger(processingTime="500 milliseconds")
+        .start(target)
+    )
+
+
 def _latency(producer: BackgroundProducer, committed: Callable[[], int | None]) -> float:
     written = producer.barriers[-1]
     t0 = time.monotonic()
@@ -83,45 +184,79 @@ def test_topics_are_replicated_on_every_node(cluster: KafkaCluster, warehouse: P
     assert cluster.leader(topic) in (1, 2, 3) and cluster.controller() in (1, 2, 3)
 
 
-def test_leader_and_controller_killed_while_two_workers_run(
-    cluster: KafkaCluster, warehouse: Path, tmp_path: Path
+def test_leader_and_controller_killed_while_everything_runs(  # type: ignore[no-untyped-def]
+    cluster: KafkaCluster, spark, warehouse: Path, tmp_path: Path
 ) -> None:
     table = create_table(warehouse, buckets=4, options=REPLICATED)
+    ingested = create_table(warehouse, buckets=2, options=REPLICATED)
+    derived = create_table(warehouse, buckets=2, options={"change-tracking": "false"})
     topic = table.options.log_topic(table.name)
     log = Changelog(seed=26)
     writer = log_writer(table, cluster.bootstrap)
     group = f"g-{uuid.uuid4().hex[:8]}"
+    tables = [table.name, ingested.name]
     stalls: dict[str, float] = {}
-    with BackgroundProducer(writer, log, rows=100, pause_s=0.3) as producer:
-        a = start_worker(warehouse, cluster.bootstrap, [table.name], group, tmp_path)
-        b = start_worker(warehouse, cluster.bootstrap, [table.name], group, tmp_path)
+    source = DebeziumSource(cluster.bootstrap, f"dbz-{uuid.uuid4().hex[:6]}", seed=24)
+    with BackgroundProducer(writer, log, rows=100, pause_s=0.3) as producer, source:
+        ingest = _start_ingest(cluster, warehouse, source.topic, ingested.name, tmp_path)
+        a = start_worker(warehouse, cluster.bootstrap, tables, group, tmp_path)
+        b = start_worker(warehouse, cluster.bootstrap, tables, group, tmp_path)
+        stream = _derive(spark, cluster, warehouse, table.name, derived.name, tmp_path / "ck")
         try:
             wait_for(lambda: latest_barrier(table) is not None, 90, "first commit", a)
+            wait_for(lambda: latest_barrier(derived) is not None, 90, "first derived commit")
             committed = lambda: latest_barrier(table)  # noqa: E731
             # what a barrier takes end to end with every node up, for comparison
             stalls["none killed"] = _latency(producer, committed)
-            leader = cluster.leader(topic)
             stalls["partition leader"] = _stall(
-                cluster, leader, producer, committed, "the partition leader"
+                cluster, cluster.leader(topic), producer, committed, "the partition leader"
             )
-            controller = cluster.controller()
             stalls["controller"] = _stall(
-                cluster, controller, producer, committed, "the controller"
+                cluster, cluster.controller(), producer, committed, "the controller"
             )
             barriers = producer.stop()
+            source.stop()
             wait_for(lambda: latest_barrier(table) == barriers[-1], 120, "every barrier", a)
+            try:
+                wait_for(
+                    lambda: latest_barrier(derived) == barriers[-1],
+                    120,
+                    "the derived table caught up",
+                )
+            except AssertionError as e:
+                raise AssertionError(
+                    f"{e}: derived at {latest_barrier(derived)}, source at {barriers[-1]}, "
+                    f"stream {stream.status}, error {stream.exception()}, "
+                    f"last progress {stream.lastProgress}"
+                ) from None
+            wait_for(
+                lambda: rows_at(ingested, latest_barrier(ingested) or 0) == source.expected(),
+                120,
+                "the ingested table at the source's final state",
+                a,
+            )
+            assert stream.exception() is None
         finally:
+            stream.stop()
+            code_ingest = _interrupt(ingest)
             code_b = b.stop()
             code_a = a.stop()
     writer.close(final_barrier=False)
+    ingest_log = (tmp_path / "ingest.log").read_text(errors="replace")
+    restarts = ingest_log.count("restarting the ingest")
     figures = ", ".join(f"{k} {v:.1f}s" for k, v in stalls.items())
     print(
         f"stall until a barrier written after the kill is committed: {figures}; "
-        f"{len(barriers)} barriers, {sum(1 for _ in log.oracle)} closed",
+        f"{len(barriers)} barriers, {source.sent} source events, ingest restarts {restarts}",
         flush=True,
     )
     assert (code_a, code_b) == (0, 0), a.tail() + "\n" + b.tail()
+    assert code_ingest == 0, ingest_log[-3000:]
     assert_all_barriers_match(table, log, barriers)
+    carried = [s.barrier for s in derived.snapshots() if s.barrier is not None]
+    assert carried and set(carried) <= set(barriers)
+    for barrier in carried:
+        assert rows_at(derived, barrier) == log.expected(barrier), f"derived at {barrier}"
 
 
 def test_dts_broker_nodes_3_prints_every_address_and_stops_on_ctrl_c(tmp_path: Path) -> None:

@@ -1,0 +1,68 @@
+"""A partition's (low, high) offsets, asked through a failover.
+
+While Kafka moves a partition's leadership (a broker crashed: the controller fences it
+after ``broker.session.timeout.ms``, 9 s by default, then elects a new leader) a
+watermark query times out or names no leader. Every reader of the log asks here, and
+keeps asking for a bounded while, so a broker failure is a stall, not a failed job.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+#: how long a query keeps asking through a leader election (a controller failover on a
+#: three-node cluster took ~19 s in tests/bridge/worker/test_worker_kafka_cluster.py)
+FAILOVER_S = 120.0
+
+# the broker's answers a failover causes
+_TRANSIENT = {
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.BROKER_NOT_AVAILABLE,
+}
+# the client's own (negative) codes that a retry cannot cure
+_DEFINITE = {
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._INVALID_ARG,
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError._FATAL,
+    KafkaError._NOT_IMPLEMENTED,
+}
+
+
+def is_transient(exc: KafkaException) -> bool:
+    """Whether a client error is one a broker failover causes (ask again): the broker's
+    retriable answers, and the client's local conditions (timed out, transport, a broker
+    handle destroyed while the cluster changed, ...) but those that never pass."""
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    code = err.code()
+    return err.retriable() or code in _TRANSIENT or (code < 0 and code not in _DEFINITE)
+
+
+def watermark(
+    consumer: Any, topic: str, partition: int, *, failover_s: float = FAILOVER_S
+) -> tuple[int, int]:
+    """(low, high) of one partition, through a failover of at most ``failover_s``."""
+    deadline = time.monotonic() + failover_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if not is_transient(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def watermarks(
+    consumer: Any, topic: str, partitions: int, *, failover_s: float = FAILOVER_S
+) -> dict[int, tuple[int, int]]:
+    """(low, high) of partitions ``0 .. partitions - 1``."""
+    return {p: watermark(consumer, topic, p, failover_s=failover_s) for p in range(partitions)}
