@@ -21,6 +21,7 @@ from filestore.deletion_vectors import deleted_count
 from filestore.errors import CommitConflict, SchemaError
 from filestore.manifest import ADD, DELETE
 from filestore.read import SplitReader
+from tests.filestore.test_stored_changelog import _rows, replay
 
 SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())]
@@ -29,33 +30,11 @@ DV = {"deletion-vectors.enabled": "true"}
 State = dict[int, dict[str, Any]]
 
 
-def _rows(ids: list[int], tag: str, kinds: list[str] | None = None) -> pa.Table:
-    data: dict[str, Any] = {
-        "id": pa.array(ids, pa.int64()),
-        "v": [f"{tag}{i}" for i in ids],
-        "n": pa.array([len(tag) * i for i in ids], pa.int64()),
-    }
-    if kinds is not None:
-        data["_row_kind"] = kinds
-    return pa.table(data)
-
-
 def _state(t: Table, sid: int) -> State:
     rows = t.read(snapshot_id=sid).to_pylist()
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), f"snapshot {sid}: a key has two live rows"
     return {r["id"]: r for r in rows}
-
-
-def _replay(start: State, changes: pa.Table) -> State:
-    state = {k: dict(v) for k, v in start.items()}
-    for row in changes.to_pylist():
-        kind = row.pop("_row_kind")
-        if kind in ("+I", "+U"):
-            state[row["id"]] = row
-        else:
-            assert state.pop(row["id"], None) == row, (kind, row)
-    return state
 
 
 def _both(warehouse: Path, name: str, options: dict[str, str]) -> tuple[Table, Table]:
@@ -115,7 +94,7 @@ def test_random_histories_read_as_the_merge_does(warehouse: Path, seed: int) -> 
     assert vectored or any(s.commit_kind == "COMPACT" for s in dv_snaps[-2:]), plan
     for i, start in enumerate(dv_snaps):
         for end in dv_snaps[i:]:
-            replayed = _replay(states[start.id], with_dv.changes(start.id, end.id))
+            replayed = replay(states[start.id], with_dv.changes(start.id, end.id))
             assert replayed == states[end.id], (seed, start.id, end.id)
 
 

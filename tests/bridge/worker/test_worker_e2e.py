@@ -25,8 +25,13 @@ from tests.bridge.worker.support import (
 pytestmark = pytest.mark.kafka
 
 
-def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    table = create_table(warehouse)
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"deletion-vectors.enabled": "true"}],
+    ids=["merge-on-read", "deletion-vectors"],
+)
+def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path, options) -> None:  # type: ignore[no-untyped-def]
+    table = create_table(warehouse, options=options)
     log = Changelog(seed=1)
     writer = log_writer(table, broker.bootstrap)
     barriers = produce(writer, log, barriers=3, rows_per_barrier=150)
@@ -59,6 +64,9 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
             assert state == {r["id"]: r for r in table.read(snapshot_id=cur).to_pylist()}
         last = table.latest_snapshot()
         assert last is not None and last.log_offsets is not None
+        if options:  # the worker's commits marked what its upserts and deletes replaced
+            snaps_ = table.snapshots()
+            assert any(e.file.deletion_vector for s in snaps_ for e in table.live_entries(s))
         assert sorted(last.log_offsets) == [0, 1, 2, 3]
 
         base = f"http://127.0.0.1:{worker.web_port}"
