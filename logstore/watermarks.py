@@ -24,8 +24,12 @@ _TRANSIENT = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.BROKER_NOT_AVAILABLE,
 }
-# the client's own (negative) codes that a retry cannot cure
+# what a retry cannot cure, or what a failover of one node does not cause (no broker
+# answers at all: the caller's own "unreachable" error says so at once)
 _DEFINITE = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_TOPIC,
     KafkaError._INVALID_ARG,
     KafkaError._AUTHENTICATION,
@@ -43,7 +47,9 @@ def is_transient(exc: KafkaException) -> bool:
     if not isinstance(err, KafkaError):
         return False
     code = err.code()
-    return err.retriable() or code in _TRANSIENT or (code < 0 and code not in _DEFINITE)
+    if code in _DEFINITE:
+        return False
+    return err.retriable() or code in _TRANSIENT or code < 0
 
 
 def watermark(

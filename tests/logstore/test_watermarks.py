@@ -1,0 +1,48 @@
+"""Which client errors a watermark query asks again through (a broker failover), and
+which it reports at once."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from logstore.watermarks import is_transient, watermark
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        (KafkaError._TIMED_OUT, True),  # the old leader does not answer
+        (KafkaError._DESTROY_BROKER, True),  # its handle went as the cluster changed
+        (KafkaError.NOT_LEADER_FOR_PARTITION, True),
+        (KafkaError.LEADER_NOT_AVAILABLE, True),
+        (KafkaError._ALL_BROKERS_DOWN, False),  # nothing answers: say so now
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, False),
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
+    ],
+)
+def test_transient_errors(code: int, transient: bool) -> None:
+    assert is_transient(KafkaException(KafkaError(code))) is transient
+
+
+class _Flaky:
+    """A consumer whose first answers are a failover's."""
+
+    def __init__(self, failures: list[int]) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def get_watermark_offsets(self, tp: object, timeout: float) -> tuple[int, int]:
+        self.calls += 1
+        if self.failures:
+            raise KafkaException(KafkaError(self.failures.pop(0)))
+        return (3, 9)
+
+
+def test_a_query_asks_again_through_a_failover_and_not_past_a_definite_error() -> None:
+    flaky = _Flaky([KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION])
+    assert watermark(flaky, "t", 0) == (3, 9) and flaky.calls == 3
+    with pytest.raises(KafkaException):
+        watermark(_Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART]), "t", 0)
+    with pytest.raises(KafkaException):  # still failing when the failover window closes
+        watermark(_Flaky([KafkaError._TIMED_OUT] * 100), "t", 0, failover_s=0.3)
