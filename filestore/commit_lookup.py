@@ -22,10 +22,11 @@ whatever the changelog producer.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from filestore.bucket_file import is_data_file_changelog
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta, FileSource
 from filestore.levels import BucketKey
@@ -85,17 +86,22 @@ def with_changelog(
     workers = max(1, min(len(todo), os.cpu_count() or 1))
     with ThreadPoolExecutor(workers, thread_name_prefix="filestore-commit-lookup") as pool:
         done = dict(zip((id(m) for m in todo), pool.map(one, todo), strict=True))
-    written = [
-        ((m.partition, m.bucket), f.file_name)
-        for m in done.values()
-        for f in m.changelog_files
-        if f.file_name.startswith("changelog-")
-    ]
     return Rebased(
         [done.get(id(m), m) for m in rebased.messages],
-        [*rebased.written, *written],
+        [*rebased.written, *_written(done.values())],
         rebased.replaced,
     )
+
+
+def _written(messages: Iterable[CommitMessage]) -> list[tuple[BucketKey, str]]:
+    """The changelog files the lookup wrote (a data file listed as its own changelog is
+    the writer's): a lost race deletes them."""
+    return [
+        ((m.partition, m.bucket), f.file_name)
+        for m in messages
+        for f in m.changelog_files
+        if not is_data_file_changelog(f.file_name)
+    ]
 
 
 def _with_vectors(
@@ -139,17 +145,10 @@ def _with_vectors(
         id(old): new for key in keys for old, new in zip(groups[key], results[key][0], strict=True)
     }
     messages = [replaced.get(id(m), m) for m in rebased.messages]
-    written = [
-        ((m.partition, m.bucket), f.file_name)
-        for key in keys
-        for m in results[key][0]
-        for f in m.changelog_files
-        if f.file_name.startswith("changelog-")
-    ]
     revectored = [pair for key in keys for pair in results[key][1]]
     return Rebased(
         messages,
-        [*rebased.written, *written],
+        [*rebased.written, *_written(m for key in keys for m in results[key][0])],
         rebased.replaced,
         [*rebased.revectored, *revectored],
     )

@@ -30,7 +30,7 @@ from filestore.bucket_file import align, key_value_schema, read_bucket_file, wri
 from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
-from filestore.deletion_vectors import deleted_positions, with_deleted
+from filestore.deletion_vectors import live_mask, with_deleted
 from filestore.merge import integer_keys, merge, take_rows, winner_indices
 from filestore.row_kind import (
     INSERT,
@@ -138,6 +138,16 @@ def _hit_positions(data: pa.Table, probe: pl.DataFrame, wanted: np.ndarray | Non
     return _positions_with_keys(data, probe, kv_keys)
 
 
+def _new_rows(
+    ctx: TableContext, partition: Partition, bucket: int, files: Sequence[DataFileMeta]
+) -> tuple[pa.Table, np.ndarray]:
+    """The new files' key-value rows (oldest file first) and where each file starts."""
+    kv = key_value_schema(ctx.schema)
+    tables = [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
+    starts = np.cumsum([0, *(t.num_rows for t in tables)])
+    return pa.concat_tables(tables), starts
+
+
 def lookup_changes(
     ctx: TableContext,
     partition: Partition,
@@ -159,9 +169,7 @@ def lookup_changes(
     kv = key_value_schema(schema)
     kv_keys = [KEY_PREFIX + k for k in keys]
     files = sorted(level0, key=lambda f: f.min_sequence_number)
-    written = pa.concat_tables(
-        [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
-    )
+    written, _starts = _new_rows(ctx, partition, bucket, files)
     probe = pl.from_arrow(written.select(kv_keys), rechunk=False)
     assert isinstance(probe, pl.DataFrame)
     old_kv = merge(
@@ -240,16 +248,6 @@ class VectorLookup:
     new_files: tuple[DataFileMeta, ...]  # the new files, each with its vector (if any)
 
 
-def _new_rows(
-    ctx: TableContext, partition: Partition, bucket: int, files: Sequence[DataFileMeta]
-) -> tuple[pa.Table, np.ndarray]:
-    """The new files' key-value rows (oldest file first) and where each file starts."""
-    kv = key_value_schema(ctx.schema)
-    tables = [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
-    starts = np.cumsum([0, *(t.num_rows for t in tables)])
-    return pa.concat_tables(tables), starts
-
-
 def lookup_vectors(
     ctx: TableContext,
     partition: Partition,
@@ -314,8 +312,9 @@ def _superseded(
     def one(f: DataFileMeta) -> tuple[DataFileMeta | None, pa.Table]:
         data = align(read_bucket_file(ctx, partition, bucket, f), kv)
         hits = _hit_positions(data, probe, wanted)
-        if f.deletion_vector:
-            hits = hits[~np.isin(hits, deleted_positions(f), assume_unique=True)]
+        live = live_mask(f, hits, len(hits))
+        if live is not None:
+            hits = hits[live]
         if len(hits) == 0:
             return None, kv.empty_table()
         return with_deleted(f, hits), take_rows(data, hits)

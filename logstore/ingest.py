@@ -105,6 +105,8 @@ class Ingestor:
         self.barrier_interval_s = barrier_interval_s
         self.max_records = max_records
         self.stats = IngestStats()
+        # the figures at the last committed barrier (what a restart does not copy again)
+        self.committed = IngestStats()
         self.group_id = group_id or f"dts-ingest-{spec.topic}"
         self._consumer = self._assigned(bootstrap, source_topic, info.partitions)
         self._offsets: dict[int, int] = {}
@@ -375,6 +377,7 @@ class Ingestor:
             source_offsets=offsets, group_metadata=self._consumer.consumer_group_metadata()
         )
         self.stats.barriers += 1
+        self.committed = dataclasses.replace(self.stats)
         if on_barrier is not None:
             on_barrier(self.stats)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import threading
 from types import FrameType
@@ -125,10 +124,7 @@ def ingest(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    committed = [IngestStats()]  # the running ingestor's figures at its last barrier
-
     def progress(stats: IngestStats) -> None:
-        committed[0] = dataclasses.replace(stats)
         click.echo(
             f"barrier {stats.last_barrier}: {stats.records:,} records -> {stats.rows:,} rows, "
             f"{stats.dead_letters:,} dead letters",
@@ -157,11 +153,10 @@ def ingest(
             except WriterStuckError as exc:
                 # a Kafka client wedged by a broker failure: a fresh one fences it and
                 # resumes at the last committed barrier (the open one is aborted)
-                _add(total, committed[0])  # the open barrier's records are copied again
+                _add(total, ingestor.committed)  # the open barrier's records are copied again
                 click.echo(f"restarting the ingest: {exc}", err=True)
             finally:
                 ingestor.close()
-            committed[0] = IngestStats()
             ingestor = new_ingestor()  # resumes at the new columns' record, or the last barrier
     except BadSourceRecord as exc:
         raise click.ClickException(f"ingest stopped: {exc}") from exc
