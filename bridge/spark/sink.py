@@ -204,6 +204,12 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
                 self.abort(messages, batch_id)
             raise
 
+    def _reads_dts(self, batch_id: int) -> bool:
+        """Whether the batch reads `dts` tables: their barriers are the only ones it may
+        stamp (a batch of a source with no barrier yet stamps none; a made-up one would be
+        newer than the source's first real barrier, which the table would then refuse)."""
+        return bool(self.opts.checkpoint) and bool(source_tables(self.opts.checkpoint, batch_id))
+
     def _query_id(self) -> str:
         if self.opts.checkpoint:
             return query_id(self.opts.checkpoint)
@@ -236,7 +242,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
             meta_jobs.report(self.opts, job_id, _committed(table, self.commit_user, batchId))
             return
-        if barrier is None and not partial:
+        if barrier is None and not partial and not self._reads_dts(batchId):
             barrier = _fresh_barrier(table)
         try:
             publish_schema(table, self.evolved)

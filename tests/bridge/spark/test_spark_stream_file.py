@@ -58,6 +58,21 @@ def test_file_stream_chain_carries_sourcebarriers(
     assert set(barriers(t2)) <= set(barriers(t0))
 
 
+def test_stream_started_before_its_source_has_a_snapshot(
+    dts: Any, warehouse: Path, tmp_path: Path
+) -> None:
+    """A derived stream may start before its source's first commit: that first batch must
+    not stamp a barrier of its own (it would be newer than the source's first real one,
+    and the derived table would refuse every later batch)."""
+    src, dst = (make_table(warehouse, f"db.{n}") for n in ("early_src", "early_dst"))
+    _run(dts, warehouse, "db.early_src", "db.early_dst", tmp_path / "ck")
+    assert barriers(dst) == []
+    commit(src, rows(10), barrier=100)
+    _run(dts, warehouse, "db.early_src", "db.early_dst", tmp_path / "ck")
+    assert sort(dst.read()) == sort(src.read())
+    assert barriers(dst) == [100]
+
+
 def test_scan_modes_and_admission_control(dts: Any, warehouse: Path, tmp_path: Path) -> None:
     t0 = make_table(warehouse, "db.s0")
     snaps = [commit(t0, rows(4, start=i * 4), barrier=(i + 1) * 10) for i in range(4)]
