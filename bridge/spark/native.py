@@ -197,16 +197,20 @@ def changes(
     feed: bool,
     *,
     max_file_bytes: int | None = None,
+    key_order: bool = False,
 ) -> Any:
     """The changes of table `t` in (start, end] as Spark's own Parquet scan of the stored
     changelog files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
     `_change_type` for a change feed); None when the range has no stored changelog or a
     file of an older schema needs the Python reader's alignment (or, with
-    `max_file_bytes`, a file is larger)."""
-    files = t.changelog_files(start, end) if end > start else []
-    if files is None or any(f.entry.file.schema_id != t.schema.id for f in files):
-        return None
-    if max_file_bytes is not None and any(f.entry.file.file_size > max_file_bytes for f in files):
+    `max_file_bytes`, a file is larger).
+
+    With `key_order`, a range of several snapshots of a primary-key table comes hash
+    partitioned by the key and sorted within partitions in commit order (snapshot, then
+    a key's before-image ahead of its after-image): one task holds each key's changes, in
+    order, as a stream's upserting sink needs them."""
+    files = changelog_files_read_natively(t, start, end, max_file_bytes)
+    if files is None:
         return None
     out = spark_schema(t.schema.arrow_schema, metadata_columns=True, change_type=feed)
     if not files:
@@ -228,4 +232,37 @@ def changes(
             f"WHEN '{k}' THEN '{c}'" for k, c in zip(ROW_KINDS, CHANGE_TYPES, strict=True)
         )
         exprs.append(f"CASE {kind} {types} END AS {CHANGE_TYPE}")
-    return _parquet_rows(spark, struct, paths).selectExpr(*exprs)
+    snapshots = {f.entry.file.file_name: f.snapshot_id for f in files}
+    several = key_order and bool(t.primary_key) and len(set(snapshots.values())) > 1
+    if several:
+        pairs = ", ".join(f"'{name}', {sid}" for name, sid in snapshots.items())
+        exprs.append(f"element_at(map({pairs}), _metadata.file_name) AS {_COMMIT_ORDER}")
+    rows = _parquet_rows(spark, struct, paths).selectExpr(*exprs)
+    return _in_key_order(rows, t.primary_key) if several else rows
+
+
+_COMMIT_ORDER = "__dts_snapshot"
+
+
+def changelog_files_read_natively(
+    t: Any, start: int, end: int, max_file_bytes: int | None = None
+) -> list[Any] | None:
+    """The stored changelog files of (start, end] when Spark's scan can read them all
+    (stored, of the table's current schema, none larger than `max_file_bytes`), else None."""
+    files = t.changelog_files(start, end) if end > start else []
+    if files is None or any(f.entry.file.schema_id != t.schema.id for f in files):
+        return None
+    if max_file_bytes is not None and any(f.entry.file.file_size > max_file_bytes for f in files):
+        return None
+    return list(files)
+
+
+def _in_key_order(rows: Any, keys: list[str]) -> Any:
+    from pyspark.sql import functions as F
+
+    before_first = F.expr(f"CASE WHEN {ROW_KIND} IN ('-U', '-D') THEN 0 ELSE 1 END")
+    return (
+        rows.repartition(*[F.col(f"`{k}`") for k in keys])
+        .sortWithinPartitions(F.col(_COMMIT_ORDER), before_first)
+        .drop(_COMMIT_ORDER)
+    )

@@ -7,13 +7,16 @@ admission control and Trigger.AvailableNow are the Python source's own
 (`FileStreamReader`), so a checkpoint written by either path is read by the other.
 A micro-batch is:
 
-- one snapshot with stored changelog: Spark's Parquet scan of its files
-  (`native.changes`), columns pruned and filters pushed by Spark. A batch admits one
-  snapshot (its barrier) and no file Spark would split, so a key's changes reach the
-  sink in order: they are in one file, read whole by one task;
+- snapshots with stored changelog: Spark's Parquet scan of their files
+  (`native.changes`), columns pruned and filters pushed by Spark, as many snapshots as
+  the admission limit allows (all by default), so a stream behind its source catches up
+  in one batch. A key's changes must reach the sink in order: one snapshot's are in one
+  file, read whole by one task (no file Spark would split is admitted); several
+  snapshots' are hash-partitioned by key and sorted in commit order within partitions;
 - the first batch of `scan.mode=latest-full`: the snapshot as `dts.table` reads it, +I;
 - a snapshot without stored changelog (an OVERWRITE), or with a changelog file larger
-  than `spark.sql.files.maxPartitionBytes`: the Python source's ordered changes read.
+  than `spark.sql.files.maxPartitionBytes`: the Python source's ordered changes read,
+  one snapshot per batch.
 """
 
 from __future__ import annotations
@@ -23,11 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    ReadMaxRows,
+)
 from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.habits import CHANGE_TYPE
+from bridge.spark.native import changelog_files_read_natively
 from bridge.spark.native import changes as native_changes
 from bridge.spark.native import table as native_table
 from bridge.spark.offsets import FileOffset
@@ -42,6 +51,16 @@ NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 
 def _dumps(offset: dict[str, Any]) -> str:
     return json.dumps(offset, sort_keys=True)
+
+
+def parse_limit(text: str) -> ReadLimit:
+    """The JVM's admission string (see `describe`) back to Spark's ReadLimit."""
+    kind, _, n = text.partition(":")
+    if kind == "rows":
+        return ReadMaxRows(int(n))
+    if kind == "barriers":
+        return ReadMaxFiles(int(n))
+    return ReadAllAvailable()
 
 
 def describe(limit: ReadLimit) -> str:
@@ -82,12 +101,26 @@ class NativeStreams:
         return describe(default_read_limit(self._streams[source_id].opts))
 
     def latest_offset(self, source_id: str, start: str, limit: str) -> str:
-        """At most one data snapshot per micro-batch, whatever the limit: a native batch
-        keeps a key's changes in order only within one changelog file (one task reads it
-        whole); across snapshots they would be in different files, read in parallel."""
-        del limit  # a snapshot is admitted whole, so maxRowsPerTrigger admits one too
-        reader = self._streams[source_id].reader
-        return _dumps(reader.latestOffset(json.loads(start), ReadMaxFiles(1)))
+        """Every snapshot the limit admits when Spark's scan reads their stored changelog
+        (the batch then brings each key's changes to one task in commit order, see
+        `native.changes`); else one snapshot, read in order by the Python source. A stream
+        behind its source catches up in one batch instead of one snapshot per trigger."""
+        s = self._streams[source_id]
+        begin = json.loads(start)
+        end = s.reader.latestOffset(begin, parse_limit(limit))
+        a, b = FileOffset.from_json(begin), FileOffset.from_json(end)
+        if not a.full and b.snapshot - a.snapshot > 1:
+            table = open_table(s.opts.common.warehouse, s.opts.common.table)
+            if (
+                changelog_files_read_natively(table, a.snapshot, b.snapshot, self._split_at())
+                is None
+            ):
+                end = s.reader.latestOffset(begin, ReadMaxFiles(1))
+        return _dumps(end)
+
+    def _split_at(self) -> int:
+        """Spark splits files larger than this between tasks (a -U and its +U apart)."""
+        return int(self._spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
 
     def prepare_available_now(self, source_id: str) -> None:
         self._streams[source_id].reader.prepareForTriggerAvailableNow()
@@ -121,12 +154,11 @@ class NativeStreams:
     def _changes(self, s: _Stream, start: int, end: int) -> Any:
         o = s.opts.common
         feed = CHANGE_TYPE in s.schema.fieldNames()
-        # a file Spark would split could hand a -U and its +U to different tasks
-        split_at = int(self._spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
         table = open_table(o.warehouse, o.table)
         df = native_changes(
-            self._spark, o.warehouse, table, start, end, feed, max_file_bytes=split_at
-        )
+            self._spark, o.warehouse, table, start, end, feed,
+            max_file_bytes=self._split_at(), key_order=True,
+        )  # fmt: skip
         if df is not None:
             return df
         # in order, by the Python source (not re-planned natively by the extension)

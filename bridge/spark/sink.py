@@ -208,7 +208,8 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         """Whether the batch reads `dts` tables: their barriers are the only ones it may
         stamp (a batch of a source with no barrier yet stamps none; a made-up one would be
         newer than the source's first real barrier, which the table would then refuse)."""
-        return bool(self.opts.checkpoint) and bool(source_tables(self.opts.checkpoint, batch_id))
+        checkpoint = self.opts.checkpoint
+        return checkpoint is not None and bool(source_tables(checkpoint, batch_id))
 
     def _query_id(self) -> str:
         if self.opts.checkpoint:

@@ -1,0 +1,199 @@
+"""The seeds' pipeline, dts against the stack users stitch by hand (issue #25).
+
+    python -m bench.pipeline                           # make bench-pipeline
+    python -m bench.pipeline --steps 2000,4000 --step-seconds 20 --pipelines dts
+
+One embedded Kafka broker; per pipeline its own Debezium topic of orders (4 partitions),
+fed the same changes (same seed) at rising rates, one step after the other until the
+pipeline stops keeping up (``report`` says how that is judged). Each pipeline runs in its
+own subprocess with its own Spark (``dts_side``, ``delta_side``), one at a time, so they
+never share the two cores. Prints the table and the summary, writes
+``bench/results/pipeline.json``, an HTML page and, with ``--readme``, the results section
+of bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.pipeline import report
+from bench.pipeline.probe import cpu_seconds, read_samples
+from bench.pipeline.side import READY, SAMPLES
+from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_step
+from logstore.broker import EmbeddedBroker
+from logstore.topics import create_topic
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SIDES = {"dts": "bench.pipeline.dts_side", "delta": "bench.pipeline.delta_side"}
+BEGIN, END = "<!-- bench-pipeline:begin -->", "<!-- bench-pipeline:end -->"
+PARTITIONS = 4
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--steps", default="2500,5000,10000,20000,40000,80000",
+                    help="input rates (changes/s), in order")  # fmt: skip
+    ap.add_argument("--step-seconds", type=float, default=45.0)
+    ap.add_argument("--pipelines", nargs="+", default=list(SIDES), choices=list(SIDES))
+    ap.add_argument("--trigger", default="1 second", help="every Spark stream's trigger")
+    ap.add_argument("--work", type=Path, help="scratch directory [a temporary one]")
+    ap.add_argument("--out", type=Path, default=HERE.parent / "results" / "pipeline.json")
+    ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
+    ap.add_argument("--readme", type=Path, help="rewrite this README's results section")
+    ap.add_argument("--initial", type=int, default=20_000, help="changes loaded before the steps")
+    ap.add_argument("--start-timeout", type=float, default=300.0)
+    return ap.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Side:
+    """A pipeline's subprocess: started, awaited, stopped by PID."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, work: Path, trigger: str) -> None:
+        self.name = name
+        self.work = work
+        work.mkdir(parents=True)
+        self.log_path = work / "side.log"
+        cmd = [sys.executable, "-m", SIDES[name], "--bootstrap", bootstrap, "--topic", topic,
+               "--work", str(work), "--trigger", trigger]  # fmt: skip
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.pids: dict[str, int] = {}
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{self.name} side exited ({self.proc.returncode}); "
+                             f"{self.log_path} ends with:\n{tail}")  # fmt: skip
+
+    def await_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not (self.work / READY).is_file():
+            self.check()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{self.name} side not ready in {timeout_s:.0f} s: {self.log_path}")
+            time.sleep(0.5)
+        self.pids = json.loads((self.work / READY).read_text())["pids"]
+
+    def samples(self) -> list[dict[str, Any]]:
+        return read_samples(self.work / SAMPLES)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+def _await_caught_up(side: Side, since: float, timeout_s: float) -> None:
+    """Until a read after ``since`` finds all three tables holding rows."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        side.check()
+        if any(s["t"] > since and "wrong" in s for s in side.samples()):
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"{side.name}: the initial load did not reach every table in {timeout_s:.0f} s")
+
+
+def run_pipeline(
+    name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path
+) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:
+    topic = f"cdc.{name}.orders"
+    create_topic(broker.bootstrap, topic, PARTITIONS, {})
+    side = Side(name, broker.bootstrap, topic, work / name, ns.trigger)
+    started = time.time()
+    log(f"{name}: starting its pipeline (log: {side.log_path})")
+    steps: list[report.StepFigures] = []
+    try:
+        side.await_ready(ns.start_timeout)
+        db = OrdersDatabase()
+        producer = cdc_producer(broker.bootstrap)
+        initial = produce_step(db, producer, topic, ns.initial, 1.0)
+        log(f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream")
+        _await_caught_up(side, initial.ended, ns.start_timeout)
+        roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}
+        for rate in [int(r) for r in ns.steps.split(",")]:
+            cpu0, t0 = cpu_seconds(roots), time.monotonic()
+            step = produce_step(db, producer, topic, rate, ns.step_seconds)
+            side.check()
+            cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
+            cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
+            fig = report.step_figures(side.samples(), rate, step.achieved, step.started, step.ended, cpu)
+            steps.append(fig)
+            p99 = max((v for v in fig.freshness_p99.values() if v is not None), default=None)
+            log(f"{name} {rate:,}/s: {'kept up' if fig.kept_up else 'fell behind: ' + fig.why}; "
+                f"freshness p99 (slowest table) {report._f(p99)} s; "
+                f"{fig.inconsistent} inconsistent of {fig.reads} reads")  # fmt: skip
+            if not fig.kept_up:
+                break
+    finally:
+        log(f"{name}: stopping its pipeline")
+        side.stop()
+    return steps, side.samples(), started
+
+
+def update_readme(path: Path, section: str) -> None:
+    text = path.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + f"\n\n## Pipeline against the stitched stack\n\n{BEGIN}\n{section}\n{END}\n"
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ns = parse(argv)
+    if "delta" in ns.pipelines:
+        from bench.spark_peers.__main__ import fetch_jars
+
+        fetch_jars("delta")
+    load_before = os.getloadavg()[0]
+    with contextlib.ExitStack() as stack:
+        work = ns.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pipeline-")))
+        work.mkdir(parents=True, exist_ok=True)
+        log(f"work directory {work}; starting the Kafka broker")
+        broker = EmbeddedBroker(log_path=work / "broker.log").start()
+        stack.callback(broker.stop)
+        runs, samples, starts = {}, {}, {}
+        for name in ns.pipelines:
+            runs[name], samples[name], starts[name] = run_pipeline(name, broker, ns, work)
+    out = report.summary(runs, samples)
+    out.update(load_before=load_before, load_after=os.getloadavg()[0], trigger=ns.trigger,
+               step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
+    table = report.format_table(runs)
+    text = (f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
+            f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger {ns.trigger}; "
+            f"{ns.step_seconds:g} s per step")  # fmt: skip
+    print("\n" + text, flush=True)
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text(json.dumps(out, indent=2))
+    report.write_html(ns.html, samples, runs, starts, text)
+    print(f"\nresults: {ns.out}\nHTML: {ns.html.resolve().as_uri()}", flush=True)
+    if ns.readme is not None:
+        update_readme(ns.readme, text)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The benchmark's tables, its Debezium source shape and the oracle both pipelines are
+checked against.
+
+The demo's tables (``bridge.demo.model``) plus one column for freshness: every order
+carries ``event_ms``, the wall-clock time its change was produced; each derived table
+carries it on (``orders_enriched.event_ms``, ``customer_totals.last_event_ms`` = the
+latest change of that customer's orders it has counted). A reader's freshness of a table
+is then ``read time - max(event time visible)``, the same rule for both pipelines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bridge.demo.model import LARGE_FROM, SMALL_BELOW
+
+DB = "bench"
+ORDERS = f"{DB}.orders"
+ENRICHED = f"{DB}.orders_enriched"
+TOTALS = f"{DB}.customer_totals"
+TABLES = (ORDERS, ENRICHED, TOTALS)
+#: per table, the column whose maximum is the latest source change it shows
+EVENT_COLUMN = {ORDERS: "event_ms", ENRICHED: "event_ms", TOTALS: "last_event_ms"}
+
+ORDERS_SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        pa.field("customer_id", pa.int64()),
+        pa.field("status", pa.string()),
+        pa.field("amount_cents", pa.int64()),
+        pa.field("event_ms", pa.int64()),
+    ]
+)
+ENRICHED_SCHEMA = pa.schema([*ORDERS_SCHEMA, pa.field("size", pa.string())])
+TOTALS_SCHEMA = pa.schema(
+    [
+        pa.field("customer_id", pa.int64(), nullable=False),
+        pa.field("open_orders", pa.int64()),
+        pa.field("total_cents", pa.int64()),
+        pa.field("last_event_ms", pa.int64()),
+    ]
+)
+SCHEMAS = {ORDERS: ORDERS_SCHEMA, ENRICHED: ENRICHED_SCHEMA, TOTALS: TOTALS_SCHEMA}
+KEYS = {ORDERS: "order_id", ENRICHED: "order_id", TOTALS: "customer_id"}
+
+
+def spark_size(F: Any) -> Any:
+    """The size band as a Spark column (small / medium / large by amount)."""
+    return (
+        F.when(F.col("amount_cents") < SMALL_BELOW, "small")
+        .when(F.col("amount_cents") >= LARGE_FROM, "large")
+        .otherwise("medium")
+    )
+
+
+# ---- the oracle: what the derived tables must hold for a state of orders ----------------
+
+
+def expected_enriched(orders: pa.Table) -> pa.Table:
+    kept = orders.filter(pc.not_equal(orders["status"], "cancelled"))
+    amount = kept["amount_cents"]
+    size = pc.if_else(
+        pc.less(amount, SMALL_BELOW),
+        "small",
+        pc.if_else(pc.greater_equal(amount, LARGE_FROM), "large", "medium"),
+    )
+    return kept.select(ORDERS_SCHEMA.names).append_column("size", size).cast(ENRICHED_SCHEMA)
+
+
+def _totals(orders: pa.Table) -> pa.Table:
+    kept = orders.filter(pc.not_equal(orders["status"], "cancelled"))
+    agg = kept.group_by("customer_id").aggregate([("order_id", "count"), ("amount_cents", "sum")])
+    return pa.table(
+        {
+            "customer_id": agg["customer_id"].cast(pa.int64()),
+            "open_orders": agg["order_id_count"].cast(pa.int64()),
+            "total_cents": agg["amount_cents_sum"].cast(pa.int64()),
+        }
+    )
+
+
+def _same(a: pa.Table, b: pa.Table, key: str) -> bool:
+    cols = a.column_names
+    left = a.sort_by(key)
+    right = b.select(cols).cast(a.schema).sort_by(key)
+    return left.equals(right)
+
+
+def inconsistencies(data: dict[str, pa.Table]) -> list[str]:
+    """What a read of the three tables "together" gets wrong ([] = consistent): the
+    derived tables must equal the filter and the per-customer sums of the orders read."""
+    orders, enriched, totals = (data[t] for t in TABLES)
+    wrong = []
+    if not _same(expected_enriched(orders), enriched.select(ENRICHED_SCHEMA.names), "order_id"):
+        wrong.append(f"{ENRICHED} != filter of {ORDERS}")
+    live = totals.filter(pc.greater(totals["open_orders"], 0))
+    if not _same(_totals(orders), live.select(["customer_id", "open_orders", "total_cents"]),
+                 "customer_id"):  # fmt: skip
+        wrong.append(f"{TOTALS} != per-customer sums of {ORDERS}")
+    return wrong
+
+
+def latest_events(data: dict[str, pa.Table]) -> dict[str, int | None]:
+    """Per table, the latest source change (event ms) it shows."""
+    out: dict[str, int | None] = {}
+    for table, column in EVENT_COLUMN.items():
+        value = pc.max(data[table][column]).as_py() if data[table].num_rows else None
+        out[table] = int(value) if value is not None else None
+    return out

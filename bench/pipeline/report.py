@@ -1,0 +1,199 @@
+"""From samples to figures: per step and pipeline, whether it kept up, freshness p50/p99 of
+every table, inconsistent reads and CPU per component; the summary with dts/stitched
+ratios; the HTML page with both pipelines' curves.
+
+Freshness of a table in a read at time t = t - the latest source change it shows
+(``model.EVENT_COLUMN``). A pipeline keeps up with a step when every table was read in
+the step's last third and its freshness there grew by at most ``GROWTH_S`` (or 10% of that
+third) over the middle third, and stayed under ``LAG_CAP_S``: a lag that grows is a
+pipeline falling behind, whatever its size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.pipeline.model import TABLES
+
+GROWTH_S = 2.0
+LAG_CAP_S = 30.0
+LABEL = {"dts": "dts", "delta": "stitched (Kafka -> Spark -> Delta MERGE -> CDF)"}
+
+
+def freshness(samples: list[dict[str, Any]], table: str, lo: float, hi: float) -> np.ndarray:
+    return np.array(
+        [
+            s["t"] - s["latest"][table] / 1000
+            for s in samples
+            if lo <= s["t"] < hi and s.get("latest", {}).get(table) is not None
+        ]
+    )
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if values.size else None
+
+
+@dataclass
+class StepFigures:
+    rate: int
+    started: float  # unix seconds
+    ended: float
+    achieved: float
+    kept_up: bool
+    why: str
+    freshness_p50: dict[str, float | None] = field(default_factory=dict)
+    freshness_p99: dict[str, float | None] = field(default_factory=dict)
+    reads: int = 0
+    inconsistent: int = 0
+    failed_reads: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)  # cores used per component
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+def step_figures(
+    samples: list[dict[str, Any]],
+    rate: int,
+    achieved: float,
+    started: float,
+    ended: float,
+    cpu: dict[str, float],
+) -> StepFigures:
+    third = (ended - started) / 3
+    fig = StepFigures(rate, started, ended, achieved, True, "", cpu=cpu)
+    within = [s for s in samples if started <= s["t"] < ended]
+    fig.reads = sum(1 for s in within if "wrong" in s)
+    fig.inconsistent = sum(1 for s in within if s.get("wrong"))
+    fig.failed_reads = sum(1 for s in within if "error" in s)
+    fig.samples = [s for s in within if s.get("wrong")][:3]  # the first inconsistent reads
+    problems = []
+    for table in TABLES:
+        whole = freshness(samples, table, started, ended)
+        fig.freshness_p50[table] = _pct(whole, 50)
+        fig.freshness_p99[table] = _pct(whole, 99)
+        middle = freshness(samples, table, started + third, ended - third)
+        last = freshness(samples, table, ended - third, ended)
+        if not last.size:
+            problems.append(f"{table}: no read in the step's last third")
+            continue
+        grew = float(np.median(last)) - (float(np.median(middle)) if middle.size else 0.0)
+        if middle.size and grew > max(GROWTH_S, 0.1 * third):
+            problems.append(f"{table}: lag grew {grew:.1f} s over {third:.0f} s")
+        if float(last.max()) > LAG_CAP_S:
+            problems.append(f"{table}: {float(last.max()):.1f} s behind")
+    if achieved < 0.9 * rate:
+        problems.append(f"the producer reached only {achieved:,.0f}/s")
+    fig.kept_up = not problems
+    fig.why = "; ".join(problems)
+    return fig
+
+
+def highest_kept(steps: list[StepFigures]) -> int:
+    """The highest rate of the steps kept up before the first one that was not."""
+    best = 0
+    for s in steps:
+        if not s.kept_up:
+            break
+        best = s.rate
+    return best
+
+
+def summary(runs: dict[str, list[StepFigures]], all_samples: dict[str, list[Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"pipelines": {}}
+    for name, steps in runs.items():
+        reads = [s for s in all_samples.get(name, []) if "wrong" in s]
+        out["pipelines"][name] = {
+            "highest_rate": highest_kept(steps),
+            "reads": len(reads),
+            "inconsistent_reads": sum(1 for s in reads if s["wrong"]),
+            "steps": [asdict(s) for s in steps],
+        }
+    p = out["pipelines"]
+    if "dts" in p and "delta" in p and p["delta"]["highest_rate"]:
+        out["rate_ratio"] = p["dts"]["highest_rate"] / p["delta"]["highest_rate"]
+    if "dts" in p and p["dts"]["highest_rate"]:
+        half = p["dts"]["highest_rate"] / 2
+        at = [s for s in runs["dts"] if s.rate <= half]
+        if at:
+            out["dts_at_half"] = {"rate": at[-1].rate, "freshness_p99": at[-1].freshness_p99}
+    return out
+
+
+def _f(v: float | None) -> str:
+    return f"{v:.1f}" if v is not None else "-"
+
+
+def format_table(runs: dict[str, list[StepFigures]]) -> str:
+    head = ["pipeline", "rate/s", "kept up", *[f"{t.split('.')[-1]} p50/p99 s" for t in TABLES],
+            "inconsistent reads", "CPU cores (per component)"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, steps in runs.items():
+        for s in steps:
+            cpu = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.cpu.items()) if v >= 0.01)
+            cells = [
+                name,
+                f"{s.rate:,}",
+                "yes" if s.kept_up else f"no ({s.why})",
+                *[f"{_f(s.freshness_p50[t])} / {_f(s.freshness_p99[t])}" for t in TABLES],
+                f"{s.inconsistent} of {s.reads}",
+                cpu,
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    lines = []
+    for name, p in report["pipelines"].items():
+        lines.append(
+            f"- {LABEL.get(name, name)}: highest sustained rate {p['highest_rate']:,}/s; "
+            f"{p['inconsistent_reads']} inconsistent of {p['reads']} reads"
+        )
+    if "rate_ratio" in report:
+        lines.append(f"- highest sustained rate, dts / stitched: {report['rate_ratio']:.2f}x")
+    if "dts_at_half" in report:
+        h = report["dts_at_half"]
+        worst = max((v for v in h["freshness_p99"].values() if v is not None), default=None)
+        lines.append(f"- dts at {h['rate']:,}/s (half its highest or below): freshness p99 of "
+                     f"the slowest table {_f(worst)} s")  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_html(
+    path: Path, all_samples: dict[str, list[Any]], steps: dict[str, list[StepFigures]],
+    starts: dict[str, float], text: str,
+) -> None:  # fmt: skip
+    """One self-contained page: per pipeline, freshness of each table over the run, the
+    steps' rates, and the inconsistent reads."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(all_samples)
+    fig = make_subplots(rows=len(names), cols=1, subplot_titles=[LABEL.get(n, n) for n in names])
+    for row, name in enumerate(names, 1):
+        t0 = starts[name]
+        samples = all_samples[name]
+        for table in TABLES:
+            pts = [(s["t"] - t0, s["t"] - s["latest"][table] / 1000) for s in samples
+                   if s.get("latest", {}).get(table) is not None]  # fmt: skip
+            fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts],
+                                     mode="lines", name=f"{name}: {table}"), row=row, col=1)  # fmt: skip
+        bad = [s["t"] - t0 for s in samples if s.get("wrong")]
+        fig.add_trace(go.Scatter(x=bad, y=[0] * len(bad), mode="markers", marker_color="red",
+                                 name=f"{name}: inconsistent read"), row=row, col=1)  # fmt: skip
+        for i, s in enumerate(steps[name]):
+            fig.add_vrect(x0=s.started - t0, x1=s.ended - t0, row=row, col=1, line_width=0,
+                          fillcolor="grey", opacity=0.04 + 0.04 * (i % 2),
+                          annotation_text=f"{s.rate:,}/s", annotation_position="top left")  # fmt: skip
+    fig.update_yaxes(title_text="freshness (s)")
+    fig.update_xaxes(title_text="seconds since the pipeline started")
+    fig.update_layout(height=420 * len(names), template="plotly_white",
+                      title="bench-pipeline: freshness per table; red = inconsistent read")  # fmt: skip
+    body = fig.to_html(full_html=False, include_plotlyjs="inline")
+    pre = text.replace("&", "&amp;").replace("<", "&lt;")
+    path.write_text(f"<html><head><meta charset='utf-8'><title>bench-pipeline</title></head>"
+                    f"<body><pre>{pre}</pre>{body}</body></html>")  # fmt: skip

@@ -1,0 +1,61 @@
+"""How the driver runs a pipeline: ``python -m bench.pipeline.<side> --bootstrap ...
+--topic ... --work DIR``. A side builds its pipeline on the topic, starts its reader
+(``probe.Sampler`` into ``DIR/samples.jsonl``), writes ``DIR/ready.json`` (the PIDs of
+its parts, for CPU accounting) and runs until SIGTERM, then stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+SAMPLES = "samples.jsonl"
+READY = "ready.json"
+
+
+def side_args(
+    description: str | None, extra: Sequence[tuple[str, str, str]] = ()
+) -> argparse.Namespace:
+    """The options every side takes, plus ``extra`` (name, default, help) of its own."""
+    ap = argparse.ArgumentParser(description=description)
+    for name, default, help_text in extra:
+        ap.add_argument(name, default=default, help=help_text)
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True, help="the Debezium CDC topic of orders")
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--trigger", default="1 second", help="Spark streams' processing time")
+    ap.add_argument("--probe-interval", type=float, default=1.0)
+    return ap.parse_args()
+
+
+def stop_event() -> threading.Event:
+    """Set on SIGTERM or SIGINT (the driver's stop, or Ctrl-C)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    return stop
+
+
+def announce_ready(work: Path, pids: dict[str, int]) -> None:
+    tmp = work / (READY + ".tmp")
+    tmp.write_text(json.dumps({"pids": {"driver": os.getpid(), **pids}}))
+    tmp.rename(work / READY)  # whole or absent: the driver polls for it
+
+
+def spark_pid() -> int:
+    """The PID of the JVM PySpark launched (Spark's Python workers are its children)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    return int(proc.pid) if proc is not None else os.getpid()

@@ -1,0 +1,176 @@
+"""The benchmark's input: a Debezium MySQL-shaped CDC topic of orders, produced at a
+controlled rate.
+
+Each change is a real Debezium envelope (``before``/``after``/``op``/``ts_ms``/``source``,
+keyed by ``{"order_id": N}``), built for a whole chunk at once with polars; the state of
+the "database" is numpy arrays indexed by order id, so a chunk of changes is a handful of
+vectorized steps. Every change stamps ``event_ms`` (the production time) into its row:
+the clock freshness is measured against.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+from confluent_kafka import Producer
+
+from bridge.demo.model import STATUSES
+from logstore.client_config import confluent_config
+
+#: the change mix of a chunk: inserts, updates, deletes (the demo's proportions)
+MIX = (0.65, 0.27, 0.08)
+_SOURCE = {"version": "2.7.3.Final", "connector": "mysql", "name": "bench", "db": "bench",
+           "table": "orders", "snapshot": "false"}  # fmt: skip
+
+
+@dataclass
+class OrdersDatabase:
+    """The source table the CDC stream describes."""
+
+    customers: int = 2_000
+    capacity: int = 4_000_000
+    seed: int = 11
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.alive = np.zeros(self.capacity, dtype=bool)
+        self.customer = np.zeros(self.capacity, dtype=np.int64)
+        self.status = np.zeros(self.capacity, dtype=np.int64)
+        self.amount = np.zeros(self.capacity, dtype=np.int64)
+        self.event_ms = np.zeros(self.capacity, dtype=np.int64)
+        self.next_id = 0
+
+    def _pick_live(self, n: int) -> np.ndarray:
+        """Up to n distinct live orders, without a pass over all of them."""
+        if self.next_id == 0 or n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        cand = np.unique(self.rng.integers(0, self.next_id, 4 * n + 16))
+        cand = cand[self.alive[cand]]
+        return self.rng.permutation(cand)[:n]
+
+    def _rows(self, ids: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "order_id": ids,
+                "customer_id": self.customer[ids],
+                "status": np.array(STATUSES)[self.status[ids]],
+                "amount_cents": self.amount[ids],
+                "event_ms": self.event_ms[ids],
+            }
+        )
+
+    def changes(self, n: int, now_ms: int) -> pl.DataFrame:
+        """n changes (c, u, d) as Debezium envelopes: columns ``key`` and ``value`` (JSON)."""
+        inserts = int(n * MIX[0])
+        picked = self._pick_live(n - inserts)
+        n_upd = min(len(picked), int(n * MIX[1]))
+        upd, dele = picked[:n_upd], picked[n_upd:]
+        before_upd, before_del = self._rows(upd), self._rows(dele)
+        self.alive[dele] = False
+        advance = self.rng.integers(1, len(STATUSES), len(upd))
+        self.status[upd] = np.minimum(self.status[upd] + advance, len(STATUSES) - 1)
+        self.amount[upd] = np.maximum(self.amount[upd] + self.rng.integers(-300, 300, len(upd)), 100)
+        self.event_ms[upd] = now_ms
+        new = np.arange(self.next_id, min(self.next_id + inserts, self.capacity))
+        self.next_id += len(new)
+        self.alive[new] = True
+        self.customer[new] = self.rng.integers(0, self.customers, len(new))
+        self.status[new] = 0
+        self.amount[new] = self.rng.integers(500, 30_000, len(new))
+        self.event_ms[new] = now_ms
+        null = pl.lit(None)
+        parts = [
+            (self._rows(new), None, "c"),
+            (before_upd, self._rows(upd), "u"),
+            (before_del, None, "d"),
+        ]
+        frames = []
+        for first, second, op in parts:
+            if first.is_empty():
+                continue
+            image = pl.struct(first.columns)
+            if op == "c":
+                before, after = null, image
+            elif op == "d":
+                before, after = image, null
+            else:
+                after_df = second.rename({c: f"a_{c}" for c in second.columns})  # type: ignore[union-attr]
+                first = pl.concat([first, after_df], how="horizontal")
+                before = image
+                after = pl.struct([pl.col(f"a_{c}").alias(c) for c in second.columns])  # type: ignore[union-attr]
+            frames.append(
+                first.select(
+                    pl.concat_str(
+                        [pl.lit('{"order_id":'), pl.col("order_id").cast(pl.String), pl.lit("}")]
+                    ).alias("key"),
+                    pl.struct(
+                        before.alias("before"),
+                        after.alias("after"),
+                        pl.lit(_SOURCE | {"ts_ms": now_ms}).alias("source"),
+                        pl.lit(op).alias("op"),
+                        pl.lit(now_ms).alias("ts_ms"),
+                    )
+                    .struct.json_encode()
+                    .alias("value"),
+                )
+            )
+        if not frames:
+            return pl.DataFrame({"key": [], "value": []}, schema={"key": pl.String, "value": pl.String})
+        return pl.concat(frames)
+
+    def live_orders(self) -> int:
+        return int(self.alive[: self.next_id].sum())
+
+
+def cdc_producer(bootstrap: str) -> Producer:
+    return Producer(
+        confluent_config(
+            bootstrap,
+            {"linger.ms": 20, "batch.size": 1 << 20, "compression.type": "lz4", "log_level": 3},
+            {"enable.idempotence": True},
+        )
+    )
+
+
+@dataclass
+class StepResult:
+    rate: int
+    started: float  # unix seconds
+    ended: float
+    produced: int
+
+    @property
+    def achieved(self) -> float:
+        return self.produced / max(self.ended - self.started, 1e-9)
+
+
+def produce_step(
+    db: OrdersDatabase,
+    producer: Producer,
+    topic: str,
+    rate: int,
+    seconds: float,
+    tick_s: float = 0.1,
+) -> StepResult:
+    """Produce ``rate`` changes a second for ``seconds``, in ticks of ``tick_s``: each tick
+    makes the changes due by then (a late tick catches up, so the rate holds on average)."""
+    started = time.time()
+    produced = 0
+    while True:
+        now = time.time()
+        if now - started >= seconds:
+            break
+        due = int(rate * (now - started + tick_s)) - produced
+        if due > 0:
+            chunk = db.changes(due, int(now * 1000))
+            for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
+                producer.produce(topic, value=value, key=key)
+            produced += chunk.height
+            producer.poll(0)
+        time.sleep(max(0.0, started + (produced / rate) - time.time()) if rate else tick_s)
+    producer.flush(30)
+    return StepResult(rate, started, time.time(), produced)

@@ -1,0 +1,124 @@
+"""The pipeline benchmark (bench/pipeline, issue #25) cannot rot: its judgement of a step
+comes from the samples, its oracle catches a wrong derived table, and at tiny scale both
+pipelines start on a real broker and real Spark, produce figures and stop everything."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from bench.pipeline import report
+from bench.pipeline.model import ENRICHED, ORDERS, TABLES, TOTALS, expected_enriched, inconsistencies
+from bench.pipeline.source import OrdersDatabase
+from logstore.codec import decode_columns
+from logstore.spec import LogSpec
+
+
+def _samples(start: float, lags: list[float]) -> list[dict[str, Any]]:
+    """One read a second from ``start``, every table ``lag`` seconds behind."""
+    return [
+        {"t": start + i, "latest": {t: int((start + i - lag) * 1000) for t in TABLES}, "wrong": []}
+        for i, lag in enumerate(lags)
+    ]
+
+
+def test_a_steady_lag_keeps_up_a_growing_one_does_not() -> None:
+    steady = _samples(1000.0, [3.0, 3.5, 2.8] * 10)
+    fig = report.step_figures(steady, 100, 100.0, 1000.0, 1030.0, {})
+    assert fig.kept_up, fig.why
+    assert fig.reads == 30 and fig.inconsistent == 0
+    assert fig.freshness_p50[ORDERS] == pytest.approx(3.0)
+    growing = _samples(1000.0, [float(i) for i in range(30)])  # one second behind per second
+    fig = report.step_figures(growing, 100, 100.0, 1000.0, 1030.0, {})
+    assert not fig.kept_up and "lag grew" in fig.why
+    slow_producer = report.step_figures(steady, 100, 50.0, 1000.0, 1030.0, {})
+    assert not slow_producer.kept_up and "producer" in slow_producer.why
+    silent = report.step_figures(steady[:15], 100, 100.0, 1000.0, 1030.0, {})
+    assert not silent.kept_up and "no read" in silent.why
+    kept = report.step_figures(steady, 200, 200.0, 1000.0, 1030.0, {})
+    assert report.highest_kept([fig, kept]) == 0  # the first step fell behind
+    assert report.highest_kept([kept, fig]) == 200
+
+
+def test_oracle_finds_derived_tables_that_do_not_match_the_orders() -> None:
+    orders = pa.table({"order_id": [1, 2, 3], "customer_id": [7, 7, 8],
+                       "status": ["placed", "cancelled", "paid"], "amount_cents": [100, 200, 30_000],
+                       "event_ms": [1, 2, 3]})  # fmt: skip
+    enriched = expected_enriched(orders)
+    totals = pa.table({"customer_id": [7, 8, 9], "open_orders": [1, 1, 0],
+                       "total_cents": [100, 30_000, 0], "last_event_ms": [2, 3, 1]})  # fmt: skip
+    assert inconsistencies({ORDERS: orders, ENRICHED: enriched, TOTALS: totals}) == []
+    stale = totals.set_column(2, "total_cents", pa.array([100, 29_000, 0]))
+    assert inconsistencies({ORDERS: orders, ENRICHED: enriched, TOTALS: stale}) == [
+        f"{TOTALS} != per-customer sums of {ORDERS}"
+    ]
+    assert inconsistencies({ORDERS: orders, ENRICHED: enriched.slice(1), TOTALS: totals}) == [
+        f"{ENRICHED} != filter of {ORDERS}"
+    ]
+
+
+def test_the_source_writes_debezium_envelopes_the_state_agrees_with() -> None:
+    """Every change decodes as Debezium (c/u/d with before and after as the connector
+    writes them), and replaying them gives the generator's own state."""
+    from bench.pipeline.model import ORDERS_SCHEMA
+
+    db = OrdersDatabase(customers=50, capacity=10_000)
+    spec = LogSpec(topic="t", schema=ORDERS_SCHEMA, primary_key=["order_id"], buckets=1)
+    state: dict[int, dict[str, Any]] = {}
+    for i in range(5):
+        chunk = db.changes(400, 1000 + i)
+        n = chunk.height
+        decoded = decode_columns(spec, [0] * n, list(range(n)), chunk["key"].to_list(),
+                                 [v.encode() for v in chunk["value"].to_list()], [None] * n)  # fmt: skip
+        assert decoded.errors == []
+        for row in decoded.table.to_pylist():
+            if row["_row_kind"] in ("+I", "+U"):
+                state[row["order_id"]] = {c: row[c] for c in ORDERS_SCHEMA.names}
+            elif row["_row_kind"] == "-D":
+                state.pop(row["order_id"])
+    live = sorted(state)
+    assert len(live) == db.live_orders() and live
+    assert [state[k]["status"] for k in live[:50]] == [
+        ["placed", "paid", "shipped", "cancelled"][s] for s in db.status[live[:50]]
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_both_pipelines_run_at_tiny_scale_and_stop(tmp_path: Path) -> None:
+    from bench.pipeline.__main__ import main
+
+    out = main([
+        "--steps", "300", "--step-seconds", "12", "--initial", "500",
+        "--work", str(tmp_path / "work"), "--out", str(tmp_path / "pipeline.json"),
+        "--html", str(tmp_path / "pipeline.html"), "--start-timeout", "400",
+    ])  # fmt: skip
+    for name in ("dts", "delta"):
+        run = out["pipelines"][name]
+        (step,) = run["steps"]
+        assert step["reads"] > 0, f"{name}: no read checked in the step"
+        for table in TABLES:
+            assert step["freshness_p50"][table] is not None and step["freshness_p50"][table] >= 0
+        assert step["cpu"]["spark"] > 0
+    # strong reads through the MetaService are consistent: not one may disagree
+    assert out["pipelines"]["dts"]["inconsistent_reads"] == 0
+    assert "bench.orders_enriched" in (tmp_path / "pipeline.html").read_text()
+    for name in ("dts", "delta"):  # every process a side started has stopped
+        pids = json.loads((tmp_path / "work" / name / "ready.json").read_text())["pids"]
+        for pid in pids.values():
+            assert not _alive(pid), f"{name}: process {pid} still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] != "Z"  # a zombie has exited
