@@ -102,6 +102,17 @@ BENCH_PEERS_ARGS ?=
 bench-peers: $(STAMP) java-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.spark_peers --readme bench/README.md $(BENCH_PEERS_ARGS)
 
+# Pipeline benchmark (bench/pipeline, issue #25): the seeds' pipeline run by dts and by the
+# stack users stitch by hand (Spark's Kafka source -> MERGE into Delta -> change data feed ->
+# derived Delta tables), fed the same Debezium topic at rising rates until each falls behind;
+# prints freshness, consistency and CPU per step, writes bench/results/pipeline.{json,html}
+# and the results section of bench/README.md. Delta's jars are fetched into the cache.
+# Shorter: make bench-pipeline BENCH_PIPELINE_ARGS="--steps 1000,2000 --step-seconds 20"
+.PHONY: bench-pipeline
+BENCH_PIPELINE_ARGS ?=
+bench-pipeline: $(STAMP) java-tools jars
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.pipeline --readme bench/README.md $(BENCH_PIPELINE_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .

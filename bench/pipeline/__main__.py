@@ -86,7 +86,9 @@ class Side:
         while not (self.work / READY).is_file():
             self.check()
             if time.monotonic() > deadline:
-                raise SystemExit(f"{self.name} side not ready in {timeout_s:.0f} s: {self.log_path}")
+                raise SystemExit(
+                    f"{self.name} side not ready in {timeout_s:.0f} s: {self.log_path}"
+                )
             time.sleep(0.5)
         self.pids = json.loads((self.work / READY).read_text())["pids"]
 
@@ -112,7 +114,9 @@ def _await_caught_up(side: Side, since: float, timeout_s: float) -> None:
         if any(s["t"] > since and "wrong" in s for s in side.samples()):
             return
         time.sleep(1.0)
-    raise SystemExit(f"{side.name}: the initial load did not reach every table in {timeout_s:.0f} s")
+    raise SystemExit(
+        f"{side.name}: the initial load did not reach every table in {timeout_s:.0f} s"
+    )
 
 
 def run_pipeline(
@@ -129,7 +133,9 @@ def run_pipeline(
         db = OrdersDatabase()
         producer = cdc_producer(broker.bootstrap)
         initial = produce_step(db, producer, topic, ns.initial, 1.0)
-        log(f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream")
+        log(
+            f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream"
+        )
         _await_caught_up(side, initial.ended, ns.start_timeout)
         roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}
         for rate in [int(r) for r in ns.steps.split(",")]:
@@ -138,7 +144,9 @@ def run_pipeline(
             side.check()
             cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
             cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
-            fig = report.step_figures(side.samples(), rate, step.achieved, step.started, step.ended, cpu)
+            fig = report.step_figures(
+                side.samples(), rate, step.achieved, step.started, step.ended, cpu
+            )
             steps.append(fig)
             p99 = max((v for v in fig.freshness_p99.values() if v is not None), default=None)
             log(f"{name} {rate:,}/s: {'kept up' if fig.kept_up else 'fell behind: ' + fig.why}; "
@@ -158,7 +166,10 @@ def update_readme(path: Path, section: str) -> None:
         head, rest = text.split(BEGIN, 1)
         text = head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
     else:
-        text = text.rstrip() + f"\n\n## Pipeline against the stitched stack\n\n{BEGIN}\n{section}\n{END}\n"
+        text = (
+            text.rstrip()
+            + f"\n\n## Pipeline against the stitched stack\n\n{BEGIN}\n{section}\n{END}\n"
+        )
     path.write_text(text)
 
 
@@ -170,7 +181,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fetch_jars("delta")
     load_before = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
-        work = ns.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pipeline-")))
+        work = ns.work or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pipeline-"))
+        )
         work.mkdir(parents=True, exist_ok=True)
         log(f"work directory {work}; starting the Kafka broker")
         broker = EmbeddedBroker(log_path=work / "broker.log").start()

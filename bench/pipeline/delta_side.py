@@ -128,11 +128,7 @@ class Stitched:
         last = (
             batch.where("_change_type != 'update_preimage'")
             .groupBy("order_id")
-            .agg(
-                F.max_by(
-                    F.struct("_change_type", *_VALUES), F.col("_commit_version")
-                ).alias("c")
-            )
+            .agg(F.max_by(F.struct("_change_type", *_VALUES), F.col("_commit_version")).alias("c"))
             .select("order_id", "c.*")
             .withColumn("size", spark_size(F))
         )
@@ -166,21 +162,25 @@ class Stitched:
             WHEN MATCHED THEN UPDATE SET open_orders = t.open_orders + s.open_orders,
               total_cents = t.total_cents + s.total_cents,
               last_event_ms = greatest(t.last_event_ms, s.last_event_ms)
-            WHEN NOT MATCHED THEN INSERT * 
+            WHEN NOT MATCHED THEN INSERT *
         """)  # fmt: skip
 
     def fresh(self) -> dict[str, int | None]:
         """Each table's latest version: the newest change it shows."""
         out: dict[str, int | None] = {}
         for table, path in self.paths.items():
-            row = self.spark.read.format("delta").load(path).agg({EVENT_COLUMN[table]: "max"}).first()
+            row = (
+                self.spark.read.format("delta").load(path).agg({EVENT_COLUMN[table]: "max"}).first()
+            )
             out[table] = int(row[0]) if row is not None and row[0] is not None else None
         return out
 
     def together(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Each table's latest version, one after the other: the best Delta offers for
         reading them together."""
-        return {t: self.spark.read.format("delta").load(p).toArrow() for t, p in self.paths.items()}, {}
+        return {
+            t: self.spark.read.format("delta").load(p).toArrow() for t, p in self.paths.items()
+        }, {}
 
 
 def main() -> None:
@@ -190,7 +190,9 @@ def main() -> None:
     stitched = Stitched(spark, ns.work, ns)
     stitched.create()
     queries = stitched.start()
-    sampler = Sampler(stitched.fresh, stitched.together, ns.work / SAMPLES, ns.probe_interval).start()
+    sampler = Sampler(
+        stitched.fresh, stitched.together, ns.work / SAMPLES, ns.probe_interval
+    ).start()
     announce_ready(ns.work, {"spark": spark_pid()})
     try:
         while not stop.is_set():

@@ -31,7 +31,9 @@ class Sampler:
     freshness of each table (a small read), and as often as it completes, the three
     tables together checked against the oracle (a full read, slower under load)."""
 
-    def __init__(self, fresh: Fresh, together: Together, path: Path, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, fresh: Fresh, together: Together, path: Path, interval_s: float = 1.0
+    ) -> None:
         self._fresh = fresh
         self._together = together
         self.path = path
@@ -64,7 +66,7 @@ class Sampler:
     def _sample_fresh(self, started: float) -> dict[str, Any]:
         try:
             latest = self._fresh()
-        except Exception as exc:  # noqa: BLE001 - a read that fails is a sample too
+        except Exception as exc:  # a read that fails is a sample too
             return {"t": started, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         out: dict[str, Any] = {"t": started, "fresh_s": time.time() - started}
         if all(v is not None for v in latest.values()):
@@ -74,7 +76,7 @@ class Sampler:
     def _sample_together(self, started: float) -> dict[str, Any]:
         try:
             data, extra = self._together()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return {"t": started, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         out: dict[str, Any] = {"t": started, "read_s": time.time() - started, **extra}
         if all(data[t].num_rows for t in TABLES):

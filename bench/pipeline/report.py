@@ -102,7 +102,9 @@ def highest_kept(steps: list[StepFigures]) -> int:
     return best
 
 
-def summary(runs: dict[str, list[StepFigures]], all_samples: dict[str, list[Any]]) -> dict[str, Any]:
+def summary(
+    runs: dict[str, list[StepFigures]], all_samples: dict[str, list[Any]]
+) -> dict[str, Any]:
     out: dict[str, Any] = {"pipelines": {}}
     for name, steps in runs.items():
         reads = [s for s in all_samples.get(name, []) if "wrong" in s]

@@ -73,7 +73,9 @@ class OrdersDatabase:
         self.alive[dele] = False
         advance = self.rng.integers(1, len(STATUSES), len(upd))
         self.status[upd] = np.minimum(self.status[upd] + advance, len(STATUSES) - 1)
-        self.amount[upd] = np.maximum(self.amount[upd] + self.rng.integers(-300, 300, len(upd)), 100)
+        self.amount[upd] = np.maximum(
+            self.amount[upd] + self.rng.integers(-300, 300, len(upd)), 100
+        )
         self.event_ms[upd] = now_ms
         new = np.arange(self.next_id, min(self.next_id + inserts, self.capacity))
         self.next_id += len(new)
@@ -119,7 +121,9 @@ class OrdersDatabase:
                 )
             )
         if not frames:
-            return pl.DataFrame({"key": [], "value": []}, schema={"key": pl.String, "value": pl.String})
+            return pl.DataFrame(
+                {"key": [], "value": []}, schema={"key": pl.String, "value": pl.String}
+            )
         return pl.concat(frames)
 
     def live_orders(self) -> int:

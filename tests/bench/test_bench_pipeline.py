@@ -13,7 +13,14 @@ import pyarrow as pa
 import pytest
 
 from bench.pipeline import report
-from bench.pipeline.model import ENRICHED, ORDERS, TABLES, TOTALS, expected_enriched, inconsistencies
+from bench.pipeline.model import (
+    ENRICHED,
+    ORDERS,
+    TABLES,
+    TOTALS,
+    expected_enriched,
+    inconsistencies,
+)
 from bench.pipeline.source import OrdersDatabase
 from logstore.codec import decode_columns
 from logstore.spec import LogSpec

@@ -105,20 +105,40 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> int:
             proc.wait(timeout=30)
 
 
-@pytest.mark.timeout(330)
-def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
+@pytest.mark.timeout(480)
+def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> None:
+    """The whole demo with `--keep-running` (one run: a demo run costs minutes): every step
+    and its report, then the pipeline keeps committing after the report until Ctrl-C stops
+    it cleanly (exit 0), and nothing is left behind."""
+    import httpx
+
     run_id = uuid.uuid4().hex
     warehouse = tmp_path / "kept-warehouse"
     out = tmp_path / "demo.out"
-    proc = _start(["--warehouse", str(warehouse)], _env(tmp_path / "tmp", run_id), out)
+    proc = _start(
+        ["--warehouse", str(warehouse), "--keep-running"], _env(tmp_path / "tmp", run_id), out
+    )
     try:
-        code = proc.wait(timeout=300)
+        _wait_for_output(proc, out, "Still running: explore", 300)
+        deadline = time.monotonic() + 120
+        status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", out.read_text())
+        assert status_url, _tail(out.read_text(errors="replace"))
+
+        def committed() -> int:
+            tables = httpx.get(status_url.group(1), timeout=5).json()["tables"]
+            return max(int(t.get("last_barrier_committed") or 0) for t in tables.values())
+
+        first = committed()
+        # the generator writes every 2 s and the worker keeps committing barriers
+        while committed() <= first:
+            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert time.monotonic() < deadline, "no barrier committed while kept running"
+            time.sleep(1)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
+        code = _interrupt(proc)
     output = out.read_text(errors="replace")
     assert code == 0, _tail(output)
+    assert "Ctrl-C: stopping the demo" in output
 
     # it showed where to look while it ran
     assert re.search(r"worker /metrics\s+.*http://127\.0\.0\.1:\d+/metrics", output)
@@ -217,38 +237,4 @@ def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
     # Spark's own Python runners may print a traceback when their query is stopped
     # mid-batch; the demo itself must not fail
     assert "bridge/demo/" not in output and "bridge/commands/" not in output, _tail(output)
-    _assert_nothing_left(run_id, output, tmp_path / "tmp")
-
-
-@pytest.mark.timeout(330)
-def test_keep_running_stays_up_until_ctrl_c(tmp_path: Path) -> None:
-    """`dts demo --keep-running`: the pipeline keeps committing after the report; Ctrl-C
-    stops it cleanly (exit 0) and leaves nothing behind."""
-    import httpx
-
-    run_id = uuid.uuid4().hex
-    out = tmp_path / "demo.out"
-    proc = _start(["--keep-running"], _env(tmp_path / "tmp", run_id), out)
-    try:
-        _wait_for_output(proc, out, "Still running: explore", 300)
-        deadline = time.monotonic() + 120
-        output = out.read_text(errors="replace")
-        status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", output)
-        assert status_url, _tail(output)
-
-        def committed() -> int:
-            tables = httpx.get(status_url.group(1), timeout=5).json()["tables"]
-            return max(int(t.get("last_barrier_committed") or 0) for t in tables.values())
-
-        first = committed()
-        # the generator writes every 2 s and the worker keeps committing barriers
-        while committed() <= first:
-            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
-            assert time.monotonic() < deadline, "no barrier committed while kept running"
-            time.sleep(1)
-    finally:
-        code = _interrupt(proc)
-    output = out.read_text(errors="replace")
-    assert code == 0, _tail(output)
-    assert "Ctrl-C: stopping the demo" in output
     _assert_nothing_left(run_id, output, tmp_path / "tmp")
