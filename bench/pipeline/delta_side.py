@@ -49,6 +49,9 @@ def session(work: Path) -> Any:
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.streaming.stopTimeout": "30s",
+            # a query beside the streams gets task slots as they free up, not after
+            # every queued MERGE (the FIFO default left the readers waiting for minutes)
+            "spark.scheduler.mode": "FAIR",
         },
     )
 
@@ -165,8 +168,13 @@ class Stitched:
             WHEN NOT MATCHED THEN INSERT *
         """)  # fmt: skip
 
+    def _reader_pool(self) -> None:
+        """This thread's Spark jobs run in their own fair-scheduler pool."""
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "readers")
+
     def fresh(self) -> dict[str, int | None]:
         """Each table's latest version: the newest change it shows."""
+        self._reader_pool()
         out: dict[str, int | None] = {}
         for table, path in self.paths.items():
             row = (
@@ -178,6 +186,7 @@ class Stitched:
     def together(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Each table's latest version, one after the other: the best Delta offers for
         reading them together."""
+        self._reader_pool()
         return {
             t: self.spark.read.format("delta").load(p).toArrow() for t, p in self.paths.items()
         }, {}

@@ -102,7 +102,7 @@ def test_both_pipelines_run_at_tiny_scale_and_stop(tmp_path: Path) -> None:
     from bench.pipeline.__main__ import main
 
     out = main([
-        "--steps", "300", "--step-seconds", "12", "--initial", "500",
+        "--steps", "300", "--step-seconds", "15", "--initial", "500",
         "--work", str(tmp_path / "work"), "--out", str(tmp_path / "pipeline.json"),
         "--html", str(tmp_path / "pipeline.html"), "--start-timeout", "400",
     ])  # fmt: skip
