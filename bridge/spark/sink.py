@@ -204,6 +204,14 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
                 self.abort(messages, batch_id)
             raise
 
+    def _stamped_before(self, barrier: int, batch_id: int) -> bool:
+        """Whether the previous micro-batch already ended at this source barrier: a batch
+        of compaction snapshots only (they keep their table's barrier) completes none."""
+        checkpoint = self.opts.checkpoint
+        if checkpoint is None or batch_id == 0 or self.opts.barrier is not None:
+            return False
+        return source_barrier(checkpoint, batch_id - 1) == barrier
+
     def _reads_dts(self, batch_id: int) -> bool:
         """Whether the batch reads `dts` tables: their barriers are the only ones it may
         stamp (a batch of a source with no barrier yet stamps none; a made-up one would be
@@ -243,7 +251,9 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
             commit.abort(msgs)  # a replayed batch: its snapshot exists; drop the duplicate files
             meta_jobs.report(self.opts, job_id, _committed(table, self.commit_user, batchId))
             return
-        if barrier is None and not partial and not self._reads_dts(batchId):
+        if barrier is not None and self._stamped_before(barrier, batchId):
+            barrier = None  # only compaction snapshots: no source barrier completes here
+        elif barrier is None and not partial and not self._reads_dts(batchId):
             barrier = _fresh_barrier(table)
         try:
             publish_schema(table, self.evolved)

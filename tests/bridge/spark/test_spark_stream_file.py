@@ -129,3 +129,22 @@ def test_stream_rows_carry_row_kind_and_barrier(dts: Any, warehouse: Path, tmp_p
         (1, "+I", 7),
         (2, "+I", 7),
     ]
+
+
+def test_a_batch_of_compaction_snapshots_only_stamps_no_barrier_again(
+    dts: Any, warehouse: Path, tmp_path: Path
+) -> None:
+    """A compaction snapshot keeps its table's barrier; a micro-batch that admits only such
+    snapshots adds no source barrier and must not stamp the previous one a second time
+    (the derived table refused it, and the stream died)."""
+    src, dst = (make_table(warehouse, f"db.{n}") for n in ("comp_src", "comp_dst"))
+    commit(src, rows(10), barrier=100)
+    commit(src, rows(5, start=3, k="b"), barrier=101)
+    _run(dts, warehouse, "db.comp_src", "db.comp_dst", tmp_path / "ck")
+    src.compact(full=True)
+    assert src.latest_snapshot().commit_kind == "COMPACT"
+    _run(dts, warehouse, "db.comp_src", "db.comp_dst", tmp_path / "ck")
+    commit(src, rows(2, start=20, k="c"), barrier=200)
+    _run(dts, warehouse, "db.comp_src", "db.comp_dst", tmp_path / "ck")
+    assert sort(dst.read()) == sort(src.read())
+    assert barriers(dst) == [101, 200]
