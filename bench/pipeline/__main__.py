@@ -46,7 +46,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="input rates (changes/s), in order")  # fmt: skip
     ap.add_argument("--step-seconds", type=float, default=45.0)
     ap.add_argument("--pipelines", nargs="+", default=list(SIDES), choices=list(SIDES))
-    ap.add_argument("--trigger", default="1 second", help="every Spark stream's trigger")
+    ap.add_argument("--trigger", default="1 second", help="dts's Spark streams' trigger")
+    ap.add_argument("--delta-trigger", default="1 second",
+                    help="the stitched pipeline's streams' trigger")  # fmt: skip
     ap.add_argument("--work", type=Path, help="scratch directory [a temporary one]")
     ap.add_argument("--out", type=Path, default=HERE.parent / "results" / "pipeline.json")
     ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
@@ -119,12 +121,33 @@ def _await_caught_up(side: Side, since: float, timeout_s: float) -> None:
     )
 
 
+SETTLED_S = 5.0
+
+
+def _settle(
+    side: Side, db: OrdersDatabase, producer: Any, topic: str, rate: int, timeout_s: float
+) -> bool:
+    """Warm-up, not measured: produce at the first step's rate until every table is within
+    SETTLED_S of the source (the initial load and Spark's first batches are behind)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        step = produce_step(db, producer, topic, rate, 5.0)
+        side.check()
+        recent = [s for s in side.samples() if s["t"] >= step.started and "latest" in s]
+        if recent and all(
+            s["t"] - v / 1000 <= SETTLED_S for s in recent[-2:] for v in s["latest"].values()
+        ):
+            return True
+    return False
+
+
 def run_pipeline(
     name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path
 ) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:
     topic = f"cdc.{name}.orders"
     create_topic(broker.bootstrap, topic, PARTITIONS, {})
-    side = Side(name, broker.bootstrap, topic, work / name, ns.trigger)
+    trigger = ns.delta_trigger if name == "delta" else ns.trigger
+    side = Side(name, broker.bootstrap, topic, work / name, trigger)
     started = time.time()
     log(f"{name}: starting its pipeline (log: {side.log_path})")
     steps: list[report.StepFigures] = []
@@ -137,6 +160,10 @@ def run_pipeline(
             f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream"
         )
         _await_caught_up(side, initial.ended, ns.start_timeout)
+        first = int(ns.steps.split(",")[0])
+        settled = _settle(side, db, producer, topic, first, ns.start_timeout)
+        log(f"{name}: {'settled' if settled else 'NOT settled'} at {first:,}/s (every table "
+            f"within {SETTLED_S:g} s of the source, or {ns.start_timeout:.0f} s passed)")  # fmt: skip
         roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}
         for rate in [int(r) for r in ns.steps.split(",")]:
             cpu0, t0 = cpu_seconds(roots), time.monotonic()
@@ -193,10 +220,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs[name], samples[name], starts[name] = run_pipeline(name, broker, ns, work)
     out = report.summary(runs, samples)
     out.update(load_before=load_before, load_after=os.getloadavg()[0], trigger=ns.trigger,
+               delta_trigger=ns.delta_trigger,
                step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
     table = report.format_table(runs)
     text = (f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
-            f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger {ns.trigger}; "
+            f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}, "
+            f"stitched {ns.delta_trigger}; "
             f"{ns.step_seconds:g} s per step")  # fmt: skip
     print("\n" + text, flush=True)
     ns.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import numpy as np
 from bench.pipeline.model import TABLES
 
 GROWTH_S = 2.0
-LAG_CAP_S = 30.0
+LAG_CAP_S = 120.0
 LABEL = {"dts": "dts", "delta": "stitched (Kafka -> Spark -> Delta MERGE -> CDF)"}
 
 
