@@ -25,6 +25,7 @@ from bench.pipeline.model import (
 from bench.pipeline.probe import Sampler
 from bench.pipeline.side import SAMPLES, announce_ready, side_args, spark_pid, stop_event
 from bridge.consistency_read import consistent_read_tables
+from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
 from filestore import Catalog
 from filestore.row_kind import ROW_KIND_COLUMN
@@ -53,19 +54,10 @@ def enriched(orders: Any) -> Any:
 
 
 def totals(orders: Any) -> Any:
-    """Per-customer open orders and sum (retractions count negatively), complete mode."""
+    """The demo's per-customer totals (complete mode), with the latest change counted."""
     from pyspark.sql import functions as F
 
-    sign = F.when(F.col(ROW_KIND_COLUMN).isin("-U", "-D"), F.lit(-1)).otherwise(F.lit(1))
-    return (
-        orders.where(F.col("status") != "cancelled")
-        .groupBy("customer_id")
-        .agg(
-            F.sum(sign).cast("long").alias("open_orders"),
-            F.sum(sign * F.col("amount_cents")).cast("long").alias("total_cents"),
-            F.max("event_ms").cast("long").alias("last_event_ms"),
-        )
-    )
+    return spark_totals(orders, F.max("event_ms").cast("long").alias("last_event_ms"))
 
 
 def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any) -> list[Any]:

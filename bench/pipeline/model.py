@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bridge.demo import model as demo
 from bridge.demo.model import LARGE_FROM, SMALL_BELOW
 
 DB = "bench"
@@ -25,15 +26,7 @@ TABLES = (ORDERS, ENRICHED, TOTALS)
 #: per table, the column whose maximum is the latest source change it shows
 EVENT_COLUMN = {ORDERS: "event_ms", ENRICHED: "event_ms", TOTALS: "last_event_ms"}
 
-ORDERS_SCHEMA = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        pa.field("customer_id", pa.int64()),
-        pa.field("status", pa.string()),
-        pa.field("amount_cents", pa.int64()),
-        pa.field("event_ms", pa.int64()),
-    ]
-)
+ORDERS_SCHEMA = pa.schema([*demo.ORDERS_SCHEMA, pa.field("event_ms", pa.int64())])
 ENRICHED_SCHEMA = pa.schema([*ORDERS_SCHEMA, pa.field("size", pa.string())])
 TOTALS_SCHEMA = pa.schema(
     [
@@ -60,33 +53,7 @@ def spark_size(F: Any) -> Any:
 
 
 def expected_enriched(orders: pa.Table) -> pa.Table:
-    kept = orders.filter(pc.not_equal(orders["status"], "cancelled"))
-    amount = kept["amount_cents"]
-    size = pc.if_else(
-        pc.less(amount, SMALL_BELOW),
-        "small",
-        pc.if_else(pc.greater_equal(amount, LARGE_FROM), "large", "medium"),
-    )
-    return kept.select(ORDERS_SCHEMA.names).append_column("size", size).cast(ENRICHED_SCHEMA)
-
-
-def _totals(orders: pa.Table) -> pa.Table:
-    kept = orders.filter(pc.not_equal(orders["status"], "cancelled"))
-    agg = kept.group_by("customer_id").aggregate([("order_id", "count"), ("amount_cents", "sum")])
-    return pa.table(
-        {
-            "customer_id": agg["customer_id"].cast(pa.int64()),
-            "open_orders": agg["order_id_count"].cast(pa.int64()),
-            "total_cents": agg["amount_cents_sum"].cast(pa.int64()),
-        }
-    )
-
-
-def _same(a: pa.Table, b: pa.Table, key: str) -> bool:
-    cols = a.column_names
-    left = a.sort_by(key)
-    right = b.select(cols).cast(a.schema).sort_by(key)
-    return left.equals(right)
+    return demo.expected_enriched(orders, ENRICHED_SCHEMA)
 
 
 def inconsistencies(data: dict[str, pa.Table]) -> list[str]:
@@ -94,11 +61,9 @@ def inconsistencies(data: dict[str, pa.Table]) -> list[str]:
     derived tables must equal the filter and the per-customer sums of the orders read."""
     orders, enriched, totals = (data[t] for t in TABLES)
     wrong = []
-    if not _same(expected_enriched(orders), enriched.select(ENRICHED_SCHEMA.names), "order_id"):
+    if not demo.same_rows(expected_enriched(orders), enriched, "order_id"):
         wrong.append(f"{ENRICHED} != filter of {ORDERS}")
-    live = totals.filter(pc.greater(totals["open_orders"], 0))
-    if not _same(_totals(orders), live.select(["customer_id", "open_orders", "total_cents"]),
-                 "customer_id"):  # fmt: skip
+    if not demo.same_rows(demo.expected_totals(orders), demo.open_totals(totals), "customer_id"):
         wrong.append(f"{TOTALS} != per-customer sums of {ORDERS}")
     return wrong
 

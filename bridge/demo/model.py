@@ -135,12 +135,13 @@ def spark_enriched(orders: Any) -> Any:
     )  # fmt: skip
 
 
-def spark_totals(orders: Any) -> Any:
+def spark_totals(orders: Any, *more: Any) -> Any:
     """orders changes -> per-customer totals (complete output mode, upserted by the sink).
 
     Retractions (-U, -D) count negatively, so the running sums equal the aggregate
     of the source's current state; a customer whose orders are all gone keeps a row
-    with zero open orders.
+    with zero open orders. ``more``: further aggregate columns (the pipeline benchmark's
+    latest event time).
     """
     from pyspark.sql import functions as F
 
@@ -151,6 +152,7 @@ def spark_totals(orders: Any) -> Any:
         .agg(
             F.sum(sign).cast("long").alias("open_orders"),
             F.sum(sign * F.col("amount_cents")).cast("long").alias("total_cents"),
+            *more,
         )
     )
 
@@ -158,8 +160,9 @@ def spark_totals(orders: Any) -> Any:
 # ---- the same definitions over Arrow: the oracle -----------------------------------------
 
 
-def expected_enriched(orders: pa.Table) -> pa.Table:
-    """What orders_enriched must hold for this state of orders."""
+def expected_enriched(orders: pa.Table, schema: pa.Schema = ENRICHED_SCHEMA) -> pa.Table:
+    """What orders_enriched (``schema``: the orders' columns it keeps, and ``size``) must
+    hold for this state of orders."""
     kept = orders.filter(pc.not_equal(orders["status"], "cancelled"))
     amount = kept["amount_cents"]
     size = pc.if_else(
@@ -167,8 +170,8 @@ def expected_enriched(orders: pa.Table) -> pa.Table:
         "small",
         pc.if_else(pc.greater_equal(amount, LARGE_FROM), "large", "medium"),
     )
-    cols = ["order_id", "customer_id", "status", "amount_cents"]
-    return kept.select(cols).append_column("size", size).cast(ENRICHED_SCHEMA)
+    cols = [n for n in schema.names if n != "size"]
+    return kept.select(cols).append_column("size", size).select(schema.names).cast(schema)
 
 
 def expected_totals(orders: pa.Table) -> pa.Table:
