@@ -47,6 +47,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--step-seconds", type=float, default=45.0)
     ap.add_argument("--pipelines", nargs="+", default=list(SIDES), choices=list(SIDES))
     ap.add_argument("--trigger", default="1 second", help="dts's Spark streams' trigger")
+    ap.add_argument("--tier", default="file", help="the tier dts's Spark streams read")
+    ap.add_argument("--barrier-interval", default="1.0", help="dts ingest's seconds per barrier")
     ap.add_argument("--delta-trigger", default="1 second",
                     help="the stitched pipeline's streams' trigger")  # fmt: skip
     ap.add_argument("--work", type=Path, help="scratch directory [a temporary one]")
@@ -65,13 +67,15 @@ def log(msg: str) -> None:
 class Side:
     """A pipeline's subprocess: started, awaited, stopped by PID."""
 
-    def __init__(self, name: str, bootstrap: str, topic: str, work: Path, trigger: str) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, topic: str, work: Path, trigger: str, extra: list[str]
+    ) -> None:
         self.name = name
         self.work = work
         work.mkdir(parents=True)
         self.log_path = work / "side.log"
         cmd = [sys.executable, "-m", SIDES[name], "--bootstrap", bootstrap, "--topic", topic,
-               "--work", str(work), "--trigger", trigger]  # fmt: skip
+               "--work", str(work), "--trigger", trigger, *extra]  # fmt: skip
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
@@ -147,7 +151,10 @@ def run_pipeline(
     topic = f"cdc.{name}.orders"
     create_topic(broker.bootstrap, topic, PARTITIONS, {})
     trigger = ns.delta_trigger if name == "delta" else ns.trigger
-    side = Side(name, broker.bootstrap, topic, work / name, trigger)
+    extra = (
+        [] if name == "delta" else ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
+    )
+    side = Side(name, broker.bootstrap, topic, work / name, trigger, extra)
     started = time.time()
     log(f"{name}: starting its pipeline (log: {side.log_path})")
     steps: list[report.StepFigures] = []

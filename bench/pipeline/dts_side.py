@@ -34,7 +34,6 @@ from logstore.spec import BARRIER_COLUMN
 
 _DERIVED = {"change-tracking": "false", "bucket": "2"}
 OPTIONS = {ORDERS: {"bucket": "4"}, ENRICHED: _DERIVED, TOTALS: _DERIVED}
-BARRIER_INTERVAL_S = 1.0
 
 
 def create_tables(catalog: Catalog) -> None:
@@ -84,7 +83,13 @@ def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any
 
 
 def main() -> None:
-    ns = side_args(__doc__, extra=[("--tier", "file", "dts source tier the streams read")])
+    ns = side_args(
+        __doc__,
+        extra=[
+            ("--tier", "file", "dts source tier the streams read"),
+            ("--barrier-interval", "1.0", "seconds per barrier of dts ingest"),
+        ],
+    )
     stop = stop_event()
     work: Path = ns.work
     warehouse = str(work / "warehouse")
@@ -104,7 +109,7 @@ def main() -> None:
         stack.callback(worker.stop)
         ingest = start_dts("ingest", [
             "ingest", "--from-topic", ns.topic, "--table", ORDERS, "--warehouse", warehouse,
-            "--bootstrap", ns.bootstrap, "--barrier-interval", str(BARRIER_INTERVAL_S),
+            "--bootstrap", ns.bootstrap, "--barrier-interval", ns.barrier_interval,
         ], logs)  # fmt: skip
         stack.callback(ingest.stop)
         from bridge.spark.session import local_session
