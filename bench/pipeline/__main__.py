@@ -42,7 +42,7 @@ PARTITIONS = 4
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--steps", default="2500,5000,10000,20000,40000,80000",
+    ap.add_argument("--steps", default="250,500,1000,2000,4000,8000,16000,32000,64000",
                     help="input rates (changes/s), in order")  # fmt: skip
     ap.add_argument("--step-seconds", type=float, default=45.0)
     ap.add_argument("--pipelines", nargs="+", default=list(SIDES), choices=list(SIDES))
