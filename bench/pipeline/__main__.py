@@ -57,6 +57,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--readme", type=Path, help="rewrite this README's results section")
     ap.add_argument("--initial", type=int, default=20_000, help="changes loaded before the steps")
     ap.add_argument("--start-timeout", type=float, default=300.0)
+    ap.add_argument("--settle-timeout", type=float, default=180.0,
+                    help="warm-up at the first rate, at most this long")  # fmt: skip
     return ap.parse_args(argv)
 
 
@@ -168,9 +170,9 @@ def run_pipeline(
         )
         _await_caught_up(side, initial.ended, ns.start_timeout)
         first = int(ns.steps.split(",")[0])
-        settled = _settle(side, db, producer, topic, first, ns.start_timeout)
+        settled = _settle(side, db, producer, topic, first, ns.settle_timeout)
         log(f"{name}: {'settled' if settled else 'NOT settled'} at {first:,}/s (every table "
-            f"within {SETTLED_S:g} s of the source, or {ns.start_timeout:.0f} s passed)")  # fmt: skip
+            f"within {SETTLED_S:g} s of the source, or {ns.settle_timeout:.0f} s passed)")  # fmt: skip
         roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}
         for rate in [int(r) for r in ns.steps.split(",")]:
             cpu0, t0 = cpu_seconds(roots), time.monotonic()

@@ -105,6 +105,7 @@ def test_both_pipelines_run_at_tiny_scale_and_stop(tmp_path: Path) -> None:
         "--steps", "300", "--step-seconds", "15", "--initial", "500",
         "--work", str(tmp_path / "work"), "--out", str(tmp_path / "pipeline.json"),
         "--html", str(tmp_path / "pipeline.html"), "--start-timeout", "400",
+        "--settle-timeout", "5",
     ])  # fmt: skip
     for name in ("dts", "delta"):
         run = out["pipelines"][name]

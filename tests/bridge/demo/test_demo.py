@@ -152,8 +152,10 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
     assert "CTAS table demo.top_customers present with 5 rows" in output
     assert "table visible: no; staging left: nothing" in output
 
-    # one clear line for the deliberate CTAS failure, no Java stack traces
-    assert "\tat org.apache" not in output and "ERROR Utils" not in output, _tail(output)
+    # one clear line for the deliberate CTAS failure, no Java stack traces (until Ctrl-C:
+    # a stop cancels the micro-batch in flight, which Spark may log as it dies)
+    ran = output.split("Ctrl-C: stopping the demo")[0]
+    assert "\tat org.apache" not in ran and "ERROR Utils" not in ran, _tail(ran)
     # tables at full width though the output is a file, not a terminal
     assert "\u2026" not in output, _tail(output)
     # the run's logs and report are kept where it said
