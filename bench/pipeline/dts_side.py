@@ -20,6 +20,7 @@ from bench.pipeline.model import (
     SCHEMAS,
     TABLES,
     TOTALS,
+    latest_events,
     spark_size,
 )
 from bench.pipeline.probe import Sampler
@@ -125,7 +126,9 @@ def main() -> None:
 
         def fresh() -> dict[str, int | None]:
             """Each table at its latest snapshot: the newest change it shows."""
-            return {t: _max(catalog.get_table(t).read(columns=[EVENT_COLUMN[t]])) for t in TABLES}
+            return latest_events(
+                {t: catalog.get_table(t).read(columns=[EVENT_COLUMN[t]]) for t in TABLES}
+            )
 
         def together() -> tuple[dict[str, Any], dict[str, Any]]:
             """The three at the one barrier the MetaService gives for a strong read."""
@@ -143,13 +146,6 @@ def main() -> None:
                 if q.exception() is not None:
                     raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
             stop.wait(1.0)
-
-
-def _max(table: Any) -> int | None:
-    import pyarrow.compute as pc
-
-    value = pc.max(table.column(0)).as_py() if table.num_rows else None
-    return int(value) if value is not None else None
 
 
 def _stop_queries(queries: list[Any]) -> None:
