@@ -122,8 +122,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
-	$(BIN)/mypy --strict filestore logstore
+	$(BIN)/mypy --strict
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -211,7 +211,7 @@ def same_rows(a: pa.Table, b: pa.Table, key: str) -> bool:
     cols = a.schema.names
     left = a.select(cols).sort_by(key)
     right = b.select(cols).cast(a.select(cols).schema).sort_by(key)
-    return left.equals(right)
+    return bool(left.equals(right))
 
 
 def row_diff(expected: pa.Table, actual: pa.Table, key: str) -> str:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bridge.spark.options import ReadOptions
+from filestore import Catalog, Table
 
 
-def open_catalog(warehouse: str) -> Any:
-    from filestore import Catalog
-
+def open_catalog(warehouse: str) -> Catalog:
     return Catalog(warehouse)
 
 
-def open_table(warehouse: str, name: str) -> Any:
+def open_table(warehouse: str, name: str) -> Table:
     return open_catalog(warehouse).get_table(name)
 
 
-def resolve_snapshot_id(table: Any, opts: ReadOptions) -> int | None:
+def resolve_snapshot_id(table: Table, opts: ReadOptions) -> int | None:
     """The snapshot a batch read sees: pinned once on the driver so every task reads the same one.
 
     None means the table has no snapshot yet (an empty read).

@@ -26,7 +26,8 @@ from bridge.spark.offsets import barrier_of, is_partial
 
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, str(path)
     return pafs.LocalFileSystem(), uri.removeprefix("file:")
 
 

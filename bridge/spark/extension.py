@@ -166,7 +166,8 @@ def install_planner(spark: Any) -> bool:
     from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)  # binds 127.0.0.1 on a free port
+    # binds 127.0.0.1 on a free port (pyspark's java_gateway carries no annotations)
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
     native_reads = spark._jvm.io.dts.spark.NativeReads
     if spark.conf.get(NATIVE_STREAMS_CONF, None) is None:  # a user's "false" opts out
         spark.conf.set(NATIVE_STREAMS_CONF, "true")

@@ -148,11 +148,11 @@ def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> 
 def finish_jobs_on_stop(spark: Any, url: str) -> Any:
     """Finish each streaming query's job when the query stops (failed, with the reason,
     when it failed). Returns the listener (``spark.streams.removeListener`` undoes it)."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     from bridge.meta.errors import JobNotFound, MetaError
 
-    class JobFinisher(StreamingQueryListener):  # type: ignore[misc]
+    class JobFinisher(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from bridge.spark.errors import OptionError
 from bridge.spark.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
 from bridge.spark.option_keys import check_keys
-from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
+from filestore.row_kind import ROW_KIND_COLUMN
 from logstore.spec import BARRIER_COLUMN
 
 TIERS = ("file", "log", "hybrid")
 SCAN_MODES = ("latest-full", "latest", "from-snapshot", "from-barrier", "from-timestamp")
+# Spark rows carry the stores' own metadata columns under their own names
+ROW_KIND = ROW_KIND_COLUMN
 BARRIER = BARRIER_COLUMN
 METADATA_COLUMNS = (ROW_KIND, BARRIER)
 

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from bridge.tables import log_spec_for
+from bridge.worker.bucket import BucketNormalizer
 from bridge.worker.config import WorkerConfig
 from bridge.worker.errors import TableSchemaChanged
 from bridge.worker.metrics import WorkerMetrics
@@ -14,7 +15,6 @@ from bridge.worker.prepared import PreparedStore
 from bridge.worker.state.status import TableStatus, WorkerStatus
 from bridge.worker.table_worker import (
     BarrierListener,
-    BucketNormalizer,
     ResumePoint,
     TableHooks,
     TableWorker,

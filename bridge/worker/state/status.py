@@ -67,7 +67,7 @@ class TableHealth:
         """Record a failure; returns the seconds to wait before retrying the stage."""
         prev = self.failing.get(stage)
         n = prev.consecutive + 1 if prev else 1
-        backoff = min(0.25 * 2 ** (n - 1), self.max_backoff_s)
+        backoff = min(0.25 * 2.0 ** (n - 1), self.max_backoff_s)
         self.errors_total += 1
         self.last_error = f"{type(exc).__name__}: {exc}"
         self.failing[stage] = StageFailure(n, self.last_error, time.monotonic() + backoff)
