@@ -3,6 +3,8 @@
 User errors (a missing table, a bad schema, an unreachable broker, a refused
 MetaService call) end as one ``Error:`` line saying what to do, never a traceback;
 ``DTS_DEBUG=1`` shows the traceback as well.
+
+Imports within bridge: bridge.commands, bridge.meta, bridge.spark, bridge.worker.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 With a MetaService URL the service answers (it also waits for the tables *between*
 the listed ones in the lineage); without one the answer is computed from the
 FileStore snapshots directly, each of which carries its barrier.
+
+Imports within bridge: bridge.meta, bridge.spark.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ the snapshot directory listing and the barrier age are recomputed each time.
 Metric names follow ``dts_<part>_<what>_<unit>`` with labels ``table`` and ``bucket``
 (see docs/internals.md; the registry is ``exporter_registry`` here, the worker's and the
 MetaService's are ``bridge.worker.metrics`` and ``bridge.meta.metrics``).
+
+Imports within bridge: nothing.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The demo records its metrics history with one (``bridge.demo.prometheus_history``) and the
 monitoring tests evaluate the alert rules in one; both start it here. The config is
 written as JSON, which Prometheus reads as YAML.
+
+Imports within bridge: nothing.
 """
 
 from __future__ import annotations

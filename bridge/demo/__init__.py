@@ -7,6 +7,8 @@ consistent reads, time travel and atomic CTAS on an embedded broker and a local 
 - ``checks``: the consistent reads, time travel and CTAS, and what they prove
 - ``report``: the rich tables it prints
 - ``runner``: the steps in order, with cleanup on every exit path
+
+Imports within bridge: bridge.consistency_read, bridge.meta, bridge.prometheus_server, bridge.spark, bridge.tables.
 """
 
 from bridge.demo.outcome import DemoRun

@@ -5,6 +5,8 @@
 - :mod:`bridge.meta.client` — ``MetaClient(url)``, one method per call
 - :mod:`bridge.meta.consistency` / :mod:`bridge.meta.graph` — the logic, pure
 - :mod:`bridge.meta.rebuild` — reload barriers from the FileStore
+
+Imports within bridge: nothing.
 """
 
 from bridge.meta.errors import (

@@ -12,6 +12,8 @@ Protocol (see docs/internals.md, "bridge.worker"):
 - the worker owning bucket 0 commits snapshot N once every bucket published N,
   in barrier order, as commit user ``dts-worker`` with identifier N, so a
   repeated commit after a crash is a no-op.
+
+Imports within bridge: bridge.meta, bridge.tables.
 """
 
 from bridge.worker.app import create_app

@@ -1,0 +1,166 @@
+"""The import directions docs/architecture.md promises, read from the modules' own imports.
+
+- filestore and logstore never import bridge, nor each other;
+- each part of bridge imports, within bridge, only what its docstring's
+  ``Imports within bridge:`` line names (the line is the rule; this test holds it);
+- no cycle among module-level imports; no module over 500 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("filestore", "logstore", "bridge")
+MAX_LINES = 500
+RULE = re.compile(r"Imports within bridge: ([^\n]+?)\.\n")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(module: str, top_level_only: bool) -> Iterator[str]:
+    """The project modules ``module`` imports: all of them, or only those a plain
+    ``import module`` runs (neither inside a function nor under TYPE_CHECKING)."""
+    tree = ast.parse(MODULES[module].read_text())
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if top_level_only and (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            or (isinstance(node, ast.If) and _is_type_checking(node))
+        ):
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            # `from bridge.spark import options` imports the module bridge.spark.options
+            yield from (f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES)
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _part(module: str) -> str:
+    """The unit of the bridge's rules: a subpackage (bridge.spark) or a top module."""
+    return ".".join(module.split(".")[:2])
+
+
+def _rule(part: str) -> set[str]:
+    path = MODULES[part]
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    match = RULE.search(docstring + "\n")
+    assert match, f"{path}: the docstring has no 'Imports within bridge: ...' line"
+    listed = match.group(1).strip()
+    return set() if listed == "nothing" else {p.strip() for p in listed.split(",")}
+
+
+@pytest.mark.parametrize("package", ["filestore", "logstore"])
+def test_a_store_imports_no_other_package_of_the_project(package: str) -> None:
+    others = set(PACKAGES) - {package}
+    wrong = {
+        (module, imported)
+        for module in MODULES
+        if module.split(".")[0] == package
+        for imported in _imports(module, top_level_only=False)
+        if imported.split(".")[0] in others
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_each_part_of_bridge_imports_only_what_its_docstring_names() -> None:
+    parts = sorted({_part(m) for m in MODULES if m.startswith("bridge.")})
+    assert {"bridge.spark", "bridge.worker", "bridge.meta", "bridge.tables"} <= set(parts)
+    wrong = []
+    for part in parts:
+        if part == "bridge":  # the package's lazy user-facing exports
+            continue
+        allowed = _rule(part)
+        for module in (m for m in MODULES if _part(m) == part):
+            for imported in _imports(module, top_level_only=False):
+                target = _part(imported)
+                if target.startswith("bridge.") and target != part and target not in allowed:
+                    wrong.append(f"{module} imports {imported} ({part} may import {allowed})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rules_form_layers_no_two_parts_of_bridge_allow_each_other() -> None:
+    parts = {_part(m) for m in MODULES if m.startswith("bridge.")} - {"bridge"}
+    rules = {part: _rule(part) for part in parts}
+    unknown = {(p, t) for p, allowed in rules.items() for t in allowed if t not in parts}
+    assert not unknown, f"a rule names a part that does not exist: {sorted(unknown)}"
+    assert not _cycles(rules), _cycles(rules)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle found by a depth-first search (one path per back edge)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_no_import_cycle_among_modules() -> None:
+    graph = {
+        module: {m for m in _imports(module, top_level_only=True) if m in MODULES and m != module}
+        for module in MODULES
+    }
+    # a package's __init__ importing its own submodules is a re-export, not a cycle
+    for module, targets in graph.items():
+        graph[module] = {
+            t
+            for t in targets
+            if not (MODULES[t].name == "__init__.py" and module.startswith(f"{t}."))
+        }
+    assert not _cycles(graph), _cycles(graph)
+
+
+def test_no_module_over_500_lines() -> None:
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_the_rules_catch_a_wrong_import() -> None:
+    """The checks themselves: a cycle is found, and a rule line is read as written."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert _rule("bridge.worker") == {"bridge.meta", "bridge.tables"}
+    assert "bridge.spark" not in _rule("bridge.worker")
