@@ -105,12 +105,23 @@ class BarrierNotFoundError(LogStoreError):
 class OffsetsExpiredError(LogStoreError):
     """Requested offsets are older than the log's retention; restart from a FileStore snapshot."""
 
-    def __init__(self, topic: str, partition: int, requested: int, earliest: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        requested: int,
+        earliest: int,
+        remedy: str = "read the FileStore snapshot first, then the log from its offsets",
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.requested = requested
         self.earliest = earliest
         super().__init__(
-            f"{topic}[{partition}]: offset {requested} has expired (earliest kept is "
-            f"{earliest}); read the FileStore snapshot first, then the log from its offsets"
+            f"{topic}[{partition}]: offset {requested} has expired past log.retention "
+            f"(earliest kept is {earliest}); {remedy}"
         )
+
+
+class LogScanError(LogStoreError):
+    """A range of a topic could not be read: a broker error, or not within the time allowed."""

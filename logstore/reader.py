@@ -26,6 +26,7 @@ belong to the barrier of the marker after them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,8 +40,8 @@ from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
-from logstore.markers import parse_marker
 from logstore.normalize import Normalizer
+from logstore.scan import scan_range
 from logstore.spec import LogSpec
 from logstore.watermarks import watermark
 
@@ -163,29 +164,17 @@ class LogReader:
         out: dict[int, int] = {}
         for p in self.partitions:
             low, high = self._watermarks(p)
-            self._consumer.assign([TopicPartition(topic, p, low)])
-            deadline = time.monotonic() + 60
-            pos = low
-            while p not in out and pos < high and time.monotonic() < deadline:
-                for m in self._consumer.consume(num_messages=10_000, timeout=0.5):
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            pos = high
-                        continue
-                    offset = int(m.offset() or 0)
-                    pos = offset + 1
-                    if m.value() is None:
-                        mk = parse_marker(p, offset, m.headers())
-                        if mk is not None and mk.barrier == barrier:
-                            out[p] = offset + 1
-                            break
+            scan = scan_range(self._consumer, topic, {p: (low, high)}, timeout_s=60)
+            with contextlib.closing(scan):  # stopping at the marker unassigns the consumer
+                for e in scan:
+                    if e.marker is not None and e.marker.barrier == barrier:
+                        out[p] = e.offset + 1
+                        break
             if p not in out:
                 raise BarrierNotFoundError(
                     f"{topic}[{p}]: no marker for barrier {barrier} in offsets {low}..{high}; it may "
                     "have expired (log.retention): start from the FileStore snapshot of that barrier"
                 )
-        self._consumer.unassign()
         return out
 
     # ------------------------------------------------------------------ iterate

@@ -22,8 +22,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from logstore.client_config import confluent_config
 from logstore.codec import TRUNCATE_VALUE, Bucketer
 from logstore.encode import encode_batch
-from logstore.errors import BarrierError, WriterError, WriterFencedError, WriterStuckError
-from logstore.markers import marker_headers, next_barrier_id, parse_marker
+from logstore.errors import (
+    BarrierError,
+    LogScanError,
+    WriterError,
+    WriterFencedError,
+    WriterStuckError,
+)
+from logstore.markers import marker_headers, next_barrier_id
+from logstore.scan import scan_range
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
 from logstore.watermarks import watermark
@@ -86,30 +93,11 @@ def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | 
 def _scan_markers(
     consumer: Consumer, topic: str, partition: int, start: int, end: int
 ) -> int | None:
-    consumer.assign([TopicPartition(topic, partition, start)])
-    best: int | None = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        msgs = consumer.consume(num_messages=10_000, timeout=0.5)
-        done = False
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    done = True
-                    continue
-                raise WriterError(f"cannot scan {topic}[{partition}] for barriers: {err}")
-            offset = int(m.offset() or 0)
-            if offset >= end:
-                done = True
-                continue
-            if m.value() is None:
-                mk = parse_marker(partition, offset, m.headers())
-                if mk is not None:
-                    best = mk.barrier if best is None else max(best, mk.barrier)
-        if done:
-            return best
-    raise WriterError(f"timed out scanning {topic}[{partition}] for barrier markers")
+    try:
+        entries = scan_range(consumer, topic, {partition: (start, end)}, timeout_s=30)
+        return max((e.marker.barrier for e in entries if e.marker is not None), default=None)
+    except LogScanError as exc:
+        raise WriterError(f"cannot scan {topic}[{partition}] for barrier markers: {exc}") from exc
 
 
 #: how long the source offsets of a barrier may take to reach the group coordinator (a

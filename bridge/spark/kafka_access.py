@@ -5,18 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from bridge.spark.errors import SparkBridgeError
-
 # confluent_kafka, logstore's client config and bridge.tables (LogWriter) are imported
 # where used: every Python worker of a plain batch scan imports the source module, and
 # should not pay for Kafka's client library.
 
-EOF_CODE = -191  # confluent_kafka.KafkaError._PARTITION_EOF
 EOF_FETCH_WAIT_MS = 25
-
-
-class LogOffsetsExpired(SparkBridgeError):
-    """The log no longer holds the offsets a query asks for (past log.retention)."""
 
 
 def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:

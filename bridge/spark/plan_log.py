@@ -1,21 +1,17 @@
 """Driver-side planning of log-tier reads: barrier markers, admission, micro-batch ends.
 
 `LogScanner` runs in the long-lived driver-side stream reader: it walks the log
-reading only headers (no JSON decoding) to find barrier markers and count
-records, so `latestOffset` can end every micro-batch exactly on a barrier that
-is complete in every partition. The ranges it plans (`read_parts.LogPartition`)
-are read in the executors by `bridge.spark.read_log`.
+reading only headers (`logstore.scan.log_entry`: no JSON decoding) to find barrier
+markers and count records, so `latestOffset` can end every micro-batch exactly on a
+barrier that is complete in every partition. The ranges it plans
+(`read_parts.LogPartition`) are read in the executors by `bridge.spark.read_log`.
 
-`LiveLogScanner` keeps up with a live log:
-  `LogScanner.scan` re-assigns its consumer on every call and then waits for a
-  partition-EOF event from each partition. librdkafka emits EOF once per time it
-  reaches the end, so an idle partition never reports again and every call waited
-  its whole budget (`log.poll-timeout`, 2 s: the micro-batch latency); and the
-  re-assignment restarted fetching, so with a short budget a live stream could see
-  nothing at all. Here the consumer stays assigned while the query moves forward
-  (it prefetches in the background), partitions remember that they are at the end
-  until a new record arrives, and a call returns as soon as every partition is
-  caught up; the budget only bounds how long it waits for a partition still behind.
+It keeps up with a live log: the consumer stays assigned while the query moves forward
+(it prefetches in the background), partitions remember that they are at the end until
+a new record arrives, and a call returns as soon as every partition is caught up; the
+budget only bounds how long it waits for a partition still behind. (librdkafka emits
+partition-EOF once per time it reaches the end, so a scan that re-assigned its consumer
+and waited for EOF from every partition waited its whole budget on an idle partition.)
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.spark.kafka_access import EOF_CODE, LogOffsetsExpired, consumer
-from logstore.markers import parse_marker
+from bridge.spark.kafka_access import consumer
+from logstore.scan import LogEntry, log_entry, scan_range
 
 
 def _assign(c: Any, topic: str, pos: dict[int, int]) -> None:
@@ -50,6 +46,12 @@ class Barrier:
     rows: int
 
 
+# how long one poll waits when every partition already reported EOF: just enough to
+# pick up records the background fetcher has queued
+IDLE_POLL_S = 0.02
+BEHIND_POLL_S = 0.05
+
+
 @dataclass
 class LogScanner:
     """Driver-side: finds barrier markers per partition past given start offsets."""
@@ -61,55 +63,33 @@ class LogScanner:
     pos: dict[int, int] = field(default_factory=dict)
     pending_rows: dict[int, int] = field(default_factory=dict)
     markers: dict[int, list[MarkerAt]] = field(default_factory=dict)
+    at_end: set[int] = field(default_factory=set)
+    origin: dict[int, int] = field(default_factory=dict)
     _consumer: Any = None
 
     def _reset(self, start: dict[int, int]) -> None:
         self.pos = dict(start)
         self.pending_rows = dict.fromkeys(start, 0)
         self.markers = {p: [] for p in start}
-
-    def scan(self, start: dict[int, int]) -> None:
-        """Scan from `pos` (reset to `start` when the query rewound) until caught up."""
-        if (
-            any(self.pos.get(p, -1) > o for p, o in start.items())
-            or set(self.pos) != set(start)
-            or any(not self._covers(p, o) for p, o in start.items())
-        ):
-            self._reset(start)
-        if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, eof=True)
-        c = self._consumer
-        _assign(c, self.topic, self.pos)
-        left = set(self.pos)
-        deadline = time.monotonic() + self.budget_s
-        while left and time.monotonic() < deadline:
-            for msg in c.consume(num_messages=10000, timeout=0.2):
-                err = msg.error()
-                p = msg.partition()
-                if err is not None:
-                    if err.code() == EOF_CODE:
-                        left.discard(p)
-                        continue
-                    raise LogOffsetsExpired(f"reading {self.topic}[{p}] failed: {err}")
-                self._see(p, msg)
+        self.at_end = set()
+        self.origin = dict(start)
+        if self._consumer is not None:
+            _assign(self._consumer, self.topic, self.pos)
 
     def _covers(self, p: int, start: int) -> bool:
         # the cache is valid for `start` when start is our origin or right after a known marker
-        return start == self.pos.get(p) or any(
+        return start == self.origin.get(p) or any(
             m.offset + 1 == start for m in self.markers.get(p, [])
         )
 
-    def _see(self, p: int, msg: Any) -> None:
-        self.pos[p] = msg.offset() + 1
-        if msg.value() is None:
-            marker = parse_marker(p, msg.offset(), msg.headers())
-            if marker is not None:
-                self.markers[p].append(
-                    MarkerAt(marker.offset, marker.barrier, self.pending_rows[p])
-                )
-                self.pending_rows[p] = 0
-            return
-        self.pending_rows[p] += 1
+    def _see(self, e: LogEntry) -> None:
+        self.pos[e.partition] = e.offset + 1
+        if e.is_row:
+            self.pending_rows[e.partition] += 1
+        elif e.marker is not None:
+            rows = self.pending_rows[e.partition]
+            self.markers[e.partition].append(MarkerAt(e.offset, e.marker.barrier, rows))
+            self.pending_rows[e.partition] = 0
 
     def complete_barriers(self, start: dict[int, int]) -> list[Barrier]:
         """Barriers whose markers lie at or after `start` in every partition, in order."""
@@ -139,6 +119,59 @@ class LogScanner:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+    def cover(self, start: dict[int, int], end: dict[int, int], timeout_s: float = 60.0) -> None:
+        """Make sure every marker in [start, end) is known before a micro-batch is planned.
+
+        Usually they are (the scan that chose `end` saw them); after a restart or a rewind
+        the range is scanned again, to its end whatever the budget: planning a range with
+        markers missing would leave its rows without a barrier.
+        """
+        known = set(self.pos) == set(start) and all(
+            self._covers(p, start[p]) and self.pos[p] >= end.get(p, 0) for p in start
+        )
+        if known:
+            return
+        if self._consumer is None:
+            self._consumer = consumer(self.bootstrap, eof=True)
+        self._reset(start)
+        ranges = {p: (o, end.get(p, 0)) for p, o in start.items()}
+        for e in scan_range(self._consumer, self.topic, ranges, timeout_s):
+            self._see(e)
+        _assign(self._consumer, self.topic, self.pos)  # the live scan goes on from here
+
+    def scan(self, start: dict[int, int]) -> None:
+        """Read past `pos` until every partition is at its end (or the budget is spent)."""
+        if self._consumer is None:
+            self._consumer = consumer(self.bootstrap, eof=True)
+            self.pos = {}  # force the first assignment below
+        # keep what was scanned when `start` is a known point of it (the query moved on to
+        # a barrier end we saw); anything else (a rewind, a jump) rescans from `start`
+        if set(self.pos) != set(start) or any(
+            not self._covers(p, o) or self.pos[p] < o for p, o in start.items()
+        ):
+            self._reset(start)
+        c = self._consumer
+        behind = set(self.pos) - self.at_end
+        deadline = time.monotonic() + self.budget_s
+        while True:
+            # consume() waits its whole timeout unless it fills the batch; EOF follows new
+            # records within a fetch wait (kafka_access), so short polls suffice
+            timeout = min(BEHIND_POLL_S, self.budget_s) if behind else IDLE_POLL_S
+            for msg in c.consume(num_messages=10000, timeout=timeout):
+                p = msg.partition()
+                e = log_entry(self.topic, msg)
+                if e is None:
+                    self.at_end.add(p)
+                    behind.discard(p)
+                    continue
+                if e.offset < self.pos.get(p, 0):
+                    continue  # already seen (fetched before a re-assignment)
+                self.at_end.discard(p)
+                behind.add(p)
+                self._see(e)
+            if not behind or time.monotonic() >= deadline:
+                return
 
 
 def admit(
@@ -192,90 +225,3 @@ def record_admission(start: dict[int, int], barriers: list[Barrier], max_offsets
     if done:  # end on the last barrier that fits: its commit can carry it
         return BatchEnd(dict(done[-1].ends), done[-1].barrier)
     return BatchEnd(end, None, partial=True)
-
-
-# how long one poll waits when every partition already reported EOF: just enough to
-# pick up records the background fetcher has queued
-IDLE_POLL_S = 0.02
-BEHIND_POLL_S = 0.05
-
-
-@dataclass
-class LiveLogScanner(LogScanner):
-    at_end: set[int] = field(default_factory=set)
-    origin: dict[int, int] = field(default_factory=dict)
-
-    def _reset(self, start: dict[int, int]) -> None:
-        super()._reset(start)
-        self.at_end = set()
-        self.origin = dict(start)
-        if self._consumer is not None:
-            _assign(self._consumer, self.topic, self.pos)
-
-    def _covers(self, p: int, start: int) -> bool:
-        return start == self.origin.get(p) or super()._covers(p, start)
-
-    def cover(self, start: dict[int, int], end: dict[int, int], timeout_s: float = 60.0) -> None:
-        """Make sure every marker in [start, end) is known before a micro-batch is planned.
-
-        Usually they are (the scan that chose `end` saw them); after a restart or a rewind
-        the range is scanned again, to its end whatever the budget: planning a range with
-        markers missing would leave its rows without a barrier.
-        """
-        known = set(self.pos) == set(start) and all(
-            self._covers(p, start[p]) and self.pos[p] >= end.get(p, 0) for p in start
-        )
-        if known:
-            return
-        if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, eof=True)
-        self._reset(start)
-        deadline = time.monotonic() + timeout_s
-        while any(self.pos[p] < end.get(p, 0) for p in self.pos):
-            if time.monotonic() > deadline:
-                raise LogOffsetsExpired(
-                    f"{self.topic}: could not re-read offsets {start} .. {end} in {timeout_s:.0f} s"
-                )
-            for msg in self._consumer.consume(num_messages=10000, timeout=0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() != EOF_CODE:
-                        raise LogOffsetsExpired(f"reading {self.topic} failed: {err}")
-                    continue
-                if msg.offset() >= self.pos.get(msg.partition(), 0):
-                    self._see(msg.partition(), msg)
-
-    def scan(self, start: dict[int, int]) -> None:
-        """Read past `pos` until every partition is at its end (or the budget is spent)."""
-        if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, eof=True)
-            self.pos = {}  # force the first assignment below
-        # keep what was scanned when `start` is a known point of it (the query moved on to
-        # a barrier end we saw); anything else (a rewind, a jump) rescans from `start`
-        if set(self.pos) != set(start) or any(
-            not self._covers(p, o) or self.pos[p] < o for p, o in start.items()
-        ):
-            self._reset(start)
-        c = self._consumer
-        behind = set(self.pos) - self.at_end
-        deadline = time.monotonic() + self.budget_s
-        while True:
-            # consume() waits its whole timeout unless it fills the batch; EOF follows new
-            # records within a fetch wait (kafka_access), so short polls suffice
-            timeout = min(BEHIND_POLL_S, self.budget_s) if behind else IDLE_POLL_S
-            for msg in c.consume(num_messages=10000, timeout=timeout):
-                err = msg.error()
-                p = msg.partition()
-                if err is not None:
-                    if err.code() == EOF_CODE:
-                        self.at_end.add(p)
-                        behind.discard(p)
-                        continue
-                    raise LogOffsetsExpired(f"reading {self.topic}[{p}] failed: {err}")
-                if msg.offset() < self.pos.get(p, 0):
-                    continue  # already seen (fetched before a re-assignment)
-                self.at_end.discard(p)
-                behind.add(p)
-                self._see(p, msg)
-            if not behind or time.monotonic() >= deadline:
-                return

@@ -26,10 +26,11 @@ import pyarrow as pa
 
 from bridge.spark.arrow_schema import conform
 from bridge.spark.errors import LogTruncated
-from bridge.spark.kafka_access import LogOffsetsExpired, consumer
+from bridge.spark.kafka_access import consumer
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.read_parts import LogPartition
 from logstore.codec import RawRecord, decode_records
+from logstore.errors import LogScanError
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
     while last < p.end - 1:
         if not pending:
             if time.monotonic() > deadline:
-                raise LogOffsetsExpired(
+                raise LogScanError(
                     f"{p.spec.topic}[{p.partition}]: could not read up to offset {p.end} in "
                     f"{timeout_s:.0f} s"
                 )
@@ -113,7 +114,7 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
             pending = kept.consumer.consume(num_messages=10000, timeout=POLL_S)
         for i, msg in enumerate(pending):
             if msg.error() is not None:
-                raise LogOffsetsExpired(f"{p.spec.topic}[{p.partition}]: {msg.error()}")
+                raise LogScanError(f"{p.spec.topic}[{p.partition}]: {msg.error()}")
             if msg.offset() < p.start:
                 continue  # fetched before a seek
             if msg.offset() >= p.end:

@@ -23,15 +23,16 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.kafka_access import LogOffsetsExpired, consumer
+from bridge.spark.kafka_access import consumer
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
 from bridge.spark.plan_limits import default_read_limit, limits
-from bridge.spark.plan_log import BatchEnd, LiveLogScanner, admit, record_admission
+from bridge.spark.plan_log import BatchEnd, LogScanner, admit, record_admission
 from bridge.spark.plan_scan import read_context
 from bridge.spark.read_log import read_log_range
 from bridge.spark.read_parts import LogPartition
 from bridge.tables import log_spec_for
+from logstore.errors import OffsetsExpiredError
 
 
 class LogTierReader:
@@ -45,7 +46,7 @@ class LogTierReader:
         table = open_table(opts.common.warehouse, opts.common.table)
         self.spec = log_spec_for(table)
         self.ctx = read_context(opts, schema, table)
-        self.scanner = LiveLogScanner(
+        self.scanner = LogScanner(
             self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s
         )
         self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
@@ -78,9 +79,12 @@ class LogTierReader:
     def check_retained(self, start: dict[int, int]) -> None:
         for p, lo in self.earliest().items():
             if start.get(p, 0) < lo:
-                raise LogOffsetsExpired(
-                    f"{self.spec.topic}[{p}]: offset {start.get(p, 0)} is past log.retention (earliest "
-                    f"is {lo}); restart the query with tier=hybrid (FileStore snapshot, then the log)"
+                raise OffsetsExpiredError(
+                    self.spec.topic,
+                    p,
+                    start.get(p, 0),
+                    lo,
+                    remedy="restart the query with tier=hybrid (the FileStore snapshot, then the log)",
                 )
 
     def next_end(self, start: dict[int, int], limit: ReadLimit) -> BatchEnd | None:

@@ -13,7 +13,8 @@ latest snapshot says its buckets resume (the ``resume_hook``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Set
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Set
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -24,9 +25,52 @@ ResumeHook = Callable[[Set[TP], int], Mapping[TP, int]]
 
 # longest idle wait of Faust's poll loop: short, so rebalances are not held up
 _IDLE_POLL_S = 0.2
+# how long a rebalance callback may still run once the worker is stopping
+STOPPING_CALLBACK_S = 5.0
+
+log = logging.getLogger(__name__)
+
+
+async def unless_stopping(
+    callback: Awaitable[None], stopping: Awaitable[Any], grace_s: float, what: str
+) -> None:
+    """Await ``callback`` unless ``stopping`` completes first and the callback does not
+    finish within ``grace_s`` after it; then it is cancelled and a warning says so."""
+    task = asyncio.ensure_future(callback)
+    stop = asyncio.ensure_future(stopping)
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait({task}, timeout=grace_s)
+        if not task.done():
+            task.cancel()
+            log.warning("stopping: gave up waiting %g s for the worker to take %s", grace_s, what)
+            return
+        task.result()
+    finally:
+        stop.cancel()
 
 
 class DtsConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    # A group join in flight when the worker is told to stop still completes in this
+    # thread, and its callback into the stopping app may never return (the app's services
+    # are stopping); the consumer's close waited for it until mode's 60 s shutdown timeout.
+    async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
+        await unless_stopping(
+            super().on_partitions_assigned(assigned, generation_id),
+            self._stopped.wait(),
+            STOPPING_CALLBACK_S,
+            f"partitions {sorted(assigned)}",
+        )
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        await unless_stopping(
+            super().on_partitions_revoked(revoked),
+            self._stopped.wait(),
+            STOPPING_CALLBACK_S,
+            f"the revocation of partitions {sorted(revoked)}",
+        )
+
     async def _fetch_records(
         self,
         consumer: Any,

@@ -86,7 +86,10 @@ def _run_to_stop(
             time.sleep(0.2)
             content = log.read_text(errors="replace")
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after SIGTERM:\n{log.read_text(errors='replace')}")
         return _wait_for(log, stopped, proc, 1)
     finally:
         if proc.poll() is None:

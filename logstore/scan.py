@@ -1,0 +1,86 @@
+"""Reading ranges of a topic's partitions by their headers: the one marker scan.
+
+The writer (the last barrier in the log), the reader (where barrier N ends) and the Spark
+driver (the markers and row counts of what it plans) all walk records and tell markers
+from rows; `log_entry` is that test and `scan_range` the bounded walk. No value is
+decoded: a marker is a valueless record with a ``dts.barrier`` header (`logstore.markers`).
+
+confluent_kafka is imported where a consumer is assigned: Spark's Python workers import
+the driver's planning modules (which use `log_entry`) and need no Kafka client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from logstore.errors import LogScanError
+from logstore.markers import Marker, parse_marker
+
+#: confluent_kafka.KafkaError._PARTITION_EOF (a test holds the two equal)
+PARTITION_EOF = -191
+_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One record read: a barrier marker, a row, or a plain tombstone."""
+
+    partition: int
+    offset: int
+    marker: Marker | None
+    is_row: bool  # a record with a value: a row change (markers and tombstones have none)
+
+
+def log_entry(topic: str, msg: Any) -> LogEntry | None:
+    """What a consumed message is; None for the end-of-partition event
+    (``enable.partition.eof``). Raises LogScanError on a broker error."""
+    p = int(msg.partition())
+    err = msg.error()
+    if err is not None:
+        if err.code() == PARTITION_EOF:
+            return None
+        raise LogScanError(f"cannot read {topic}[{p}]: {err}")
+    offset = int(msg.offset())
+    if msg.value() is not None:
+        return LogEntry(p, offset, None, True)
+    return LogEntry(p, offset, parse_marker(p, offset, msg.headers()), False)
+
+
+def scan_range(
+    consumer: Any, topic: str, ranges: Mapping[int, tuple[int, int]], timeout_s: float
+) -> Generator[LogEntry, None, None]:
+    """Every record of ``topic`` at ``start <= offset < end`` per partition, in offset order
+    within a partition. ``consumer`` is assigned to the ranges (and unassigned when the scan
+    ends or is closed); with ``enable.partition.eof`` a range ending at the high watermark
+    also ends on a transaction's commit marker, which is never delivered.
+
+    Raises LogScanError on a broker error or when the ranges are not read in ``timeout_s``.
+    """
+    from confluent_kafka import TopicPartition
+
+    left = {p: end for p, (start, end) in ranges.items() if start < end}
+    if not left:
+        return
+    consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in sorted(left)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while left:
+            if time.monotonic() > deadline:
+                raise LogScanError(
+                    f"could not read {topic} partitions {sorted(left)} up to offsets "
+                    f"{left} within {timeout_s:.0f} s"
+                )
+            for msg in consumer.consume(num_messages=10_000, timeout=_POLL_S):
+                p = int(msg.partition())
+                if p not in ranges:
+                    continue  # fetched for an earlier assignment of this consumer
+                entry = log_entry(topic, msg)
+                if entry is None or entry.offset + 1 >= left.get(p, 0):
+                    left.pop(p, None)  # at its end (records past it are not the range's)
+                if entry is not None and entry.offset < ranges[p][1]:
+                    yield entry
+    finally:
+        consumer.unassign()
