@@ -1,6 +1,6 @@
-"""A rebalance callback cannot hold a stopping worker: `transport.unless_stopping`.
+"""A consumer that cannot close cannot hold a stopping worker: `transport.finish_within`.
 
-(The race it closes, a group join completing while the worker stops, is timing-bound;
+(The race it bounds, a group join in flight while the worker stops, is timing-bound;
 `tests/bridge/cli/test_cli_logging.py` stops real workers right after they start.)
 """
 
@@ -11,52 +11,43 @@ import logging
 
 import pytest
 
-from bridge.worker.transport import unless_stopping
+from bridge.worker.transport import finish_within
 
 
 async def _never() -> None:
     await asyncio.Event().wait()
 
 
-async def _after(s: float, done: list[str]) -> None:
-    await asyncio.sleep(s)
-    done.append("callback")
+def test_a_step_that_finishes_in_time_is_awaited_to_its_end() -> None:
+    done: list[str] = []
+
+    async def close() -> None:
+        await asyncio.sleep(0.01)
+        done.append("closed")
+
+    assert asyncio.run(finish_within(close(), 5.0, "closing")) is True
+    assert done == ["closed"]
 
 
-def test_a_callback_runs_to_its_end_while_the_worker_runs() -> None:
-    async def main() -> list[str]:
-        done: list[str] = []
-        await unless_stopping(_after(0.01, done), asyncio.Event().wait(), 5.0, "p")
-        return done
-
-    assert asyncio.run(main()) == ["callback"]
-
-
-def test_a_callback_that_fails_raises_its_error() -> None:
+def test_a_step_that_fails_raises_its_error() -> None:
     async def boom() -> None:
-        raise RuntimeError("assignment failed")
+        raise RuntimeError("close failed")
 
-    with pytest.raises(RuntimeError, match="assignment failed"):
-        asyncio.run(unless_stopping(boom(), asyncio.Event().wait(), 5.0, "p"))
+    with pytest.raises(RuntimeError, match="close failed"):
+        asyncio.run(finish_within(boom(), 5.0, "closing"))
 
 
-def test_once_stopping_a_callback_gets_its_grace_then_is_given_up(
+def test_a_step_that_hangs_is_given_up_after_its_time_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def main() -> tuple[list[str], float]:
-        stopping = asyncio.Event()
-        stopping.set()
-        done: list[str] = []
-        # finishes within the grace: it completes (a normal stop's revocation)
-        await unless_stopping(_after(0.01, done), stopping.wait(), 5.0, "p")
-        # never finishes: given up after the grace, not after mode's 60 s
+    async def main() -> tuple[bool, float]:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        await unless_stopping(_never(), stopping.wait(), 0.2, "partitions [TP(t, 0)]")
-        return done, loop.time() - start
+        finished = await finish_within(_never(), 0.2, "closing the group consumer")
+        return finished, loop.time() - start
 
     with caplog.at_level(logging.WARNING, logger="bridge.worker.transport"):
-        done, waited = asyncio.run(main())
-    assert done == ["callback"]
-    assert 0.2 <= waited < 5
-    assert "gave up waiting 0.2 s for the worker to take partitions [TP(t, 0)]" in caplog.text
+        finished, waited = asyncio.run(main())
+    assert finished is False
+    assert 0.2 <= waited < 5  # not mode's 60 s
+    assert "closing the group consumer did not finish within 0.2 s" in caplog.text
