@@ -85,9 +85,13 @@ test-tools:
 	  --no-install-recommends $$missing >/dev/null; } \
 	  || echo "note: could not install$$missing (needs root); those tests will be skipped"
 
-# lint and types first: a submission that is not clean does not pass
+# lint and types first: a submission that is not clean does not pass. Two pytest workers
+# (a file at a time each: its session fixtures, broker and Spark, are per worker); most
+# tests wait on brokers, JVMs and subprocesses, so two overlap well on two cores.
+# TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) test-tools jars lint typecheck
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q tests
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 bench: $(STAMP) jars
 	$(BIN)/python -m bench.run

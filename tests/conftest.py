@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from logstore.broker import EmbeddedBroker
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's workers run with COLUMNS=80 and LINES=24 set; the commands the tests
+    # start would wrap their output at 80 columns, where a pipe or a log file gets full lines
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
 
 
 @pytest.fixture
