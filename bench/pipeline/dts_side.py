@@ -123,6 +123,7 @@ def main() -> None:
         stack.callback(stop_spark, spark)
         queries = start_streams(spark, warehouse, url, work, ns)
         stack.callback(_stop_queries, queries)
+        stack.callback(_save_progress, queries, logs)
 
         def fresh() -> dict[str, int | None]:
             """Each table at its latest snapshot: the newest change it shows."""
@@ -146,6 +147,15 @@ def main() -> None:
                 if q.exception() is not None:
                     raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
             stop.wait(1.0)
+
+
+def _save_progress(queries: list[Any], logs: Path) -> None:
+    """Each stream's recent micro-batches (Spark's durations per phase): the profile of
+    the hop from a source snapshot to a derived one."""
+    for q in queries:
+        with contextlib.suppress(Exception), open(logs / f"progress-{q.name}.jsonl", "w") as f:
+            for progress in q.recentProgress:
+                f.write(" ".join(str(progress.json).split()) + "\n")  # one line per batch
 
 
 def _stop_queries(queries: list[Any]) -> None:
