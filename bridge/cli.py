@@ -4,7 +4,7 @@ User errors (a missing table, a bad schema, an unreachable broker, a refused
 MetaService call) end as one ``Error:`` line saying what to do, never a traceback;
 ``DTS_DEBUG=1`` shows the traceback as well.
 
-Imports within bridge: bridge.commands, bridge.meta, bridge.spark, bridge.worker.
+Imports within bridge: bridge.commands, bridge.errors.
 """
 
 from __future__ import annotations
@@ -17,18 +17,14 @@ from typing import Any
 import click
 
 from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
-from bridge.meta.errors import MetaError
+from bridge.errors import DtsError
 from filestore.errors import FileStoreError
-from logstore.client_config import CONFIG_ENV, ClientConfigError, client_settings
-from logstore.errors import LogStoreError
+from logstore.client_config import CONFIG_ENV, client_settings
+from logstore.errors import ClientConfigError, LogStoreError
 
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    # bridge.spark loads pyspark and bridge.worker loads faust: not for `dts --help`
-    from bridge.spark.errors import SparkBridgeError
-    from bridge.worker.tiers import NoTablesError
-
-    return (FileStoreError, LogStoreError, MetaError, SparkBridgeError, NoTablesError)
+#: the project's own errors: every bridge error derives from DtsError; filestore and
+#: logstore (which never import bridge) have their own bases
+_USER_ERRORS = (DtsError, FileStoreError, LogStoreError)
 
 
 class DtsGroup(click.Group):
@@ -38,7 +34,7 @@ class DtsGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except _user_errors() as exc:
+        except _USER_ERRORS as exc:
             if os.environ.get("DTS_DEBUG"):
                 raise
             raise click.ClickException(str(exc)) from exc

@@ -4,7 +4,7 @@ The demo records its metrics history with one (``bridge.demo.prometheus_history`
 monitoring tests evaluate the alert rules in one; both start it here. The config is
 written as JSON, which Prometheus reads as YAML.
 
-Imports within bridge: nothing.
+Imports within bridge: bridge.errors.
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ from typing import Any
 
 import httpx
 
+from bridge.errors import PrometheusUnavailable
 from logstore.broker import free_port
 
 START_TIMEOUT_S = 30.0
-
-
-class PrometheusUnavailable(RuntimeError):
-    """No Prometheus binary, or it did not start or answer."""
 
 
 class PrometheusServer:

@@ -7,13 +7,13 @@ from filestore.errors import (
     BarrierOrderError,
     CommitConflict,
     FileStoreError,
+    InvalidIdentifier,
     InvalidOption,
     SchemaError,
     SnapshotNotFound,
     TableAlreadyExists,
     TableNotFound,
 )
-from filestore.identifiers import InvalidIdentifier
 from filestore.maintenance import TableCommit
 from filestore.messages import CommitMessage
 from filestore.options import CoreOptions

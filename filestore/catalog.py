@@ -11,11 +11,12 @@ from filestore.errors import (
     DatabaseNotEmpty,
     DatabaseNotFound,
     FileStoreError,
+    InvalidIdentifier,
     TableAlreadyExists,
     TableNotFound,
 )
 from filestore.fileio import FileIO, resolve_filesystem
-from filestore.identifiers import RULES, InvalidIdentifier, check_identifier
+from filestore.identifiers import RULES, check_identifier
 from filestore.paths import TablePaths
 from filestore.schema import SchemaManager, build_schema
 from filestore.table import Table

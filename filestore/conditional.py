@@ -14,16 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from filestore.errors import FileStoreError
+from filestore.errors import ConditionalCreateUnsupported
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
 log = logging.getLogger(__name__)
-
-
-class ConditionalCreateUnsupported(FileStoreError):
-    """The object store refused conditional writes (``If-None-Match``)."""
 
 
 class ConditionalCreate:

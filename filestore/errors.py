@@ -41,3 +41,23 @@ class InvalidOption(FileStoreError):
 
 class BarrierOrderError(CommitConflict):
     """A commit's barrier is not greater than the table's latest barrier."""
+
+
+class InvalidIdentifier(FileStoreError):
+    """A name (database, table, column, tag, topic) breaks the rule for its kind."""
+
+
+class TagError(FileStoreError):
+    """A tag cannot be created or deleted as asked."""
+
+
+class StagingError(FileStoreError):
+    """A staged table could not be committed or aborted; the message says what is left."""
+
+
+class ConditionalCreateUnsupported(FileStoreError):
+    """The object store refused conditional writes (``If-None-Match``)."""
+
+
+class RetractionNotSupported(InvalidOption):
+    """An aggregation table got a -U/-D row for a column whose function cannot retract."""

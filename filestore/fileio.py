@@ -23,7 +23,8 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from filestore.conditional import ConditionalCreate, ConditionalCreateUnsupported, for_filesystem
+from filestore.conditional import ConditionalCreate, for_filesystem
+from filestore.errors import ConditionalCreateUnsupported
 
 _OUTPUT_BUFFER = 1 << 20
 

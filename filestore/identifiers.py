@@ -13,11 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from filestore.errors import FileStoreError
-
-
-class InvalidIdentifier(FileStoreError):
-    """A name (database, table, column, tag, topic) breaks the rule for its kind."""
+from filestore.errors import InvalidIdentifier
 
 
 @dataclass(frozen=True)

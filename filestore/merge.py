@@ -37,7 +37,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore.errors import InvalidOption
+from filestore.errors import InvalidOption, RetractionNotSupported
 from filestore.options import CoreOptions
 from filestore.row_kind import (
     DELETE,
@@ -272,10 +272,6 @@ def _first_row(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
         return table
     starts = group_starts(table, key_columns)
     return table if starts.all() else table.filter(pa.array(starts))
-
-
-class RetractionNotSupported(InvalidOption):
-    """An aggregation table got a -U/-D row for a column whose function cannot retract."""
 
 
 def check_retractable(table_name: str, columns: Sequence[str], options: CoreOptions) -> None:

@@ -41,17 +41,13 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 
 from filestore.catalog import Catalog
-from filestore.errors import FileStoreError, TableAlreadyExists
+from filestore.errors import FileStoreError, StagingError, TableAlreadyExists
 from filestore.fileio import FileIO, resolve_filesystem
 from filestore.table import Table
 
 STAGING_DIR = "_staging"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-
-
-class StagingError(FileStoreError):
-    """A staged table could not be committed or aborted; the message says what is left."""
 
 
 def _split(name: str) -> tuple[str, str]:

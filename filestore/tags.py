@@ -10,13 +10,9 @@ from __future__ import annotations
 import json
 
 from filestore.context import TableContext
-from filestore.errors import FileStoreError, SnapshotNotFound
-from filestore.identifiers import InvalidIdentifier, check_identifier
+from filestore.errors import InvalidIdentifier, SnapshotNotFound, TagError
+from filestore.identifiers import check_identifier
 from filestore.snapshot import Snapshot
-
-
-class TagError(FileStoreError):
-    """A tag cannot be created or deleted as asked."""
 
 
 def _check_name(name: str) -> None:

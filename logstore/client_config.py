@@ -36,16 +36,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logstore.errors import LogStoreError
+from logstore.errors import ClientConfigError
 
 CONFIG_ENV = "DTS_KAFKA_CONFIG"
 ENV_PREFIX = "DTS_KAFKA_"
 #: ``DTS_KAFKA_*`` variables that are not client properties
 _NOT_PROPERTIES = {CONFIG_ENV, "DTS_KAFKA_JARS"}
-
-
-class ClientConfigError(LogStoreError, ValueError):
-    """The Kafka client settings cannot be read or translated for a client."""
 
 
 def _read_properties(path: Path) -> dict[str, str]:

@@ -32,7 +32,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logstore.wire import WireValueError
+from logstore.errors import WireValueError
 
 
 @dataclass(frozen=True)

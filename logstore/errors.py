@@ -125,3 +125,11 @@ class OffsetsExpiredError(LogStoreError):
 
 class LogScanError(LogStoreError):
     """A range of a topic could not be read: a broker error, or not within the time allowed."""
+
+
+class ClientConfigError(LogStoreError, ValueError):
+    """The Kafka client settings cannot be read or translated for a client."""
+
+
+class WireValueError(LogStoreError, ValueError):
+    """A value's JSON form does not fit its column type."""

@@ -29,6 +29,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logstore.errors import WireValueError
+
 # --------------------------------------------------------------------------- classify
 
 
@@ -165,10 +167,6 @@ def to_wire_expr(expr: pl.Expr, t: pa.DataType) -> pl.Expr:
 
 
 # --------------------------------------------------------------------------- read
-
-
-class WireValueError(ValueError):
-    """A value's JSON form does not fit its column type."""
 
 
 def _polars_leaf(arr: pa.Array, fn) -> pa.Array:  # type: ignore[no-untyped-def]

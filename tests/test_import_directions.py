@@ -162,5 +162,5 @@ def test_the_rules_catch_a_wrong_import() -> None:
     """The checks themselves: a cycle is found, and a rule line is read as written."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
-    assert _rule("bridge.worker") == {"bridge.meta", "bridge.tables"}
+    assert _rule("bridge.worker") == {"bridge.errors", "bridge.meta", "bridge.tables"}
     assert "bridge.spark" not in _rule("bridge.worker")

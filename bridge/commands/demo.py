@@ -60,8 +60,7 @@ def demo(
     """
     # bridge.demo loads the demo's stack (Prometheus client, plotly, HTTP): only for `dts demo`
     from bridge.demo import DemoOptions, run_demo
-    from bridge.demo.pipeline import DemoError
-    from bridge.demo.rundir import RunDirError
+    from bridge.demo.errors import DemoError
 
     if clean:
         _clean(Path(run_root))
@@ -75,7 +74,7 @@ def demo(
     )
     try:
         run = run_demo(options, console)
-    except (DemoError, RunDirError) as e:
+    except DemoError as e:  # RunDirError too
         console.print("[red]demo failed; everything it started was stopped[/]")
         raise click.ClickException(str(e)) from None
     if run.interrupted:
@@ -103,7 +102,8 @@ def _console() -> Console:
 
 def _clean(root: Path) -> None:
     # importing bridge.demo.rundir loads all of bridge.demo: only for `dts demo --clean`
-    from bridge.demo.rundir import RunDirError, clean
+    from bridge.demo.errors import RunDirError
+    from bridge.demo.rundir import clean
 
     try:
         runs = clean(root)

@@ -132,7 +132,8 @@ def worker(
 
     from bridge.worker.app import create_app
     from bridge.worker.config import WorkerConfig
-    from bridge.worker.tiers import NoTablesError, discover_tables
+    from bridge.worker.errors import NoTablesError
+    from bridge.worker.tiers import discover_tables
 
     names = [n.strip() for t in tables for n in t.split(",") if n.strip()] or None
     port = web_port or free_port()

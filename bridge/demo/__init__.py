@@ -8,7 +8,7 @@ consistent reads, time travel and atomic CTAS on an embedded broker and a local 
 - ``report``: the rich tables it prints
 - ``runner``: the steps in order, with cleanup on every exit path
 
-Imports within bridge: bridge.consistency_read, bridge.meta, bridge.prometheus_server, bridge.spark, bridge.tables.
+Imports within bridge: bridge.consistency_read, bridge.errors, bridge.meta, bridge.prometheus_server, bridge.spark, bridge.tables.
 """
 
 from bridge.demo.outcome import DemoRun

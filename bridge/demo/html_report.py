@@ -11,11 +11,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from bridge.demo.errors import ReportDataMissing
 from bridge.demo.metrics_history import CONSISTENT_LAG, FRESHNESS, MetricsHistory
-
-
-class ReportDataMissing(RuntimeError):
-    """The run exported none of the metrics the report charts (the service was down?)."""
 
 
 def _figure(history: MetricsHistory, metric: str, title: str, label: str) -> object:

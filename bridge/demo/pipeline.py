@@ -24,13 +24,10 @@ from typing import Any
 
 import httpx
 
+from bridge.demo.errors import DemoError
 from bridge.demo.model import ENRICHED, ORDERS, SOURCES, TOTALS, spark_enriched, spark_totals
 from bridge.meta.client import MetaClient
 from logstore.broker import free_port
-
-
-class DemoError(RuntimeError):
-    """A part of the demo did not start or did not make progress; the message says where to look."""
 
 
 @dataclass

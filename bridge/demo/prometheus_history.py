@@ -14,7 +14,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bridge.demo.metrics_history import FRESHNESS, WANTED, MetricsHistory
-from bridge.prometheus_server import PrometheusServer, PrometheusUnavailable
+from bridge.errors import PrometheusUnavailable
+from bridge.prometheus_server import PrometheusServer
 
 _PROMETHEUS_LABELS = {"__name__", "job", "instance"}
 
@@ -79,4 +80,4 @@ def best_history(
     return recorded, f"by Prometheus ({recorder.url}) from the MetaService every 1 s", None
 
 
-__all__ = ["PrometheusRecorder", "PrometheusUnavailable", "best_history"]
+__all__ = ["PrometheusRecorder", "best_history"]

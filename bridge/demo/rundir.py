@@ -11,13 +11,11 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
+from bridge.demo.errors import RunDirError
+
 ROOT_ENV = "DTS_DEMO_DIR"
 DEFAULT_ROOT = "dts-demo"
 MARKER = ".dts-demo"
-
-
-class RunDirError(RuntimeError):
-    """The demo directory cannot be used or removed (it is not one the demo made)."""
 
 
 def _check_ours(root: Path) -> None:

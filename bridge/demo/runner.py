@@ -25,8 +25,9 @@ from bridge.demo.checks import (
     run_ctas,
     time_travel,
 )
+from bridge.demo.errors import DemoError, ReportDataMissing
 from bridge.demo.generator import CdcGenerator, GeneratorThread, RoundSizes
-from bridge.demo.html_report import ReportDataMissing, write_html_report
+from bridge.demo.html_report import write_html_report
 from bridge.demo.metrics_history import MetricsSampler
 from bridge.demo.model import (
     CUSTOMERS,
@@ -40,7 +41,6 @@ from bridge.demo.model import (
 )
 from bridge.demo.outcome import DemoRun
 from bridge.demo.pipeline import (
-    DemoError,
     ServiceProcess,
     SparkStarter,
     StreamingJobs,
@@ -51,8 +51,9 @@ from bridge.demo.pipeline import (
     start_worker,
     wait_until,
 )
-from bridge.demo.prometheus_history import PrometheusRecorder, PrometheusUnavailable, best_history
+from bridge.demo.prometheus_history import PrometheusRecorder, best_history
 from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
+from bridge.errors import PrometheusUnavailable
 from bridge.tables import open_log_writer
 from filestore import Catalog
 from logstore.broker import EmbeddedBroker

@@ -6,7 +6,7 @@
 - :mod:`bridge.meta.consistency` / :mod:`bridge.meta.graph` — the logic, pure
 - :mod:`bridge.meta.rebuild` — reload barriers from the FileStore
 
-Imports within bridge: nothing.
+Imports within bridge: bridge.errors.
 """
 
 from bridge.meta.errors import (
@@ -16,7 +16,7 @@ from bridge.meta.errors import (
     MetaError,
     MetaUnavailable,
     NoConsistentVersion,
-    TableNotFound,
+    TableNotRegistered,
     WriterConflict,
 )
 from bridge.meta.models import (
@@ -41,6 +41,6 @@ __all__ = [
     "MetaUnavailable",
     "NoConsistentVersion",
     "SinkRole",
-    "TableNotFound",
+    "TableNotRegistered",
     "WriterConflict",
 ]

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.db import REPORT_CHUNK, barriers_t, chunks, flushers_t, job_tables_t, writers_t
-from bridge.meta.errors import Forbidden, JobNotRunning, TableNotFound, WriterConflict
+from bridge.meta.errors import Forbidden, JobNotRunning, TableNotRegistered, WriterConflict
 from bridge.meta.job_store import JobRegistry
 from bridge.meta.models import BarrierRecord, JobState, TableBarrierReport
 
@@ -228,7 +228,7 @@ def known_tables(conn: Connection) -> set[str]:
 def require_tables(conn: Connection, tables: Sequence[str]) -> None:
     missing = [t for t in tables if not _is_known(conn, t)]
     if missing:
-        raise TableNotFound(
+        raise TableNotRegistered(
             f"unknown table(s) {', '.join(missing)}: no job registered them and no "
             "barrier was reported (run `dts meta rebuild` to load them from the FileStore)",
             tables=missing,

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from bridge.errors import DtsError
 
-class MetaError(Exception):
+
+class MetaError(DtsError):
     """Base class of MetaService errors."""
 
     code: ClassVar[str] = "meta_error"
@@ -36,7 +38,7 @@ class JobNotFound(MetaError):
     status = 404
 
 
-class TableNotFound(MetaError):
+class TableNotRegistered(MetaError):
     """The table has never been registered nor reported a barrier."""
 
     code = "table_not_found"
@@ -103,7 +105,7 @@ ERRORS_BY_CODE: dict[str, type[MetaError]] = {
         MetaError,
         InvalidRequest,
         JobNotFound,
-        TableNotFound,
+        TableNotRegistered,
         JobAlreadyExists,
         CycleError,
         WriterConflict,

@@ -20,7 +20,7 @@ import json
 
 import pyarrow.fs as pafs
 
-from bridge.spark.errors import BarrierError
+from bridge.spark.errors import SinkBarrierError
 from bridge.spark.offsets import barrier_of, is_partial
 
 
@@ -44,7 +44,7 @@ def query_id(checkpoint: str) -> str:
     """The streaming query id Spark keeps in `<checkpoint>/metadata`."""
     text = _read_text(checkpoint.rstrip("/") + "/metadata")
     if text is None:
-        raise BarrierError(f"no Spark query metadata under checkpoint {checkpoint!r}")
+        raise SinkBarrierError(f"no Spark query metadata under checkpoint {checkpoint!r}")
     return str(json.loads(text)["id"])
 
 
@@ -52,7 +52,9 @@ def _dts_offsets(checkpoint: str, batch_id: int) -> list[dict[str, object]]:
     """The `dts` source offsets micro-batch `batch_id` ends at (Spark's offset log)."""
     text = _read_text(f"{checkpoint.rstrip('/')}/offsets/{batch_id}")
     if text is None:
-        raise BarrierError(f"Spark offset log for batch {batch_id} missing under {checkpoint!r}")
+        raise SinkBarrierError(
+            f"Spark offset log for batch {batch_id} missing under {checkpoint!r}"
+        )
     out = []
     for line in text.splitlines()[2:]:
         line = line.strip()

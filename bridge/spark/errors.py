@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from bridge.errors import DtsError
 
-class SparkBridgeError(Exception):
+
+class SparkBridgeError(DtsError):
     """Base class of every error raised by `bridge.spark`."""
 
 
@@ -11,11 +13,11 @@ class OptionError(SparkBridgeError, ValueError):
     """An option given to the `dts` source or sink is missing, unknown or malformed."""
 
 
-class StagingError(SparkBridgeError):
+class CtasError(SparkBridgeError):
     """A staged (CTAS) table could not be begun, committed or aborted."""
 
 
-class BarrierError(SparkBridgeError):
+class SinkBarrierError(SparkBridgeError):
     """The barrier a streaming sink should commit could not be determined."""
 
 
@@ -30,3 +32,19 @@ class SchemaConflict(SparkBridgeError):
 
 class LogTruncated(SparkBridgeError):
     """The log holds a truncate a log-tier read cannot turn into rows."""
+
+
+class ExtensionJarMissing(SparkBridgeError, FileNotFoundError):
+    """The dts Spark extension jar was not built."""
+
+
+class KafkaConnectorMissing(SparkBridgeError):
+    """Spark's Kafka connector jars are not in the local cache."""
+
+
+class KafkaRowsError(SparkBridgeError, ValueError):
+    """The DataFrame is not what Spark's Kafka source returns, or cannot be changelogged."""
+
+
+class OffsetFormatError(SparkBridgeError, ValueError):
+    """A checkpointed offset is not a `dts` offset of the expected tier."""

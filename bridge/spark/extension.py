@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.catalog import open_table
+from bridge.spark.errors import ExtensionJarMissing
 from bridge.spark.native import changes as native_changes
 from bridge.spark.native import table as native_table
 from bridge.spark.native_stream import NATIVE_STREAMS_CONF, NativeStreams
@@ -38,10 +39,6 @@ EXTENSION_CLASS = "io.dts.spark.DtsExtensions"
 EXTENSIONS_CONF = "spark.sql.extensions"
 # the warehouse of each table exposed by name (refresh may be given another warehouse)
 TABLE_WAREHOUSE_CONF = "spark.dts.table-warehouse."
-
-
-class ExtensionJarMissing(FileNotFoundError):
-    """The dts Spark extension jar was not built."""
 
 
 def extension_jar() -> Path:

@@ -43,7 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bridge.spark.arrow_schema import spark_schema
-from bridge.spark.errors import SparkBridgeError
+from bridge.spark.errors import KafkaRowsError
 from bridge.spark.options import BARRIER, ROW_KIND
 
 MARKER_HEADER = "dts.barrier"
@@ -56,10 +56,6 @@ _JSON_OPTIONS = {
     "timeZone": "UTC",
     "allowNumericLeadingZeros": "false",
 }
-
-
-class KafkaRowsError(SparkBridgeError, ValueError):
-    """The DataFrame is not what Spark's Kafka source returns, or cannot be changelogged."""
 
 
 def _spec(table: Any) -> Any:

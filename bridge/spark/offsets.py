@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.spark.errors import OffsetFormatError
+
 VERSION = 1
 
 
@@ -117,10 +119,6 @@ class HybridOffset:
             d.get("barrier"),
             bool(d.get("partial", False)),
         )
-
-
-class OffsetFormatError(ValueError):
-    """A checkpointed offset is not a `dts` offset of the expected tier."""
 
 
 def _check(d: dict[str, Any], tier: str) -> None:

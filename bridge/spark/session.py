@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.spark.errors import SparkBridgeError
-from bridge.spark.extension import ExtensionJarMissing, extension_conf
+from bridge.spark.errors import ExtensionJarMissing, KafkaConnectorMissing
+from bridge.spark.extension import extension_conf
 from bridge.spark.registration import register
 from logstore.broker import cache_dir
 
@@ -30,10 +30,6 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
-
-
-class KafkaConnectorMissing(SparkBridgeError):
-    """Spark's Kafka connector jars are not in the local cache."""
 
 
 def spark_kafka_jars_dir() -> Path:

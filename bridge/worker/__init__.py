@@ -13,7 +13,7 @@ Protocol (see docs/internals.md, "bridge.worker"):
   in barrier order, as commit user ``dts-worker`` with identifier N, so a
   repeated commit after a crash is a no-op.
 
-Imports within bridge: bridge.meta, bridge.tables.
+Imports within bridge: bridge.errors, bridge.meta, bridge.tables.
 """
 
 from bridge.worker.app import create_app

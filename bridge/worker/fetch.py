@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from bridge.worker.errors import FetchError
 from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,6 @@ class _Assign:
 class _Drop:
     topic: str
     partitions: tuple[int, ...]
-
-
-class FetchError(RuntimeError):
-    """The fetch consumer failed in a way it cannot retry (bad configuration, auth)."""
 
 
 class LogFetcher:

@@ -20,11 +20,9 @@ from typing import Any
 import orjson
 import pyarrow.fs as pafs
 
+from bridge.worker.errors import PreparedRecordError
+
 PREPARED_DIR = "_prepared"
-
-
-class PreparedRecordError(ValueError):
-    """A prepared record on disk cannot be read (corrupt or from another version)."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from bridge.tables import log_spec_for
 from bridge.worker.bucket import BucketNormalizer
 from bridge.worker.config import WorkerConfig
-from bridge.worker.errors import TableSchemaChanged
+from bridge.worker.errors import NoTablesError, TableSchemaChanged
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedStore
 from bridge.worker.state.status import TableStatus, WorkerStatus
@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 
 # merge engines whose merge needs the before-image of an update (a -U row)
 _RETRACTING_ENGINES = ("partial-update", "aggregation")
-
-
-class NoTablesError(RuntimeError):
-    """The worker was started with nothing to consume."""
 
 
 class TopicGate:

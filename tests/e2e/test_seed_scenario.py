@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 from bridge.meta.client import MetaClient
-from bridge.meta.errors import NoConsistentVersion, TableNotFound
+from bridge.meta.errors import NoConsistentVersion, TableNotRegistered
 from filestore import Catalog
 from tests.bridge.spark.support import stream_from_first_snapshot
 from tests.bridge.worker.support import (
@@ -165,7 +165,7 @@ def test_tables_derived_from_one_cdc_table_are_read_together_or_not_at_all(  # t
             try:
                 client.consistent_version(DERIVED)
                 return True
-            except (NoConsistentVersion, TableNotFound):  # no barrier reported yet
+            except (NoConsistentVersion, TableNotRegistered):  # no barrier reported yet
                 return False
 
         wait_for(strong_ready, 90, "a first consistent version of T1, T2, T3", worker)

@@ -12,8 +12,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog
-from filestore.errors import InvalidOption
-from filestore.merge import RetractionNotSupported
+from filestore.errors import InvalidOption, RetractionNotSupported
 
 SCHEMA = pa.schema([("id", pa.int64()), ("n", pa.int64()), ("top", pa.int64())])
 

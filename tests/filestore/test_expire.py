@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, SnapshotNotFound, Table
+from filestore.errors import TagError
 from filestore.refs import snapshot_refs
-from filestore.tags import TagError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

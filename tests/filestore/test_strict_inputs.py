@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from filestore import Catalog, InvalidIdentifier, InvalidOption
+from filestore.errors import TagError
 from filestore.options import KNOWN_OPTIONS
-from filestore.tags import TagError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

@@ -24,7 +24,6 @@ from test_logstore_broker import PK_SCHEMA, table_rows
 
 from logstore.broker import EmbeddedBroker
 from logstore.client_config import (
-    ClientConfigError,
     aiokafka_settings,
     client_settings,
     confluent_config,
@@ -32,6 +31,7 @@ from logstore.client_config import (
     java_client_properties,
     spark_kafka_options,
 )
+from logstore.errors import ClientConfigError
 from logstore.reader import LogReader
 from logstore.spec import LogSpec
 from logstore.writer import LogWriter

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from bridge.demo.html_report import ReportDataMissing, write_html_report
+from bridge.demo.errors import ReportDataMissing
+from bridge.demo.html_report import write_html_report
 from bridge.demo.metrics_history import CONSISTENT_LAG, FRESHNESS, MetricsHistory, MetricsSampler
 from tests.bridge.demo.support import load, needs_chromium
 

@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from bridge.demo.metrics_history import CONSISTENT_LAG, FRESHNESS, MetricsHistory
-from bridge.demo.prometheus_history import PrometheusRecorder, PrometheusUnavailable, best_history
+from bridge.demo.prometheus_history import PrometheusRecorder, best_history
+from bridge.errors import PrometheusUnavailable
 
 
 @pytest.fixture

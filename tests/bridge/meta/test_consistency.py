@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.meta.client import MetaClient
-from bridge.meta.errors import NoConsistentVersion, TableNotFound
+from bridge.meta.errors import NoConsistentVersion, TableNotRegistered
 from bridge.meta.models import ConsistencyMode, JobState
 
 # The server fixture times jobs out after 1 s; these jobs never heartbeat, and on a
@@ -94,7 +94,7 @@ def test_no_consistent_version_is_a_clear_refusal(client: MetaClient) -> None:
     _complete(client, "db.t2", [1500])
     with pytest.raises(NoConsistentVersion, match="share no completed barrier"):
         client.consistent_version(["db.t1", "db.t2"])
-    with pytest.raises(TableNotFound, match=r"db\.nope"):
+    with pytest.raises(TableNotRegistered, match=r"db\.nope"):
         client.consistent_version(["db.t1", "db.nope"])
     # weak still answers, naming who has nothing yet
     weak = client.consistent_version(["db.t1", "db.t3"], ConsistencyMode.WEAK)

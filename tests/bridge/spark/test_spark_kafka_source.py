@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from bridge.spark.kafka_rows import KafkaRowsError, changelog_rows, kafka_source_options
+from bridge.spark.errors import KafkaRowsError
+from bridge.spark.kafka_rows import changelog_rows, kafka_source_options
 from bridge.spark.session import spark_kafka_available, spark_kafka_jars_dir
 from bridge.tables import open_log_writer
 from tests.bridge.spark.support import SCHEMA, make_table

@@ -120,7 +120,8 @@ def test_reads_by_name_fall_back_to_the_python_source_without_a_planned_warehous
 def test_extension_conf_names_the_make_target_when_the_jar_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bridge.spark.extension import ExtensionJarMissing, extension_conf, extension_jar
+    from bridge.spark.errors import ExtensionJarMissing
+    from bridge.spark.extension import extension_conf, extension_jar
 
     assert extension_conf()["spark.sql.extensions"] == "io.dts.spark.DtsExtensions"
     monkeypatch.setenv("DTS_SPARK_EXT_JAR", str(tmp_path / "none.jar"))

@@ -11,9 +11,9 @@ import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringContains
 
 from bridge.spark.checkpoint import query_id, source_barrier
-from bridge.spark.errors import OptionError
+from bridge.spark.errors import OffsetFormatError, OptionError
 from bridge.spark.filters import conjunction
-from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, OffsetFormatError, barrier_of
+from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, barrier_of
 from bridge.spark.options import ReadOptions, WriteOptions
 from bridge.spark.plan_log import Barrier, LogScanner, MarkerAt, admit
 
