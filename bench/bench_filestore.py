@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +43,10 @@ def make_rows(n: int, first_key: int, seed: int) -> pa.Table:
     )
 
 
-def timed(fn):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,7 @@ def bench_ingestor(
             first.append(time.monotonic())
         return original(msgs, *args)
 
-    ingestor._process = process  # type: ignore[method-assign]
+    ingestor._process = process  # type: ignore[method-assign,assignment]
     cpu0 = time.process_time()
     broker0 = cpu_seconds(broker_pid) if broker_pid else 0.0
     try:
@@ -241,7 +242,7 @@ def main() -> None:
         topic = f"shop.shop.orders.{uuid.uuid4().hex[:6]}"
         print(f"-- source: {n:,} Debezium MySQL events on {topic} ...", flush=True)
         print(f"   produced in {produce_source(broker.bootstrap, topic, n):.1f}s", flush=True)
-        steps = [
+        steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             ("raw confluent-kafka consume", lambda: bench_raw_consume(broker.bootstrap, topic, n)),
             ("dts ingest (Ingestor)",
              lambda: bench_ingestor(broker.bootstrap, warehouse, topic, n, broker.pid)),

@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -67,7 +68,9 @@ def changelog(n: int, seed: int = 7) -> pa.Table:
             .cast(pa.decimal128(19, 0))
             .cast(pa.decimal128(12, 2)),
             "day": pa.array(rng.integers(18000, 20000, n).astype(np.int32)).cast(pa.date32()),
-            "updated": pa.array(rng.integers(1.6e15, 1.7e15, n)).cast(pa.timestamp("us")),
+            "updated": pa.array(rng.integers(1_600_000_000_000_000, 1_700_000_000_000_000, n)).cast(
+                pa.timestamp("us")
+            ),
             "_row_kind": pa.array(kinds.tolist(), pa.string()),
         }
     )
@@ -96,7 +99,7 @@ def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float 
 
     # -- codec only (best of CODEC_REPEATS runs: the box is shared, single runs are noisy) --
     best = float("inf")
-    encoded: list = []
+    encoded: list[Any] = []
     for _ in range(CODEC_REPEATS):
         t0 = time.perf_counter()
         encoded = [

@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -367,7 +368,7 @@ def main() -> None:
         print(f"   produced in {backlog.produce_s:.1f}s ({len(backlog.barriers)} barriers)")
         broker_pid = getattr(broker, "pid", None)
         profile = Path(tmp) / "worker.spy" if args.profile else None
-        steps = [
+        steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             ("raw confluent-kafka consume", lambda: bench_raw_consume(broker.bootstrap, backlog.topic, n)),
             ("bare Faust agent (count)",
              lambda: bench_faust_counter(broker.bootstrap, backlog.topic, args.faust_rows)),

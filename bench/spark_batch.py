@@ -116,7 +116,10 @@ def run(n: int, tmp: Path) -> dict[str, float]:
         res[f"{label}_warm_fresh_s"] = cold["warm_s"]
         res[f"{label}_register_s"] = cold["register_s"]
     spark = local_session("bench-spark-batch", tmp / "spark-batch")
-    agg = lambda df: df.selectExpr(*AGG).collect()  # noqa: E731
+
+    def agg(df: Any) -> Any:
+        return df.selectExpr(*AGG).collect()
+
     spark.range(1000).selectExpr("sum(id)").collect()  # executors up
     res["dts_compacted_s"], res["parquet_s"] = _pair(
         lambda: agg(dts.table(spark, "b.t", warehouse=wh)),

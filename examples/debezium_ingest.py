@@ -79,8 +79,9 @@ def main() -> None:
               "--table", TABLE, "--warehouse", WAREHOUSE, "--bootstrap", BOOTSTRAP,
               "--transaction-topic", txn_topic, "--barrier-interval", "0.05",
               "--idle-exit", "2"]  # fmt: skip
-    for step in (lambda: None, lambda: produce_truncate(topic)):
-        step()
+    for truncate_first in (False, True):
+        if truncate_first:
+            produce_truncate(topic)
         done = subprocess.run(ingest, capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
         print(done.stdout.strip())
 

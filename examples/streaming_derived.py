@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from _common import META_URL, ORDERS_SCHEMA, WAREHOUSE, fresh_table, orders, spark_session
@@ -102,7 +103,7 @@ def main() -> None:
     print("OK: the derived tables agree with their source at one barrier")
 
 
-def _wait_for_barrier(spark: object, queries: list, barrier: int) -> None:
+def _wait_for_barrier(spark: object, queries: list[Any], barrier: int) -> None:
     from filestore import Catalog
 
     catalog = Catalog(WAREHOUSE)

@@ -107,10 +107,13 @@ class Stitched:
             .where("value IS NOT NULL")  # Debezium's tombstones after deletes
             .select(F.from_json(F.col("value").cast("string"), _ENVELOPE).alias("e"), "offset")
         )
-        changes = lambda: (  # noqa: E731
-            self.spark.readStream.format("delta").option("readChangeFeed", "true")
-            .load(self.paths[ORDERS])
-        )  # fmt: skip
+
+        def changes() -> Any:
+            return (
+                self.spark.readStream.format("delta").option("readChangeFeed", "true")
+                .load(self.paths[ORDERS])
+            )  # fmt: skip
+
         return [
             self._query(kafka, "orders", self._orders),
             self._query(changes(), "orders_enriched", self._enriched),

@@ -124,7 +124,8 @@ class Spec:
         self.rows: int = spec["rows"]
         self.batches: int = spec["batches"]
         self.batch_rows: int = spec["batch_rows"]
-        self.range: tuple[int, int] = tuple(spec["range"])  # type: ignore[assignment]
+        lo, hi = spec["range"]
+        self.range: tuple[int, int] = (int(lo), int(hi))
         self.expected: dict[str, Any] = spec["expected"]
 
     @property

@@ -85,7 +85,10 @@ def main() -> None:
     detail = spark.sql(f"DESCRIBE DETAIL {ref}").collect()[0]
     run.notes["layout"] = f"{detail['numFiles']} data files at version {v1}"
     lo, hi = spec.range
-    table = lambda: spark.read.format("delta").load(path)  # noqa: E731
+
+    def table() -> Any:
+        return spark.read.format("delta").load(path)
+
     run.best("full_read", spec.expected["count"], lambda: agg(table()))
     run.best(
         "filtered_read",

@@ -69,7 +69,10 @@ def main() -> None:
             run.log(f"  upsert batch {i + 1}/{spec.batches} committed (snapshot {snapshot()})")
 
     # warm-up on a throwaway table: JVM, Python workers, the write and read paths
-    warm = lambda: spark.read.parquet(spec.base).limit(1000)  # noqa: E731
+
+    def warm() -> Any:
+        return spark.read.parquet(spec.base).limit(1000)
+
     w = writer(warm()).option("create", "true").option("primary-key", "id")
     w.option("table.bucket", "4").save("b.warm_up")
     writer(warm()).save("b.warm_up")
@@ -94,7 +97,10 @@ def main() -> None:
         in_range,
         lambda: agg(dts.table(spark, TABLE).where(f"id >= {lo} AND id < {hi}")),
     )
-    source = lambda: spark.read.format("dts").option("warehouse", wh).load(TABLE)  # noqa: E731
+
+    def source() -> Any:
+        return spark.read.format("dts").option("warehouse", wh).load(TABLE)
+
     run.best("full_read_python_source", total, lambda: agg(source()))
 
     def changes() -> Any:
