@@ -235,28 +235,6 @@ class SnapshotCommit:
         return None
 
     # -- commit ---------------------------------------------------------
-    def commit(
-        self,
-        messages: Sequence[CommitMessage],
-        identifier: int,
-        barrier: int | None = None,
-        log_offsets: dict[int, int] | None = None,
-        kind: str = CommitKind.APPEND,
-        *,
-        overwrite_partition: dict[str, str | None] | None = None,
-        check_identifier: bool = True,
-    ) -> Snapshot | None:
-        """Publish messages as one snapshot; see the module doc for retries and conflicts.
-
-        Returns the new snapshot; the existing one when ``identifier`` was already
-        committed by this user; the latest (possibly None) when there is nothing to
-        commit (no files, no barrier, no offsets).
-        """
-        producer = producer_for(kind, overwrite_partition)
-        return self.publish(
-            producer, messages, identifier, barrier, log_offsets, check_identifier=check_identifier
-        ).snapshot
-
     def publish(
         self,
         producer: SnapshotProducer,

@@ -74,7 +74,7 @@ class TableCommit:
         overwrite_partition: dict[str, str | None] | None = None,
         check_identifier: bool = True,
     ) -> Snapshot | None:
-        """Publish messages as one snapshot (``SnapshotCommit.commit``), then housekeeping.
+        """Publish messages as one snapshot (``SnapshotCommit.publish``), then housekeeping.
 
         Returns the new snapshot; the existing one when ``identifier`` was already
         committed by this user; the latest (possibly None) when there is nothing to
