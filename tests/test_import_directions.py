@@ -164,3 +164,21 @@ def test_the_rules_catch_a_wrong_import() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
     assert _rule("bridge.worker") == {"bridge.errors", "bridge.meta", "bridge.tables"}
     assert "bridge.spark" not in _rule("bridge.worker")
+
+
+def test_no_private_name_is_imported_from_another_package() -> None:
+    """A seam between packages is public: `from filestore.read import _helper` in bridge
+    would tie bridge to filestore's insides."""
+    wrong = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            other = node.module.split(".")[0] != module.split(".")[0]
+            if other and node.module.split(".")[0] in PACKAGES:
+                wrong += [
+                    f"{module}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+    assert not wrong, wrong

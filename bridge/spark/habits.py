@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
+
+if TYPE_CHECKING:
+    from filestore import Table
 
 CHANGE_TYPE = "_change_type"
 # _row_kind -> Delta's _change_type, in the same order
@@ -57,7 +60,7 @@ class ChangeFeed:
     starting_ms: int | None = None
     ending_ms: int | None = None
 
-    def resolve(self, table: Any) -> tuple[int, int] | None:
+    def resolve(self, table: Table) -> tuple[int, int] | None:
         """(start exclusive, end inclusive) snapshot ids, or None when the range is empty."""
         latest = table.latest_snapshot()
         if latest is None:

@@ -36,7 +36,7 @@ header) are skipped, as every debezium consumer does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -45,6 +45,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.errors import KafkaRowsError
 from bridge.spark.options import BARRIER, ROW_KIND
+
+if TYPE_CHECKING:
+    from filestore import Table
 
 MARKER_HEADER = "dts.barrier"
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
@@ -58,7 +61,7 @@ _JSON_OPTIONS = {
 }
 
 
-def _spec(table: Any) -> Any:
+def _spec(table: Table) -> Any:
     from logstore.spec import LogSpec
 
     if isinstance(table, LogSpec):
@@ -73,7 +76,7 @@ def _marker_barrier(headers: Column) -> Column:
     return F.when(F.size(found) > 0, F.decode(found[0]["value"], "US-ASCII").cast("bigint"))
 
 
-def envelope_schema(table: Any) -> StructType:
+def envelope_schema(table: Table) -> StructType:
     """The debezium-json envelope of ``table``'s records as a Spark schema."""
     row = spark_schema(_spec(table).schema, metadata_columns=False)
     return StructType(
@@ -86,7 +89,7 @@ def envelope_schema(table: Any) -> StructType:
     )
 
 
-def changelog_rows(kafka_df: DataFrame, table: Any, *, barrier: bool = True) -> DataFrame:
+def changelog_rows(kafka_df: DataFrame, table: Table, *, barrier: bool = True) -> DataFrame:
     """Typed changelog rows of a dts topic read by Spark's Kafka source (see the module doc).
 
     ``table`` is a ``filestore`` Table (its log settings are used) or a ``LogSpec``.

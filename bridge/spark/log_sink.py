@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,6 +27,9 @@ from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 from bridge.spark.writing import DtsCommitMessage
 from bridge.tables import log_spec_for
 from filestore.fileio import resolve_filesystem
+
+if TYPE_CHECKING:
+    from filestore import Table
 
 
 def _staging_dir(opts: WriteOptions, commit_user: str) -> tuple[Any, str]:
@@ -63,7 +66,7 @@ def _paths(messages: list[Any]) -> list[str]:
 
 def commit_to_log(
     opts: WriteOptions,
-    table: Any,
+    table: Table,
     commit_user: str,
     messages: list[Any],
     batch_id: int,

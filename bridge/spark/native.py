@@ -26,7 +26,7 @@ across executors, and needs no Python worker when nothing must merge.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame
@@ -40,6 +40,10 @@ from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.plan_scan import needs_merge
 from filestore.bucket_file import is_data_file_changelog
 from filestore.row_kind import VALUE_KIND
+
+if TYPE_CHECKING:
+    from filestore import Table
+    from filestore.scan import Split
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
 MERGE_TASKS = "scan.tasks"  # read option: the merge part fills this many task slots
@@ -77,13 +81,13 @@ def spark_path(warehouse: str, path: str) -> str:
     return f"file://{path}"
 
 
-def bucket_file_path(warehouse: str, table: Any, partition: Any, bucket: int, name: str) -> str:
+def bucket_file_path(warehouse: str, table: Table, partition: Any, bucket: int, name: str) -> str:
     """A data or changelog file of one partition/bucket, as a path Spark can open."""
     keys = table.schema.partition_keys
     return spark_path(warehouse, table.paths.data_file(keys, partition, bucket, name))
 
 
-def data_file_paths(warehouse: str, table: Any, splits: list[Any]) -> list[str]:
+def data_file_paths(warehouse: str, table: Table, splits: list[Split]) -> list[str]:
     """The data files of `splits`, as paths Spark can open."""
     return [
         bucket_file_path(warehouse, table, s.partition_values, s.bucket, f.file_name)
@@ -97,7 +101,9 @@ def _vectors_in_jvm(spark: Any) -> bool:
     return isinstance(spark._jvm.io.dts.spark.DeletionVectors, JavaClass)
 
 
-def _live_parquet(spark: Any, struct: Any, warehouse: str, table: Any, splits: list[Any]) -> Any:
+def _live_parquet(
+    spark: Any, struct: Any, warehouse: str, table: Table, splits: list[Split]
+) -> Any:
     """The data files of `splits` read by Spark, without the rows their deletion vectors
     delete (`io.dts.spark.DeletionVectors`: a filter on `_metadata.row_index`, shown as
     `dts_live_row` in plans)."""

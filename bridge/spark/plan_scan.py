@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
@@ -27,8 +27,12 @@ from bridge.spark.read_parts import (
 from filestore.read import merge_free
 from filestore.snapshot import COMPACT
 
+if TYPE_CHECKING:
+    from filestore import Table
+    from filestore.scan import Split
 
-def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadContext:
+
+def read_context(opts: ReadOptions, schema: StructType, table: Table) -> ReadContext:
     """The shared part of every partition of a scan of `table` with Spark schema `schema`."""
     known = set(table.schema.arrow_schema.names)
     columns = table_columns(schema)
@@ -43,7 +47,7 @@ def read_context(opts: ReadOptions, schema: StructType, table: Any) -> ReadConte
     )
 
 
-def needs_merge(table: Any, split: Any) -> bool:
+def needs_merge(table: Table, split: Split) -> bool:
     """Whether `split` must go through the merge-on-read path (see `bridge.spark.native`)."""
     return not merge_free(table.schema, split)
 
@@ -56,15 +60,15 @@ TASK_TARGET_BYTES = 256 * 1024 * 1024
 FILE_OPEN_COST_BYTES = 4 * 1024 * 1024
 
 
-def split_cost(split: Any) -> int:
+def split_cost(split: Split) -> int:
     return sum(int(f.file_size) + FILE_OPEN_COST_BYTES for f in split.files)
 
 
 def split_partitions(
-    table: Any,
+    table: Table,
     ctx: ReadContext,
     snapshot_id: int,
-    splits: list[Any] | None = None,
+    splits: list[Split] | None = None,
     *,
     pack: bool = False,
     tasks: int | None = None,
@@ -92,7 +96,7 @@ def split_partitions(
     ]
 
 
-def pack_splits(splits: list[Any], tasks: int | None = None) -> list[list[Any]]:
+def pack_splits(splits: list[Split], tasks: int | None = None) -> list[list[Any]]:
     """Splits in groups of about equal cost: enough groups that none exceeds
     `TASK_TARGET_BYTES` (unless one split does), a multiple of `tasks` when given,
     never more groups than splits. Largest first, each to the cheapest group so far."""
@@ -113,7 +117,7 @@ def pack_splits(splits: list[Any], tasks: int | None = None) -> list[list[Any]]:
 
 
 def changelog_partitions(
-    table: Any, ctx: ReadContext, start: int, end: int
+    table: Table, ctx: ReadContext, start: int, end: int
 ) -> list[InputPartition] | None:
     """One partition per bucket holding stored changelog files in (start, end], each
     file tagged with its snapshot's barrier; None when the range has no stored changelog.
@@ -127,7 +131,9 @@ def changelog_partitions(
     return [ChangelogFilesPartition(ctx, group) for group in buckets.values()]
 
 
-def changes_partitions(table: Any, ctx: ReadContext, start: int, end: int) -> list[InputPartition]:
+def changes_partitions(
+    table: Table, ctx: ReadContext, start: int, end: int
+) -> list[InputPartition]:
     """The changes in (start, end]: stored changelog files per bucket when the range has
     them (`changelog_partitions`), else the snapshot steps, each tagged with its barrier,
     diffed in one partition.

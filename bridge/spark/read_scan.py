@@ -7,7 +7,7 @@ is stateless: it reopens the table from the warehouse (cheap: only the schema fi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -24,6 +24,9 @@ from bridge.spark.read_parts import (
     SplitsPartition,
 )
 from filestore.changes import read_changelog_file
+
+if TYPE_CHECKING:
+    from filestore import Table
 
 
 def _with_metadata(batch: Any, kind: str, barrier: int | None) -> Any:
@@ -78,7 +81,7 @@ def _read_split(p: SplitPartition) -> Iterator[pa.RecordBatch]:
 
 
 def snapshot_changes(
-    table: Any, start: int, end: int, columns: list[str] | None = None
+    table: Table, start: int, end: int, columns: list[str] | None = None
 ) -> pa.Table:
     """Rows changed after snapshot `start` (exclusive, 0 = empty) up to `end` (inclusive).
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bridge
 import filestore
@@ -33,6 +33,9 @@ from bridge.spark.option_keys import SESSION_CONF_PREFIX, session_defaults
 from bridge.spark.source import DtsDataSource
 from bridge.spark.warm_up import wants_warm_up
 from bridge.spark.warm_up import warm_up as run_warm_up
+
+if TYPE_CHECKING:
+    from filestore import Table
 
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -121,7 +124,7 @@ def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
     return names
 
 
-def expose(spark: Any, table: Any, defaults: dict[str, str]) -> None:
+def expose(spark: Any, table: Table, defaults: dict[str, str]) -> None:
     """Register `table`'s own source and (re)create its Spark catalog table `db.t`."""
     name = table.name
     provider = TABLE_SOURCE_PREFIX + name

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -40,8 +40,11 @@ from filestore.errors import SchemaError
 from filestore.schema import TableSchema, evolve
 from logstore.markers import next_barrier_id
 
+if TYPE_CHECKING:
+    from filestore import Table
 
-def check_write_schema(table: Any, schema: StructType, opts: WriteOptions) -> TableSchema | None:
+
+def check_write_schema(table: Table, schema: StructType, opts: WriteOptions) -> TableSchema | None:
     """Driver side, before any task runs: the written columns must fit the table.
 
     A column the table lacks is an error, never silently dropped; with Delta's
@@ -271,7 +274,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         table.new_commit(self.commit_user).abort(commit_messages(list(messages)))
 
 
-def _committed(table: Any, commit_user: str, identifier: int) -> Any:
+def _committed(table: Table, commit_user: str, identifier: int) -> Any:
     """The snapshot `commit_user` committed as `identifier` (None when expired)."""
     for snap in reversed(table.snapshots()):
         if snap.commit_user == commit_user and snap.commit_identifier == identifier:
@@ -279,7 +282,7 @@ def _committed(table: Any, commit_user: str, identifier: int) -> Any:
     return None
 
 
-def _fresh_barrier(table: Any) -> int:
+def _fresh_barrier(table: Table) -> int:
     """A new barrier id for input that did not come from a `dts` source: epoch ms, increasing."""
     latest = table.latest_snapshot()
     return next_barrier_id((latest.barrier or 0) if latest is not None else 0)

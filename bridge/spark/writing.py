@@ -54,7 +54,7 @@ class EvolvingTable:
     its commit, right before the snapshot (`publish_schema`), so a write that fails or
     is aborted leaves the schema unchanged."""
 
-    def __init__(self, table: Any, schema: TableSchema) -> None:
+    def __init__(self, table: Table, schema: TableSchema) -> None:
         self._table = table
         self.schema = schema
 
@@ -62,7 +62,7 @@ class EvolvingTable:
         return getattr(self._table, name)
 
 
-def publish_schema(table: Any, schema: TableSchema | None) -> None:
+def publish_schema(table: Table, schema: TableSchema | None) -> None:
     """Driver side, in the commit: publish the schema version the tasks wrote with.
 
     Nothing to do when the table has it already (an earlier micro-batch published it);
@@ -91,7 +91,7 @@ def publish_schema(table: Any, schema: TableSchema | None) -> None:
 
 
 def write_task(
-    table: Any,
+    table: Table,
     commit_user: str,
     batches: Iterator[pa.RecordBatch],
     schema: TableSchema | None = None,

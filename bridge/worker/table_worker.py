@@ -26,6 +26,8 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
 from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
+from logstore.codec import Decoded, DecodeFailure
+from logstore.markers import Marker
 from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
@@ -47,10 +49,10 @@ class TableHooks:
     new_write: Callable[[], TableWriteLike]
     new_commit: Callable[[], TableCommitLike]
     resume: Callable[[], ResumePoint]  # the latest snapshot with log offsets
-    decode: Callable[[LogRecords], Any]  # -> logstore Decoded (.table, .markers, .errors)
+    decode: Callable[[LogRecords], Decoded]
     encode_message: Callable[[Any], dict[str, Any]]
     decode_message: Callable[[dict[str, Any]], Any]
-    send_to_dlq: Callable[[Sequence[Any]], None] | None = None
+    send_to_dlq: Callable[[Sequence[DecodeFailure]], None] | None = None
     # (bucket, snapshot id to seed its state from) -> normalizer; None: rows go in as stored
     new_normalizer: Callable[[int, int | None], BucketNormalizer] | None = None
     snapshot_id_at: Callable[[int], int | None] | None = None  # barrier -> its snapshot id
@@ -180,11 +182,11 @@ class TableWorker:
         self._count_errors(decoded)
         prepared: list[PreparedRecord] = []
         table: pa.Table = decoded.table
-        markers: dict[int, list[Any]] = {}
+        markers: dict[int, list[Marker]] = {}
         for m in decoded.markers:
             markers.setdefault(int(m.partition), []).append(m)
         truncates: dict[int, list[int]] = {}
-        for tr in getattr(decoded, "truncates", ()):
+        for tr in decoded.truncates:
             truncates.setdefault(int(tr.partition), []).append(int(tr.offset))
         parts = table.column("_partition").to_numpy() if table.num_rows else np.empty(0, np.int32)
         for b, (last_offset, last_ts) in records.last_per_partition().items():
@@ -235,8 +237,8 @@ class TableWorker:
         self.metrics.memtable_bytes.labels(**labels).set(writer.status.memtable_bytes)
         return prepared
 
-    def _count_errors(self, decoded: Any) -> None:
-        errors = list(getattr(decoded, "errors", ()) or ())
+    def _count_errors(self, decoded: Decoded) -> None:
+        errors = decoded.errors
         if not errors:
             return
         if self.hooks.send_to_dlq is not None:
@@ -244,7 +246,7 @@ class TableWorker:
         self.status.dlq_records += len(errors)
         per_bucket: dict[int, int] = {}
         for e in errors:
-            p = _field(e, "partition", 0)
+            p = e.partition
             per_bucket[p] = per_bucket.get(p, 0) + 1
         for b, n in per_bucket.items():
             self.metrics.dlq_records.labels(self.name, str(b), self.metrics.job).inc(n)
@@ -279,9 +281,3 @@ def _data_columns(rows: pa.Table) -> pa.Table:
     """The row columns (+ ``_row_kind``) the FileStore writer takes; drops log bookkeeping."""
     drop = [c for c in rows.column_names if c.startswith("_") and c != ROW_KIND]
     return rows.drop_columns(drop) if drop else rows
-
-
-def _field(obj: Any, name: str, default: Any) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
