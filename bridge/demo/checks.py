@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +27,9 @@ from bridge.demo.model import (
 )
 from bridge.meta.errors import MetaError
 from filestore import Catalog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 READ_TABLES = (ORDERS, ENRICHED, TOTALS)
 
@@ -54,7 +57,7 @@ class ReadCheck:
 
 
 def check_read(
-    spark: Any | None, catalog: Catalog, warehouse: str, meta_url: str, mode: str
+    spark: SparkSession | None, catalog: Catalog, warehouse: str, meta_url: str, mode: str
 ) -> ReadCheck:
     """Read orders, orders_enriched and customer_totals together (``mode`` strong or weak)
     through the MetaService; with ``spark`` as DataFrames, else through the FileStore API."""
@@ -105,7 +108,11 @@ class TimeTravel:
 
 
 def time_travel(
-    spark: Any, catalog: Catalog, warehouse: str, orders_barrier: int, customers_barrier: int
+    spark: SparkSession,
+    catalog: Catalog,
+    warehouse: str,
+    orders_barrier: int,
+    customers_barrier: int,
 ) -> TimeTravel:
     """customers as of their first barrier (Spark, option barrier) next to now; orders' counts."""
 
@@ -155,7 +162,9 @@ class CtasOutcome:
         return self.snapshots == 1 and not self.failed_visible and not self.staging_left
 
 
-def run_ctas(spark: Any, catalog: Catalog, warehouse: str, strong: ReadCheck) -> CtasOutcome:
+def run_ctas(
+    spark: SparkSession, catalog: Catalog, warehouse: str, strong: ReadCheck
+) -> CtasOutcome:
     """CREATE TABLE top_customers AS SELECT (totals at the strong barrier x customers), and a
     CTAS whose tasks fail: that table never becomes visible and leaves nothing behind."""
     # pyspark (and bridge.spark, which loads it) only where Spark runs

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -28,6 +28,9 @@ from bridge.demo.errors import DemoError
 from bridge.demo.model import ENRICHED, ORDERS, SOURCES, TOTALS, spark_enriched, spark_totals
 from bridge.meta.client import MetaClient
 from logstore.broker import free_port
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -235,7 +238,7 @@ class SparkStarter:
 class StreamingJobs:
     """The two Spark streaming jobs orders -> orders_enriched and orders -> customer_totals."""
 
-    spark: Any
+    spark: SparkSession
     warehouse: str
     meta_url: str
     checkpoints: Path
@@ -303,7 +306,7 @@ class StreamingJobs:
         self.queries.clear()
 
 
-def stop_spark(spark: Any | None) -> None:
+def stop_spark(spark: SparkSession | None) -> None:
     """Stop the session and the JVM it launched (pyspark would keep it for the next session)."""
     from pyspark import SparkContext
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -57,6 +57,9 @@ from bridge.errors import PrometheusUnavailable
 from bridge.tables import open_log_writer
 from filestore import Catalog
 from logstore.broker import EmbeddedBroker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -313,7 +316,7 @@ class DemoRunner:
     def _stream(
         self,
         stack: ExitStack,
-        spark: Any,
+        spark: SparkSession,
         catalog: Catalog,
         warehouse: str,
         meta: ServiceProcess,

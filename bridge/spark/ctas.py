@@ -7,16 +7,19 @@ job leaves no table and no file, and the table appears under its name in one ren
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.spark.catalog import open_catalog
 from bridge.spark.option_keys import session_defaults
 from bridge.spark.registration import BY_NAME_CONF, expose, register
 from bridge.spark.staged import table_exists
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 
 def create_table_as(
-    spark: Any,
+    spark: SparkSession,
     name: str,
     df: Any,
     *,

@@ -40,11 +40,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.spark.checkpoint import query_id
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +148,7 @@ def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> 
         client.finish_job(streaming_job_id(query_id(checkpoint)), state, own=True)
 
 
-def finish_jobs_on_stop(spark: Any, url: str) -> Any:
+def finish_jobs_on_stop(spark: SparkSession, url: str) -> Any:
     """Finish each streaming query's job when the query stops (failed, with the reason,
     when it failed). Returns the listener (``spark.streams.removeListener`` undoes it)."""
     from pyspark.sql.streaming.listener import StreamingQueryListener

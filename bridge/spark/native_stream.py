@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import (
@@ -45,6 +45,9 @@ from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
 from bridge.spark.plan_limits import default_read_limit
 from bridge.spark.stream_file import FileStreamReader
 from bridge.spark.streams import stream_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 
@@ -82,7 +85,7 @@ class _Stream:
 class NativeStreams:
     """The streams of one session, by the source id (its checkpoint path)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         self._streams: dict[str, _Stream] = {}
 

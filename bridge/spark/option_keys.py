@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bridge.spark.errors import OptionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Spark conf `spark.dts.<key>` -> default of option <key> for every read and write.
 SESSION_CONF_PREFIX = "spark.dts."
 SESSION_DEFAULTS = ("warehouse", "bootstrap", "meta.url")
 
 
-def session_defaults(spark: Any) -> dict[str, str]:
+def session_defaults(spark: SparkSession) -> dict[str, str]:
     """The `spark.dts.*` confs that are set, as option defaults."""
     out: dict[str, str] = {}
     for key in SESSION_DEFAULTS:

@@ -35,6 +35,8 @@ from bridge.spark.warm_up import wants_warm_up
 from bridge.spark.warm_up import warm_up as run_warm_up
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from filestore import Table
 
 # Spark refuses a Python reader that implements pushFilters() unless this is on.
@@ -59,7 +61,7 @@ def source_class(name: str, defaults: dict[str, str]) -> type:
 
 
 def register(
-    spark: Any,
+    spark: SparkSession,
     warehouse: str | None = None,
     *,
     bootstrap: str | None = None,
@@ -105,7 +107,7 @@ def share_import_roots(sc: Any) -> None:
     sc.environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*current, *roots]))
 
 
-def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
+def refresh(spark: SparkSession, warehouse: str | None = None) -> list[str]:
     """Make every table of the warehouse a Spark table by name (new ones, changed schemas).
 
     Call it after creating tables outside this session (a worker, another job);
@@ -124,7 +126,7 @@ def refresh(spark: Any, warehouse: str | None = None) -> list[str]:
     return names
 
 
-def expose(spark: Any, table: Table, defaults: dict[str, str]) -> None:
+def expose(spark: SparkSession, table: Table, defaults: dict[str, str]) -> None:
     """Register `table`'s own source and (re)create its Spark catalog table `db.t`."""
     name = table.name
     provider = TABLE_SOURCE_PREFIX + name
@@ -148,12 +150,12 @@ def expose(spark: Any, table: Table, defaults: dict[str, str]) -> None:
     spark.conf.set(EXPOSED_CONF, ",".join(sorted({*exposed, name})))
 
 
-def _exposed(spark: Any) -> set[str]:
+def _exposed(spark: SparkSession) -> set[str]:
     raw = spark.conf.get(EXPOSED_CONF, "") or ""
     return {n for n in raw.split(",") if n}
 
 
-def _drop_vanished(spark: Any, names: set[str]) -> None:
+def _drop_vanished(spark: SparkSession, names: set[str]) -> None:
     """Drop the Spark tables this module made for tables no longer in the warehouse."""
     exposed = _exposed(spark)
     for name in sorted(exposed - names):
