@@ -42,7 +42,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.results import save_results
 from filestore import Catalog, Table, bucket_ids
-from logstore.broker import EmbeddedBroker, free_port
+from logstore.broker import EmbeddedBroker
+from logstore.localhost import free_port
 from logstore.writer import LogWriter
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from bridge.errors import PrometheusUnavailable
-from logstore.broker import free_port
+from logstore.localhost import free_port
 
 START_TIMEOUT_S = 30.0
 

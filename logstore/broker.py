@@ -17,7 +17,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,8 +29,8 @@ from types import TracebackType
 from confluent_kafka.admin import AdminClient
 
 from logstore.errors import BrokerStartError
+from logstore.localhost import LOOPBACK, cache_dir, free_port
 
-LOOPBACK = "127.0.0.1"
 #: the Apache Kafka release the project runs (the Makefile and docker-compose.yml read it here)
 KAFKA_VERSION = "4.1.1"
 #: the make target that fills the jar cache
@@ -58,22 +57,6 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 logger.started.name = kafka.server.KafkaRaftServer
 logger.started.level = info
 """
-
-
-def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
-def cache_dir() -> Path:
-    """Where the set-up keeps downloaded jars: ``$DTS_CACHE`` or ``~/.cache/dts``."""
-    given = os.environ.get("DTS_CACHE")
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dts"
 
 
 def kafka_jars_dir() -> Path:

@@ -20,8 +20,9 @@ from types import TracebackType
 
 from confluent_kafka.admin import AdminClient
 
-from logstore.broker import LOOPBACK, EmbeddedBroker, free_port, random_cluster_id
+from logstore.broker import EmbeddedBroker, random_cluster_id
 from logstore.errors import BrokerStartError
+from logstore.localhost import LOOPBACK, free_port
 
 
 def _free_ports(n: int) -> list[int]:

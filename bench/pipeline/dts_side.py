@@ -30,7 +30,7 @@ from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
 from filestore import Catalog
 from filestore.row_kind import ROW_KIND_COLUMN
-from logstore.broker import free_port
+from logstore.localhost import free_port
 from logstore.spec import BARRIER_COLUMN
 
 _DERIVED = {"change-tracking": "false", "bucket": "2"}

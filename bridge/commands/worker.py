@@ -11,7 +11,7 @@ import click
 
 from bridge.commands.signals import sigterm_interrupt
 from filestore import Catalog
-from logstore.broker import free_port
+from logstore.localhost import free_port
 from logstore.topics import ensure_reachable
 
 #: one line per record, no colour: what a log file or a log collector wants

@@ -27,7 +27,7 @@ import httpx
 from bridge.demo.errors import DemoError
 from bridge.demo.model import ENRICHED, ORDERS, SOURCES, TOTALS, spark_enriched, spark_totals
 from bridge.meta.client import MetaClient
-from logstore.broker import free_port
+from logstore.localhost import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

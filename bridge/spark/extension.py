@@ -31,7 +31,7 @@ from bridge.spark.native import table as native_table
 from bridge.spark.native_stream import NATIVE_STREAMS_CONF, NativeStreams
 from bridge.spark.option_keys import session_defaults
 from bridge.spark.options import ReadOptions
-from logstore.broker import cache_dir
+from logstore.localhost import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 from bridge.spark.errors import ExtensionJarMissing, KafkaConnectorMissing
 from bridge.spark.extension import extension_conf
 from bridge.spark.registration import register
-from logstore.broker import cache_dir
+from logstore.localhost import cache_dir
 
 _QUIET_LOG4J = """\
 rootLogger.level = error

@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from filestore import Catalog
-from logstore.broker import free_port
+from logstore.localhost import free_port
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is a dev dependency")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyspark
 
-from logstore.broker import free_port
+from logstore.localhost import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SPARK_HOME = Path(pyspark.__file__).parent

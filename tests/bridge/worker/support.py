@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from filestore import Catalog, Table, bucket_ids
-from logstore.broker import free_port
+from logstore.localhost import free_port
 from logstore.writer import LogWriter
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("n", pa.int64())])

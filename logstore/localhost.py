@@ -1,0 +1,29 @@
+"""What this machine offers the processes dts starts (brokers, Prometheus, Spark's
+servers, the worker's web view): a free port on the loopback interface, and the cache
+directory where the set-up keeps the jars it fetched. Every part binds 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def cache_dir() -> Path:
+    """Where the set-up keeps downloaded jars: ``$DTS_CACHE`` or ``~/.cache/dts``."""
+    given = os.environ.get("DTS_CACHE")
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dts"
