@@ -47,51 +47,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.peers_data import BATCHES, BUCKETS, batches, generate, load
+from bench.peers_report import best_of, report
+
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".venv-peers"
 PEER_PACKAGES = ["pypaimon", "deltalake", "pyarrow<20"]
-BUCKETS = 4
-BATCHES = 5
-GIB = 1 << 30
-
-
-# -- data ---------------------------------------------------------------------
-def generate(data_dir: Path, rows: int) -> None:
-    """base.parquet (N rows) and upsert-<i>.parquet (N/5 rows each, half updates)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def table(keys: Any, seed: int) -> Any:
-        rng = np.random.default_rng(seed)
-        n = len(keys)
-        return pa.table(
-            {
-                "id": pa.array(keys, pa.int64()),
-                "amount": rng.random(n),
-                "qty": rng.integers(0, 1000, n),
-                "name": pa.array(np.char.add("customer-", (keys % 10_000).astype(str))),
-            }
-        )
-
-    rng = np.random.default_rng(1)
-    pq.write_table(table(rng.permutation(rows), 2), data_dir / "base.parquet")
-    per = max(1, rows // BATCHES)
-    for i in range(BATCHES):
-        updates = rng.choice(rows, per // 2, replace=False)
-        fresh = np.arange(rows + i * per, rows + i * per + (per - per // 2))
-        keys = rng.permutation(np.concatenate([updates, fresh]))
-        pq.write_table(table(keys, 10 + i), data_dir / f"upsert-{i}.parquet")
-
-
-def _load(data_dir: Path, name: str) -> Any:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(data_dir / name)
-
-
-def _batches(data_dir: Path) -> list[Any]:
-    return [_load(data_dir, f"upsert-{i}.parquet") for i in range(BATCHES)]
 
 
 # -- phases (run in a child process each) ---------------------------------------
@@ -141,7 +102,7 @@ def _warmup(data: Any, work: Path, write: Any) -> None:
 
 
 def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
     t = _dts_table(work)
     started = time.perf_counter()
@@ -151,7 +112,7 @@ def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
 
 def phase_dts_write_snappy(data: Path, work: Path) -> dict[str, Any]:
     # deltalake writes snappy; this project's default is zstd (smaller files)
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w, compression="snappy"), [d]))
     t = _dts_table(work, compression="snappy")
     started = time.perf_counter()
@@ -164,7 +125,7 @@ def _dts_merge_setup(
 ) -> tuple[Any, list[int]]:
     # auto-compaction off: the read must merge six overlapping sorted runs per bucket
     t = _dts_table(work, auto_compaction=False, changelog_producer=changelog_producer)
-    snaps = _dts_write_all(t, [_load(data, "base.parquet"), *_batches(data)])
+    snaps = _dts_write_all(t, [load(data, "base.parquet"), *batches(data)])
     return t, snaps
 
 
@@ -178,9 +139,9 @@ def phase_dts_read(data: Path, work: Path) -> dict[str, Any]:
 def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
     # deletion vectors: the upserts mark the rows they replace; the read merges nothing
     t = _dts_table(work, auto_compaction=False, deletion_vectors=True)
-    first = _dts_write_all(t, [_load(data, "base.parquet")])
+    first = _dts_write_all(t, [load(data, "base.parquet")])
     started = time.perf_counter()
-    _dts_write_all(t, _batches(data))
+    _dts_write_all(t, batches(data))
     writing = time.perf_counter() - started
     assert first
     started = time.perf_counter()
@@ -191,9 +152,9 @@ def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
 def phase_dts_changes(data: Path, work: Path) -> dict[str, Any]:
     # the default (changelog-producer=auto): every upsert commit stored its changes
     t = _dts_table(work, auto_compaction=False)
-    first = _dts_write_all(t, [_load(data, "base.parquet")])
+    first = _dts_write_all(t, [load(data, "base.parquet")])
     started = time.perf_counter()
-    snaps = first + _dts_write_all(t, _batches(data))
+    snaps = first + _dts_write_all(t, batches(data))
     writing = time.perf_counter() - started
     started = time.perf_counter()
     rows = t.changes(snaps[0], snaps[-1]).num_rows
@@ -212,11 +173,11 @@ def phase_dts_changes_lookup(data: Path, work: Path) -> dict[str, Any]:
     # which stores the changelog; changes() then reads the stored files
     from filestore import Catalog
 
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     options = {"bucket": str(BUCKETS), "changelog-producer": "lookup"}
     t = Catalog(str(work)).create_table("bench.t", base.schema, primary_key=["id"], options=options)
     started = time.perf_counter()
-    _dts_write_all(t, [base, *_batches(data)])
+    _dts_write_all(t, [base, *batches(data)])
     writing = time.perf_counter() - started
     snaps = [s.id for s in t.snapshots()]
     started = time.perf_counter()
@@ -267,7 +228,7 @@ def phase_dts_memory(data: Path, work: Path, memory_rows: int) -> dict[str, Any]
 def phase_raw_write(data: Path, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     _warmup(base, work, lambda d, w: pq.write_table(d, w / "raw.parquet", compression="zstd"))
     started = time.perf_counter()
     pq.write_table(base, work / "raw.parquet", compression="zstd")
@@ -278,7 +239,7 @@ def phase_raw_read(data: Path, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     # the same number of rows the merge-read returns: base + the new keys of 5 batches
-    tables = [_load(data, "base.parquet"), *_batches(data)]
+    tables = [load(data, "base.parquet"), *batches(data)]
     merged_rows = tables[0].num_rows + sum(b.num_rows - b.num_rows // 2 for b in tables[1:])
     import pyarrow as pa
 
@@ -322,7 +283,7 @@ def _paimon_write(table: Any, schema: Any, data: Any) -> None:
 
 
 def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
 
     def paimon_once(d: Any, w: Path) -> None:
         table, schema = _paimon_table(w)
@@ -337,7 +298,7 @@ def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
 
 def phase_paimon_read(data: Path, work: Path) -> dict[str, Any]:
     table, schema = _paimon_table(work)
-    for batch in [_load(data, "base.parquet"), *_batches(data)]:
+    for batch in [load(data, "base.parquet"), *batches(data)]:
         _paimon_write(table, schema, batch)
     started = time.perf_counter()
     builder = table.new_read_builder()
@@ -367,7 +328,7 @@ def _delta_create(work: Path, schema: Any) -> str:
 
 
 def phase_delta_write(data: Path, work: Path) -> dict[str, Any]:
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     _warmup(base, work, lambda d, w: _delta_merge(_delta_create(w, d.schema), d))
     path = _delta_create(work, base.schema)
     started = time.perf_counter()
@@ -378,9 +339,9 @@ def phase_delta_write(data: Path, work: Path) -> dict[str, Any]:
 def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
     from deltalake import DeltaTable
 
-    base = _load(data, "base.parquet")
+    base = load(data, "base.parquet")
     path = _delta_create(work, base.schema)
-    for batch in [base, *_batches(data)]:
+    for batch in [base, *batches(data)]:
         _delta_merge(path, batch)
     started = time.perf_counter()
     rows = DeltaTable(path).to_pyarrow_table().num_rows
@@ -465,106 +426,6 @@ def child(python: str, name: str, data: Path, memory_rows: int) -> dict[str, Any
     return out
 
 
-def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest of several runs of a phase (a loaded machine only ever slows a run down);
-    peak RSS is the largest seen."""
-    ok = [r for r in runs if "error" not in r]
-    if not ok:
-        return runs[-1]
-    best = dict(min(ok, key=lambda r: r["seconds"]))
-    best["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in ok)
-    best["runs"] = len(ok)
-    return best
-
-
-def _ratio(results: dict[str, Any], a: str, b: str) -> float | None:
-    ra, rb = results.get(a, {}).get("rows_per_s"), results.get(b, {}).get("rows_per_s")
-    return ra / rb if ra and rb else None
-
-
-def report(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    rates = RichTable(title=f"peer benchmark, {args.rows:,} rows, {BUCKETS} buckets")
-    for c in ("phase", "rows", "seconds", "rows/s", "peak RSS MiB", "Parquet MiB"):
-        rates.add_column(c, justify="right")
-    for name, r in results.items():
-        if "error" in r:
-            rates.add_row(name, "-", "-", "failed", "-", "-")
-            continue
-        written = r.get("parquet_bytes")
-        rates.add_row(
-            name,
-            f"{r['rows']:,}",
-            f"{r['seconds']:.2f}",
-            f"{r['rows_per_s']:,.0f}",
-            f"{r['peak_rss_bytes'] / 2**20:,.0f}",
-            "" if written is None else f"{written / 2**20:,.1f}",
-        )
-    targets = {
-        "write vs pypaimon (>= 10x)": (_ratio(results, "dts_write", "paimon_write"), 10.0),
-        "write vs deltalake merge (>= 1x)": (_ratio(results, "dts_write", "delta_write"), 1.0),
-        "write, both snappy, vs deltalake merge": (
-            _ratio(results, "dts_write_snappy", "delta_write"),
-            None,
-        ),
-        "write vs raw pyarrow": (_ratio(results, "dts_write", "raw_write"), None),
-        "merge-read vs pypaimon (>= 10x)": (_ratio(results, "dts_read", "paimon_read"), 10.0),
-        "merge-read vs deltalake": (_ratio(results, "dts_read", "delta_read"), None),
-        "merge-read vs raw read (>= 1/3)": (_ratio(results, "dts_read", "raw_read"), 1 / 3),
-        "read with deletion vectors vs deltalake (>= 1.5x)": (
-            _ratio(results, "dts_read_dv", "delta_read"),
-            1.5,
-        ),
-        "read with deletion vectors vs merge-read": (
-            _ratio(results, "dts_read_dv", "dts_read"),
-            None,
-        ),
-        "changes: stored (auto) vs diff": (
-            _ratio(results, "dts_changes", "dts_changes_diff"),
-            None,
-        ),
-    }
-    stored = results.get("dts_changes", {})
-    if stored.get("write_seconds"):
-        # the five upserts of the changes phase, each commit looking up its old values
-        upserted = args.rows  # BATCHES batches of rows // BATCHES
-        rate = upserted / stored["write_seconds"]
-        delta = results.get("delta_write", {}).get("rows_per_s")
-        targets["upserts with stored changelog vs deltalake merge"] = (
-            rate / delta if delta else None,
-            None,
-        )
-    vectored = results.get("dts_read_dv", {})
-    if stored.get("write_seconds") and vectored.get("write_seconds"):
-        targets["upserts with deletion vectors vs without (stored changelog both)"] = (
-            stored["write_seconds"] / vectored["write_seconds"],
-            None,
-        )
-    ratios = RichTable(title="ratios (this project / peer, by rows/s)")
-    for c in ("comparison", "ratio", "target met"):
-        ratios.add_column(c)
-    summary: dict[str, Any] = {}
-    for label, (value, target) in targets.items():
-        met = "" if target is None or value is None else ("yes" if value >= target else "NO")
-        ratios.add_row(label, "n/a" if value is None else f"{value:.2f}x", met)
-        summary[label] = {"ratio": value, "target": target}
-    mem = results.get("dts_memory", {})
-    if "peak_rss_bytes" in mem:
-        ok = mem["peak_rss_bytes"] < 2 * GIB
-        ratios.add_row(
-            f"memory: {args.memory_rows:,} rows, default write buffer (< 2 GiB)",
-            f"{mem['peak_rss_bytes'] / GIB:.2f} GiB",
-            "yes" if ok else "NO",
-        )
-        summary["memory_peak_gib"] = mem["peak_rss_bytes"] / GIB
-    console = Console()
-    console.print(rates)
-    console.print(ratios)
-    return summary
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -617,7 +478,7 @@ def main() -> None:
             # pypaimon is ~30x slower: one run is enough to compare against it
             rounds = 1 if name.startswith("paimon") or name == "dts_memory" else args.repeat
             runs = [child(python, name, data, args.memory_rows) for _ in range(rounds)]
-            results[name] = _best(runs)
+            results[name] = best_of(runs)
     except KeyboardInterrupt:
         print("interrupted; writing what was measured", flush=True)
     finally:
