@@ -49,6 +49,8 @@ from bridge.spark.options import WriteOptions
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from filestore import Snapshot
+
 log = logging.getLogger(__name__)
 
 WRITER = "writer"  # bridge.meta.models.SinkRole values (not imported: Spark workers stay light)
@@ -119,7 +121,7 @@ def heartbeat(opts: WriteOptions, job_id: str | None) -> None:
         client.heartbeat(job_id)
 
 
-def report(opts: WriteOptions, job_id: str | None, snapshot: Any) -> None:
+def report(opts: WriteOptions, job_id: str | None, snapshot: Snapshot | None) -> None:
     """Report the barrier `snapshot` completed for the sink table (no-op without one)."""
     if not opts.common.meta_url or job_id is None or snapshot is None:
         return

@@ -43,6 +43,7 @@ from filestore.row_kind import VALUE_KIND
 
 if TYPE_CHECKING:
     from filestore import Table
+    from filestore.changes import StoredChange
     from filestore.scan import Split
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
@@ -197,7 +198,7 @@ def _barrier_expr(barriers: dict[str, int | None]) -> str:
 def changes(
     spark: Any,
     warehouse: str,
-    t: Any,
+    t: Table,
     start: int,
     end: int,
     feed: bool,
@@ -251,8 +252,8 @@ _COMMIT_ORDER = "__dts_snapshot"
 
 
 def changelog_files_read_natively(
-    t: Any, start: int, end: int, max_file_bytes: int | None = None
-) -> list[Any] | None:
+    t: Table, start: int, end: int, max_file_bytes: int | None = None
+) -> list[StoredChange] | None:
     """The stored changelog files of (start, end] when Spark's scan can read them all
     (stored, of the table's current schema, none larger than `max_file_bytes`), else None."""
     files = t.changelog_files(start, end) if end > start else []

@@ -7,11 +7,14 @@ executors' Python workers (`read_scan`, `read_log`). Neither side imports the ot
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
+
+if TYPE_CHECKING:
+    from logstore.spec import LogSpec
 
 
 @dataclass
@@ -79,7 +82,7 @@ class LogPartition(InputPartition):
     def __init__(
         self,
         bootstrap: str,
-        spec: Any,
+        spec: LogSpec,
         partition: int,
         start: int,
         end: int,
