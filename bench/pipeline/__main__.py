@@ -247,4 +247,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from bridge.commands.signals import sigterm_as_interrupt
+
+    # SIGTERM (a supervisor, `kill`) takes Ctrl-C's way out: the sides and the broker stop
+    with sigterm_as_interrupt():
+        main()

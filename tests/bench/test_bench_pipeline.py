@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +141,49 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2] != "Z"  # a zombie has exited
+
+
+def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None:
+    """`kill` (SIGTERM) of a running benchmark takes Ctrl-C's way out: the side's
+    processes and the broker stop with it (they outlived it before)."""
+    marker = uuid.uuid4().hex
+    work = tmp_path / "work"
+    out = tmp_path / "bench.out"
+    args = [sys.executable, "-m", "bench.pipeline", "--pipelines", "dts", "--steps", "300",
+            "--step-seconds", "60", "--initial", "200", "--work", str(work),
+            "--out", str(tmp_path / "p.json"), "--html", str(tmp_path / "p.html")]  # fmt: skip
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            args, stdout=sink, stderr=subprocess.STDOUT,
+            env={**os.environ, "BENCH_PIPELINE_TEST": marker, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while "dts: ready" not in out.read_text(errors="replace"):
+            assert proc.poll() is None, out.read_text(errors="replace")
+            assert time.monotonic() < deadline, out.read_text(errors="replace")
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=180) != 0  # interrupted, not finished
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    pids = json.loads((work / "dts" / "ready.json").read_text())["pids"]
+    assert not [p for p in pids.values() if _alive(p)], out.read_text(errors="replace")
+    assert not _marked(marker), "a process the benchmark started outlived it"
+
+
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment carries ``marker`` (inherited from the run)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
