@@ -29,6 +29,7 @@ from bench.pipeline.model import (
 from bench.pipeline.source import OrdersDatabase
 from logstore.codec import decode_columns
 from logstore.spec import LogSpec
+from tests.processes import marked_processes
 
 
 def _samples(start: float, lags: list[float]) -> list[dict[str, Any]]:
@@ -171,19 +172,6 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
             proc.wait()
     pids = json.loads((work / "dts" / "ready.json").read_text())["pids"]
     assert not [p for p in pids.values() if _alive(p)], out.read_text(errors="replace")
-    assert not _marked(marker), "a process the benchmark started outlived it"
-
-
-def _marked(marker: str) -> list[int]:
-    """Live processes whose environment carries ``marker`` (inherited from the run)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ and _alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    assert not marked_processes(f"BENCH_PIPELINE_TEST={marker}".encode()), (
+        "a process the benchmark started outlived it"
+    )

@@ -20,6 +20,7 @@ import pytest
 
 from filestore import Catalog
 from tests.bridge.demo.support import CHROMIUM, load
+from tests.processes import marked_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.apache_kafka]
 
@@ -52,19 +53,7 @@ def _start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[
 
 
 def _marked_processes(run_id: str) -> list[str]:
-    """Processes (other than ours) whose environment carries this run's marker."""
-    needle = f"{MARKER}={run_id}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                found.append(f"{entry.name}: {cmd[:200]}")
-        except OSError:  # exited meanwhile, or not ours to read
-            continue
-    return found
+    return marked_processes(f"{MARKER}={run_id}".encode())
 
 
 def _assert_nothing_left(run_id: str, output: str, tmp: Path) -> None:
