@@ -146,8 +146,8 @@ class TablePlanner:
     def streamPrepareAvailableNow(self, source_id: str) -> None:
         self._streams.prepare_available_now(source_id)
 
-    def streamBatch(self, source_id: str, start: str, end: str) -> Any:
-        return self._streams.batch(source_id, start, end)
+    def streamBatch(self, source_id: str, start: str, end: str, key_order: bool) -> Any:
+        return self._streams.batch(source_id, start, end, key_order)
 
     def streamStop(self, source_id: str) -> None:
         self._streams.stop(source_id)

@@ -10,9 +10,12 @@ A micro-batch is:
 - snapshots with stored changelog: Spark's Parquet scan of their files
   (`native.changes`), columns pruned and filters pushed by Spark, as many snapshots as
   the admission limit allows (all by default), so a stream behind its source catches up
-  in one batch. A key's changes must reach the sink in order: one snapshot's are in one
-  file, read whole by one task (no file Spark would split is admitted); several
-  snapshots' are hash-partitioned by key and sorted in commit order within partitions;
+  in one batch. One snapshot's changes of a key are in one file, read whole by one task
+  (no file Spark would split is admitted). When a batch spans several snapshots and the
+  query's sink upserts (the JVM source asks for `key_order`, see `SinkOrder.java`), they
+  are hash-partitioned by key and sorted in commit order within partitions, so each
+  key's changes reach the sink in order; Spark's noop and file sinks skip that shuffle
+  and get the rows unordered across snapshots (each carries its snapshot's `_barrier`);
 - the first batch of `scan.mode=latest-full`: the snapshot as `dts.table` reads it, +I;
 - a snapshot without stored changelog (an OVERWRITE), or with a changelog file larger
   than `spark.sql.files.maxPartitionBytes`: the Python source's ordered changes read,
@@ -131,8 +134,9 @@ class NativeStreams:
     def stop(self, source_id: str) -> None:
         self._streams.pop(source_id, None)
 
-    def batch(self, source_id: str, start: str, end: str) -> Any:
-        """The analyzed plan of the rows in (start, end], in the stream schema's order."""
+    def batch(self, source_id: str, start: str, end: str, key_order: bool = True) -> Any:
+        """The analyzed plan of the rows in (start, end], in the stream schema's order;
+        with `key_order`, each key's changes in one task in commit order."""
         s = self._streams[source_id]
         a, b = FileOffset.from_json(json.loads(start)), FileOffset.from_json(json.loads(end))
         names = s.schema.fieldNames()
@@ -141,7 +145,7 @@ class NativeStreams:
         elif a.full:
             df = self._full(s, b)
         else:
-            df = self._changes(s, a.snapshot, b.snapshot)
+            df = self._changes(s, a.snapshot, b.snapshot, key_order)
         return df.select(*[F.col(f"`{n}`") for n in names])._jdf.queryExecution().analyzed()
 
     def _full(self, s: _Stream, end: FileOffset) -> Any:
@@ -154,13 +158,13 @@ class NativeStreams:
             df = df.withColumn(CHANGE_TYPE, F.lit("insert"))
         return df
 
-    def _changes(self, s: _Stream, start: int, end: int) -> Any:
+    def _changes(self, s: _Stream, start: int, end: int, key_order: bool) -> Any:
         o = s.opts.common
         feed = CHANGE_TYPE in s.schema.fieldNames()
         table = open_table(o.warehouse, o.table)
         df = native_changes(
             self._spark, o.warehouse, table, start, end, feed,
-            max_file_bytes=self._split_at(), key_order=True,
+            max_file_bytes=self._split_at(), key_order=key_order,
         )  # fmt: skip
         if df is not None:
             return df

@@ -76,7 +76,7 @@ final class ChangelogSource implements Source, SupportsTriggerAvailableNow {
     @Override
     public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
         String from = start.isDefined() ? start.get().json() : planner.streamInitialOffset(id);
-        LogicalPlan plan = planner.streamBatch(id, from, end.json());
+        LogicalPlan plan = planner.streamBatch(id, from, end.json(), SinkOrder.keyOrderNeeded(session));
         LogicalPlan streaming = plan.transformUp(new Partial<>(
                 p -> p instanceof LogicalRelation,
                 p -> {

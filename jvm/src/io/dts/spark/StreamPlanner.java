@@ -25,8 +25,11 @@ public interface StreamPlanner {
     /** Trigger.AvailableNow: stop at what is committed now. */
     void streamPrepareAvailableNow(String id);
 
-    /** The analyzed plan of the rows in (start, end], in the stream schema's column order. */
-    LogicalPlan streamBatch(String id, String start, String end);
+    /**
+     * The analyzed plan of the rows in (start, end], in the stream schema's column order;
+     * with {@code keyOrder}, each key's changes in one task in commit order.
+     */
+    LogicalPlan streamBatch(String id, String start, String end, boolean keyOrder);
 
     void streamStop(String id);
 }
