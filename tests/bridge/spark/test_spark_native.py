@@ -198,3 +198,34 @@ def test_random_histories_read_through_vectors_as_the_merge_does(
         df = dts.table(spark, with_dv.name, warehouse=str(warehouse), snapshot_id=a.id)
         assert "(Python)" not in _plan(df)
         assert sort(df.toArrow()) == sort(merged.read(snapshot_id=b.id)), (seed, plan, a.id)
+
+
+def test_live_row_filter_follows_skipped_row_groups_and_every_file(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The JVM filter remembers each file's next deleted position: rows read after skipped
+    row groups, runs of deleted rows, a file without a vector and two files read by one
+    task must all come out exactly."""
+    import pyarrow.parquet as pq
+    from pyroaring import BitMap
+    from pyspark.sql import DataFrame
+
+    deleted = {"a.parquet": [0, 3, 4, 5, 150, 151, 640, 641], "b.parquet": [7, 500, 700, 701]}
+    for name, start in (("a.parquet", 0), ("b.parquet", 1000), ("c.parquet", 2000)):
+        ids = pa.array(range(start, start + 1000), pa.int64())
+        pq.write_table(pa.table({"id": ids}), tmp_path / name, row_group_size=100)
+    vectors = spark._jvm.java.util.HashMap()
+    for name, positions in deleted.items():
+        vectors.put(name, bytearray(BitMap(positions).serialize()))
+    files = spark.read.parquet(
+        *(str(tmp_path / n) for n in ("a.parquet", "b.parquet", "c.parquet"))
+    )
+    # one task reads the three files in turn
+    live = DataFrame(spark._jvm.io.dts.spark.DeletionVectors.live(files._jdf, vectors), spark)
+    gone = set(deleted["a.parquet"]) | {1000 + p for p in deleted["b.parquet"]}
+    for where in ("true", "id >= 140 AND id < 660 OR id >= 1700", "id % 7 = 0"):
+        got = sorted(r.id for r in live.coalesce(1).where(where).collect())
+        expected = sorted(
+            r.id for r in spark.range(3000).where(where).collect() if r.id not in gone
+        )
+        assert got == expected, where

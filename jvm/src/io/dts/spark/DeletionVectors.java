@@ -27,9 +27,15 @@ public final class DeletionVectors implements Serializable {
     private static final long serialVersionUID = 1L;
     private final HashMap<UTF8String, RoaringBitmap> deleted = new HashMap<>();
     private final String digest;
-    // rows of one file arrive together: remember its vector instead of hashing every row
+    // Rows of one file arrive together, in row order (each task has its own copy of this
+    // object): remember the file's vector and its next deleted position, so a live row
+    // costs a reference check and one comparison instead of a name compare and a bitmap
+    // lookup (~25 ns a row, more than reading it).
+    private transient UTF8String lastName;
     private transient UTF8String lastFile;
     private transient RoaringBitmap lastVector;
+    private transient long checkedFrom;
+    private transient long nextDeleted;
 
     DeletionVectors(Map<String, byte[]> vectors) {
         TreeMap<String, Integer> sizes = new TreeMap<>();
@@ -49,11 +55,24 @@ public final class DeletionVectors implements Serializable {
 
     /** Whether row {@code rowIndex} of file {@code fileName} is live. */
     public boolean isLive(UTF8String fileName, long rowIndex) {
-        if (lastFile == null || !fileName.equals(lastFile)) {
-            lastFile = fileName.clone();
-            lastVector = deleted.get(lastFile);
+        if (fileName != lastName) {  // Spark passes one immutable name object per file
+            lastName = fileName;
+            if (lastFile == null || !fileName.equals(lastFile)) {
+                lastFile = fileName.clone();
+                lastVector = deleted.get(lastFile);
+                nextDeleted = -1;  // nothing known of this file yet
+            }
         }
-        return lastVector == null || !lastVector.contains((int) rowIndex);
+        if (lastVector == null) {
+            return true;
+        }
+        if (rowIndex >= checkedFrom && rowIndex < nextDeleted) {
+            return true;  // no deleted row in [checkedFrom, nextDeleted)
+        }
+        long next = lastVector.nextValue((int) rowIndex);
+        checkedFrom = rowIndex;
+        nextDeleted = next < 0 ? Long.MAX_VALUE : next;
+        return rowIndex != nextDeleted;
     }
 
     String digest() {
