@@ -14,8 +14,9 @@ A micro-batch is:
   (no file Spark would split is admitted). When a batch spans several snapshots and the
   query's sink upserts (the JVM source asks for `key_order`, see `SinkOrder.java`), they
   are hash-partitioned by key and sorted in commit order within partitions, so each
-  key's changes reach the sink in order; Spark's noop and file sinks skip that shuffle
-  and get the rows unordered across snapshots (each carries its snapshot's `_barrier`);
+  key's changes reach the sink in order; a query that aggregates the stream, or writes
+  to Spark's noop or file sinks, skips that shuffle and gets the rows unordered across
+  snapshots (each carries its snapshot's `_barrier`);
 - the first batch of `scan.mode=latest-full`: the snapshot as `dts.table` reads it, +I;
 - a snapshot without stored changelog (an OVERWRITE), or with a changelog file larger
   than `spark.sql.files.maxPartitionBytes`: the Python source's ordered changes read,

@@ -1,6 +1,7 @@
 package io.dts.spark;
 
 import java.util.Set;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
@@ -11,9 +12,10 @@ import org.apache.spark.sql.streaming.StreamingQuery;
  * changes in commit order within one task. An upserting sink (a dts table, a
  * foreachBatch MERGE, Kafka's per-key partitions) does, and so does a person reading a
  * memory or console sink; Spark's noop sink and its file sinks (rows appended to files)
- * do not, and for them a batch spanning several snapshots skips the shuffle by key that
- * order costs (4x the read of the batch at 7.5M changes). Unknown sinks, or a query that
- * cannot be found, get the order: it is never wrong, only slower.
+ * do not, nor does a query that aggregates the stream; for them a batch spanning several
+ * snapshots skips the shuffle by key that order costs (4x the read of the batch at 7.5M
+ * changes). Unknown sinks, or a query that cannot be found, get the order: it is never
+ * wrong, only slower.
  */
 final class SinkOrder {
     // Spark's own sinks that neither merge by key nor show rows in order
@@ -37,7 +39,13 @@ final class SinkOrder {
         if (!(query instanceof StreamingQueryWrapper wrapper)) {
             return true;
         }
-        Object sink = wrapper.streamingQuery().sink();
+        StreamExecution execution = wrapper.streamingQuery();
+        // an aggregation's result does not depend on the order of its input rows (Spark
+        // calls first/last non-deterministic): per-key order would be paid for nothing
+        if (execution.logicalPlan().find(p -> p instanceof Aggregate).isDefined()) {
+            return false;
+        }
+        Object sink = execution.sink();
         return sink == null || !ORDER_FREE.contains(sink.getClass().getName());
     }
 }
