@@ -1,4 +1,5 @@
-"""Peer benchmark: this FileStore vs pypaimon vs deltalake vs raw pyarrow, same data, same run.
+"""Peer benchmark: this FileStore vs pypaimon, pypaimon-rust, deltalake and raw pyarrow,
+same data, same run.
 
     python -m bench.bench_peers --rows 1000000 --out bench/results/peers.json
 
@@ -7,12 +8,19 @@ write phase first writes 1,000 rows into a throwaway table, so the timed write m
 throughput rather than one-time start-up):
 - write: upsert of N rows into a 4-bucket primary-key table (this project's TableWrite,
   zstd by default, and with snappy, deltalake's codec;
-  pypaimon ``write_arrow`` on a primary-key table; deltalake ``merge`` upsert; raw
-  ``pyarrow.parquet.write_table`` as the ceiling);
+  pypaimon ``write_arrow`` on a primary-key table; pypaimon-rust, Apache Paimon's Rust
+  core, its batch write builder's ``write_arrow`` + commit on a table made by its
+  ``SQLContext`` DDL; deltalake ``merge`` upsert; raw ``pyarrow.parquet.write_table`` as
+  the ceiling);
 - read: full merge-read after the N rows plus 5 overlapping upsert batches of N/5 rows
-  (half updates, half new keys); raw = ``read_table`` of the same number of rows;
+  (half updates, half new keys), each system reading what it wrote (pypaimon-rust: read
+  builder, scan plan, ``read`` of the splits; it never compacts, so it merges six sorted
+  runs per bucket, as this project's read does with auto-compaction off);
+  raw = ``read_table`` of the same number of rows;
   ``dts_read_dv``: the same table with ``deletion-vectors.enabled`` (no merge on read;
-  ``write_seconds`` is what the five upserts, vectors included, cost);
+  ``write_seconds`` is what the five upserts, vectors included, cost). Every merge-read
+  must return the input's rows (the last write of each key) and ``sum(amount)``: a run
+  that does not exits non-zero;
 - changes (this project): ``Table.changes()`` between the first and the last snapshot,
   read from the changelog every commit stored (changelog-producer=auto, the default;
   ``write_seconds`` is what the five upsert commits, lookups included, cost), computed
@@ -25,12 +33,14 @@ throughput rather than one-time start-up):
   not generating the chunks).
 
 ``--repeat N`` runs every phase N times (pypaimon and memory once) and keeps the fastest:
-on a loaded machine a single run mostly measures the neighbours.
+on a loaded machine a single run mostly measures the neighbours. ``--readme PATH``
+regenerates that README's bench_peers section (``make bench`` passes bench/README.md).
 
-Peers run in their own virtual environment, bench/.venv-peers (pypaimon pins pyarrow<20),
-created with pip on first use. The data is generated once as Parquet in a temp directory
-that both interpreters read. Only the standard library is imported at module level, so
-this file runs in the peers' interpreter too.
+Peers run in their own virtual environment, bench/.venv-peers (pypaimon pins pyarrow<20;
+pypaimon-rust runs on it too), created with pip on first use. The peers' phases live in
+bench/peers_systems.py. The data is generated once as Parquet in a temp directory that
+both interpreters read. Only the standard library is imported at module level, so this
+file runs in the peers' interpreter too.
 """
 
 from __future__ import annotations
@@ -47,12 +57,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.peers_data import BATCHES, BUCKETS, batches, generate, load
-from bench.peers_report import best_of, report
+from bench.peers_data import (
+    BATCHES,
+    BUCKETS,
+    batches,
+    expected,
+    generate,
+    load,
+    read_result,
+    warmup,
+)
+from bench.peers_report import best_of, check, markdown, report, update_readme
+from bench.peers_systems import PEER_PHASES
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".venv-peers"
-PEER_PACKAGES = ["pypaimon", "deltalake", "pyarrow<20"]
+# pypaimon pins pyarrow<20; pypaimon-rust declares no pyarrow requirement and runs on
+# that one, so one venv holds all three. >= 0.4: the first with a batch write builder
+PEER_PACKAGES = ["pypaimon", "pypaimon-rust>=0.4", "deltalake", "pyarrow<20"]
+PEER_DISTRIBUTIONS = ["pypaimon", "pypaimon-rust", "deltalake", "pyarrow"]
 
 
 # -- phases (run in a child process each) ---------------------------------------
@@ -91,19 +114,9 @@ def _dts_write_all(t: Any, tables: list[Any]) -> list[int]:
     return snaps
 
 
-WARMUP_ROWS = 1_000
-
-
-def _warmup(data: Any, work: Path, write: Any) -> None:
-    """One small write into a throwaway table first, for every system alike: the timed
-    write then measures throughput, not one-time start-up (lazy imports, first calls)."""
-    (work / "warmup").mkdir()
-    write(data.slice(0, WARMUP_ROWS), work / "warmup")
-
-
 def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
-    _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
+    warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
     t = _dts_table(work)
     started = time.perf_counter()
     _dts_write_all(t, [base])
@@ -113,7 +126,7 @@ def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
 def phase_dts_write_snappy(data: Path, work: Path) -> dict[str, Any]:
     # deltalake writes snappy; this project's default is zstd (smaller files)
     base = load(data, "base.parquet")
-    _warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w, compression="snappy"), [d]))
+    warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w, compression="snappy"), [d]))
     t = _dts_table(work, compression="snappy")
     started = time.perf_counter()
     _dts_write_all(t, [base])
@@ -132,8 +145,8 @@ def _dts_merge_setup(
 def phase_dts_read(data: Path, work: Path) -> dict[str, Any]:
     t, _ = _dts_merge_setup(data, work)
     started = time.perf_counter()
-    rows = t.read().num_rows
-    return {"seconds": time.perf_counter() - started, "rows": rows}
+    result = t.read()
+    return {"seconds": time.perf_counter() - started, **read_result(result)}
 
 
 def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
@@ -145,8 +158,9 @@ def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
     writing = time.perf_counter() - started
     assert first
     started = time.perf_counter()
-    rows = t.read().num_rows
-    return {"seconds": time.perf_counter() - started, "rows": rows, "write_seconds": writing}
+    result = t.read()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, **read_result(result), "write_seconds": writing}
 
 
 def phase_dts_changes(data: Path, work: Path) -> dict[str, Any]:
@@ -229,7 +243,7 @@ def phase_raw_write(data: Path, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     base = load(data, "base.parquet")
-    _warmup(base, work, lambda d, w: pq.write_table(d, w / "raw.parquet", compression="zstd"))
+    warmup(base, work, lambda d, w: pq.write_table(d, w / "raw.parquet", compression="zstd"))
     started = time.perf_counter()
     pq.write_table(base, work / "raw.parquet", compression="zstd")
     return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
@@ -251,103 +265,6 @@ def phase_raw_read(data: Path, work: Path) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "rows": rows}
 
 
-def _paimon_table(work: Path) -> Any:
-    import pyarrow as pa
-    from pypaimon import CatalogFactory, Schema
-
-    catalog = CatalogFactory.create({"warehouse": str(work / "paimon")})
-    catalog.create_database("bench", True)
-    schema = pa.schema(
-        [
-            pa.field("id", pa.int64(), nullable=False),
-            ("amount", pa.float64()),
-            ("qty", pa.int64()),
-            ("name", pa.string()),
-        ]
-    )
-    catalog.create_table(
-        "bench.t",
-        Schema.from_pyarrow_schema(schema, primary_keys=["id"], options={"bucket": str(BUCKETS)}),
-        True,
-    )
-    return catalog.get_table("bench.t"), schema
-
-
-def _paimon_write(table: Any, schema: Any, data: Any) -> None:
-    builder = table.new_batch_write_builder()
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(data.cast(schema))
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
-
-
-def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
-    base = load(data, "base.parquet")
-
-    def paimon_once(d: Any, w: Path) -> None:
-        table, schema = _paimon_table(w)
-        _paimon_write(table, schema, d)
-
-    _warmup(base, work, paimon_once)
-    table, schema = _paimon_table(work)
-    started = time.perf_counter()
-    _paimon_write(table, schema, base)
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
-
-
-def phase_paimon_read(data: Path, work: Path) -> dict[str, Any]:
-    table, schema = _paimon_table(work)
-    for batch in [load(data, "base.parquet"), *batches(data)]:
-        _paimon_write(table, schema, batch)
-    started = time.perf_counter()
-    builder = table.new_read_builder()
-    splits = builder.new_scan().plan().splits()
-    rows = builder.new_read().to_arrow(splits).num_rows
-    return {"seconds": time.perf_counter() - started, "rows": rows}
-
-
-def _delta_merge(path: str, data: Any) -> None:
-    from deltalake import DeltaTable
-
-    (
-        DeltaTable(path)
-        .merge(source=data, predicate="t.id = s.id", source_alias="s", target_alias="t")
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
-
-
-def _delta_create(work: Path, schema: Any) -> str:
-    from deltalake import write_deltalake
-
-    path = str(work / "delta")
-    write_deltalake(path, schema.empty_table())
-    return path
-
-
-def phase_delta_write(data: Path, work: Path) -> dict[str, Any]:
-    base = load(data, "base.parquet")
-    _warmup(base, work, lambda d, w: _delta_merge(_delta_create(w, d.schema), d))
-    path = _delta_create(work, base.schema)
-    started = time.perf_counter()
-    _delta_merge(path, base)
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
-
-
-def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
-    base = load(data, "base.parquet")
-    path = _delta_create(work, base.schema)
-    for batch in [base, *batches(data)]:
-        _delta_merge(path, batch)
-    started = time.perf_counter()
-    rows = DeltaTable(path).to_pyarrow_table().num_rows
-    return {"seconds": time.perf_counter() - started, "rows": rows}
-
-
 PHASES = {
     "dts_write": phase_dts_write,
     "dts_write_snappy": phase_dts_write_snappy,
@@ -359,12 +276,10 @@ PHASES = {
     "dts_compact": phase_dts_compact,
     "raw_write": phase_raw_write,
     "raw_read": phase_raw_read,
-    "paimon_write": phase_paimon_write,
-    "paimon_read": phase_paimon_read,
-    "delta_write": phase_delta_write,
-    "delta_read": phase_delta_read,
+    **PEER_PHASES,
 }
-PEER_PHASES = {"paimon_write", "paimon_read", "delta_write", "delta_read"}
+# pypaimon is over 10x slower than the rest: one run of it is enough to compare against
+ONCE = {"paimon_write", "paimon_read", "dts_memory"}
 
 
 def run_phase(name: str, data: Path, memory_rows: int) -> None:
@@ -388,10 +303,17 @@ def run_phase(name: str, data: Path, memory_rows: int) -> None:
 
 
 # -- parent ---------------------------------------------------------------------
+def peers_ready() -> bool:
+    """Whether the peers' venv exists and imports every peer."""
+    python = PEERS_VENV / "bin" / "python"
+    modules = ", ".join(d.replace("-", "_") for d in PEER_DISTRIBUTIONS)
+    probe = [str(python), "-c", f"import {modules}"]
+    return python.exists() and subprocess.call(probe, stderr=subprocess.DEVNULL) == 0
+
+
 def ensure_peers_venv() -> Path | None:
     python = PEERS_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import pypaimon, deltalake, pyarrow"]
-    if python.exists() and subprocess.call(probe, stderr=subprocess.DEVNULL) == 0:
+    if peers_ready():
         return python
     print(f"creating the peers' venv at {PEERS_VENV} ({', '.join(PEER_PACKAGES)}) ...", flush=True)
     try:
@@ -402,6 +324,24 @@ def ensure_peers_venv() -> Path | None:
         print(f"could not set up the peers' venv ({e}); peers are skipped", flush=True)
         return None
     return python
+
+
+def versions(python: str, packages: list[str]) -> dict[str, str]:
+    """The installed versions of ``packages`` in that interpreter (for the report)."""
+    code = (
+        "import importlib.metadata as m, json, sys; "
+        "print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
+    )
+    proc = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True)
+    found: dict[str, str] = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    return found
+
+
+def commit() -> str:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
 
 
 def child(python: str, name: str, data: Path, memory_rows: int) -> dict[str, Any]:
@@ -426,11 +366,18 @@ def child(python: str, name: str, data: Path, memory_rows: int) -> dict[str, Any
     return out
 
 
+ORDER = ["raw_write", "dts_write", "dts_write_snappy", "paimon_write", "paimon_rust_write"]
+ORDER += ["delta_write", "raw_read", "dts_read", "dts_read_dv", "paimon_read"]
+ORDER += ["paimon_rust_read", "delta_read", "dts_changes", "dts_changes_diff"]
+ORDER += ["dts_changes_lookup", "dts_compact", "dts_memory"]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
+    parser.add_argument("--readme", type=Path, help="regenerate this README's bench_peers section")
     parser.add_argument("--skip-peers", action="store_true", help="Only this project and raw.")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per phase (pypaimon: 1); the fastest counts"
@@ -447,49 +394,56 @@ def main() -> None:
     if args.phase:
         run_phase(args.phase, args.data, args.memory_rows)
         return
-    peers_python = None if args.skip_peers else ensure_peers_venv()
+    order = ORDER
+    if args.only:
+        unknown = set(args.only) - set(order)
+        if unknown:
+            parser.error(f"unknown phase(s) {sorted(unknown)}; phases are {order}")
+        order = [name for name in order if name in args.only]
+    run_peers = not args.skip_peers and any(name in PEER_PHASES for name in order)
+    peers_python = ensure_peers_venv() if run_peers else None
+    load_before = os.getloadavg()[0]
     data = Path(tempfile.mkdtemp(prefix="bench-peers-data-"))
     results: dict[str, Any] = {}
+    want: tuple[int, float] | None = None
     try:
         print(f"generating {args.rows:,} rows + {BATCHES} upsert batches in {data}", flush=True)
         generate(data, args.rows)
-        order = ["raw_write", "dts_write", "dts_write_snappy", "paimon_write", "delta_write"]
-        order += ["raw_read", "dts_read", "dts_read_dv"]
-        order += [
-            "paimon_read",
-            "delta_read",
-            "dts_changes",
-            "dts_changes_diff",
-            "dts_changes_lookup",
-        ]
-        order += ["dts_compact"]
-        order += ["dts_memory"]
-        if args.only:
-            unknown = set(args.only) - set(order)
-            if unknown:
-                parser.error(f"unknown phase(s) {sorted(unknown)}; phases are {order}")
-            order = [name for name in order if name in args.only]
+        want = expected(data)
         for i, name in enumerate(order, 1):
             peer = name in PEER_PHASES
             if peer and peers_python is None:
                 continue
             print(f"[{i}/{len(order)}] {name}", flush=True)
             python = str(peers_python) if peer else sys.executable
-            # pypaimon is ~30x slower: one run is enough to compare against it
-            rounds = 1 if name.startswith("paimon") or name == "dts_memory" else args.repeat
+            rounds = 1 if name in ONCE else args.repeat
             runs = [child(python, name, data, args.memory_rows) for _ in range(rounds)]
             results[name] = best_of(runs)
     except KeyboardInterrupt:
         print("interrupted; writing what was measured", flush=True)
     finally:
         shutil.rmtree(data, ignore_errors=True)
-    summary = report(results, args)
+    problems = check(results, want)
+    summary = report(results, args, problems)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"rows": args.rows, "memory_rows": args.memory_rows, "buckets": BUCKETS}
+    doc: dict[str, Any] = {"rows": args.rows, "memory_rows": args.memory_rows, "buckets": BUCKETS}
     doc["repeat"] = args.repeat
-    doc |= {"results": results, "summary": summary}
+    doc["finished"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    doc["argv"] = sys.argv[1:]
+    doc["load"] = {"before": load_before, "after": os.getloadavg()[0], "cores": os.cpu_count()}
+    doc["versions"] = {"dts": {"commit": commit(), **versions(sys.executable, ["pyarrow"])}}
+    if peers_python is not None:
+        doc["versions"]["peers"] = versions(str(peers_python), PEER_DISTRIBUTIONS)
+    if want is not None:
+        doc["expected"] = {"rows": want[0], "amount_sum": want[1]}
+    doc |= {"problems": problems, "results": results, "summary": summary}
     args.out.write_text(json.dumps(doc, indent=2))
     print(f"results written to {args.out}")
+    if args.readme is not None:
+        update_readme(args.readme, markdown(doc))
+        print(f"updated {args.readme}")
+    if problems:
+        sys.exit("reads disagree with the input: " + "; ".join(problems))
 
 
 if __name__ == "__main__":

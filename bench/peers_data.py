@@ -4,11 +4,13 @@ the standard library at module level: the peers' interpreter imports it too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 BUCKETS = 4
 BATCHES = 5
+WARMUP_ROWS = 1_000
 
 
 def generate(data_dir: Path, rows: int) -> None:
@@ -47,3 +49,31 @@ def load(data_dir: Path, name: str) -> Any:
 
 def batches(data_dir: Path) -> list[Any]:
     return [load(data_dir, f"upsert-{i}.parquet") for i in range(BATCHES)]
+
+
+def expected(data_dir: Path) -> tuple[int, float]:
+    """Row count and ``sum(amount)`` a merge-read must return: the last write of each key
+    wins. Every system's read is checked against these."""
+    import numpy as np
+
+    tables = [load(data_dir, "base.parquet"), *batches(data_dir)]
+    keys = np.concatenate([t["id"].to_numpy() for t in tables])
+    amounts = np.concatenate([t["amount"].to_numpy() for t in tables])
+    # np.unique on the reversed keys finds each key's first position there: its last write
+    _, last = np.unique(keys[::-1], return_index=True)
+    return len(last), float(amounts[::-1][last].sum())
+
+
+def read_result(table: Any) -> dict[str, Any]:
+    """What a read phase reports of the table it read: rows and ``sum(amount)`` (computed
+    after the timed read), for the check against :func:`expected`."""
+    import pyarrow.compute as pc
+
+    return {"rows": table.num_rows, "amount_sum": pc.sum(table["amount"]).as_py() or 0.0}
+
+
+def warmup(data: Any, work: Path, write: Callable[[Any, Path], object]) -> None:
+    """One small write into a throwaway table first, for every system alike: the timed
+    write then measures throughput, not one-time start-up (lazy imports, first calls)."""
+    (work / "warmup").mkdir()
+    write(data.slice(0, WARMUP_ROWS), work / "warmup")

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# parts that also regenerate their results section of bench/README.md (the section is the
+# last full run's: a `make bench` rewrites it, a module run by hand leaves it alone)
+README_PARTS = {"peers"}
 
 
 def main() -> None:
@@ -33,6 +36,8 @@ def main() -> None:
         print(f"\n=== [{i}/{len(modules)}] {part} (rows={args.rows:,}) -> {out}", flush=True)
         started = time.monotonic()
         cmd = [sys.executable, "-m", f"bench.{mod}", "--rows", str(args.rows), "--out", str(out)]
+        if part in README_PARTS:
+            cmd += ["--readme", str(HERE / "README.md")]
         code = subprocess.call(cmd, cwd=HERE.parent)
         print(f"=== {part}: exit {code} in {time.monotonic() - started:.1f}s", flush=True)
         if code != 0:
