@@ -399,7 +399,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--batch-rows", type=int, default=1_000_000)
     ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
-    ap.add_argument("--repeat", type=int, default=2, help="read phases keep the fastest of N")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="read phases keep the fastest of N (every system)"
+    )
     ap.add_argument("--setup", action=argparse.BooleanOptionalAction, default=True,
                     help="create the peer venv and fetch jars when missing (--no-setup: "
                     "run only the systems already set up)")  # fmt: skip
