@@ -18,7 +18,8 @@ COPY pyproject.toml README.md ./
 COPY logstore ./logstore
 COPY filestore ./filestore
 COPY bridge ./bridge
-RUN pip install '.[postgres]'
+# every role of the stack: worker, MetaService on PostgreSQL, exporter, Spark (pyproject.toml)
+RUN pip install '.[all]'
 
 # An unprivileged user owning the warehouse mount point (named volumes inherit it).
 RUN useradd --create-home --uid 10001 dts \

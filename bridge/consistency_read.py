@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from bridge.meta.client import MetaClient
 from bridge.meta.consistency import consistent_version
 from bridge.meta.filestore_source import FileStoreBarriers
-from bridge.meta.models import (
+from bridge.meta.versions import (
     ConsistencyMode,
     ConsistentVersion,
     TableVersion,
@@ -54,6 +53,10 @@ def resolve_version(
     mode = ConsistencyMode(mode)
     names = [normalize_table_name(t) for t in tables]
     if meta_url:
+        # the MetaService's client (httpx, pydantic) only when one is asked: without it the
+        # answer comes from the snapshots, on a driver with dynamic-table-storage[spark] only
+        from bridge.meta.client import MetaClient
+
         with MetaClient(meta_url) as client:
             return client.consistent_version(names, mode)
     if catalog is None:

@@ -10,61 +10,14 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("filestore", "logstore", "bridge")
+from tests.module_imports import MODULES, PACKAGES, ROOT
+from tests.module_imports import imports as _imports
+
 MAX_LINES = 500
 RULE = re.compile(r"Imports within bridge: ([^\n]+?)\.\n")
-
-
-def _modules() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
-    return found
-
-
-MODULES = _modules()
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imports(module: str, top_level_only: bool) -> Iterator[str]:
-    """The project modules ``module`` imports: all of them, or only those a plain
-    ``import module`` runs (neither inside a function nor under TYPE_CHECKING)."""
-    tree = ast.parse(MODULES[module].read_text())
-    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if top_level_only and (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            or (isinstance(node, ast.If) and _is_type_checking(node))
-        ):
-            continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            yield base
-            # `from bridge.spark import options` imports the module bridge.spark.options
-            yield from (f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES)
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def _part(module: str) -> str:

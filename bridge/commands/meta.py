@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from pydantic import TypeAdapter
 
 from bridge.commands.signals import sigterm_as_interrupt
 from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
@@ -80,11 +81,12 @@ def _run(fn: Callable[[], Any]) -> Any:
         raise click.ClickException(f"{e.code}: {e.message}{hint}") from None
 
 
+_ANY: TypeAdapter[Any] = TypeAdapter(Any)
+
+
 def _print(obj: Any, as_json: bool) -> None:
-    if isinstance(obj, list):
-        data = [o.model_dump(mode="json") for o in obj]
-    else:
-        data = obj.model_dump(mode="json")
+    # the API models and the consistent version (a dataclass) alike, enums as their values
+    data = _ANY.dump_python(obj, mode="json")
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

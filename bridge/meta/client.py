@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+from pydantic import TypeAdapter
 
 from bridge.meta.auth import ADMIN_TOKEN_ENV, JOB_HEADER, TOKEN_ENV
 from bridge.meta.errors import ERRORS_BY_CODE, InvalidRequest, MetaError, MetaUnavailable
@@ -38,6 +39,8 @@ from bridge.meta.models import (
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8765"
+# a dataclass (bridge.meta.versions), validated as the API models are
+_CONSISTENT_VERSION = TypeAdapter(ConsistentVersion)
 
 
 class MetaClient:
@@ -228,7 +231,7 @@ class MetaClient:
         self, tables: Sequence[str], mode: ConsistencyMode | str = ConsistencyMode.STRONG
     ) -> ConsistentVersion:
         params = {"tables": list(tables), "mode": ConsistencyMode(mode).value}
-        return ConsistentVersion.model_validate(
+        return _CONSISTENT_VERSION.validate_python(
             self._call("GET", "/consistent-version", params=params)
         )
 

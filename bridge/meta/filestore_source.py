@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bridge.meta.consistency import BarrierPoint
-from bridge.meta.models import normalize_table_name
+from bridge.meta.versions import normalize_table_name
 from filestore import Catalog
 from filestore.snapshot import barrier_snapshots
 

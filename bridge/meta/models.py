@@ -8,23 +8,17 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-DEFAULT_DATABASE = "default"
+# The consistent-version values are plain dataclasses (no pydantic) in bridge.meta.versions,
+# so that a consistent read without the MetaService needs no pydantic; re-exported here.
+from bridge.meta.versions import TABLE_PATTERN as TABLE_PATTERN
+from bridge.meta.versions import ConsistencyMode as ConsistencyMode
+from bridge.meta.versions import ConsistentVersion as ConsistentVersion
+from bridge.meta.versions import TableVersion as TableVersion
+from bridge.meta.versions import normalize_table_name as normalize_table_name
+
 MAX_INT64 = 2**53 - 1  # the JSON-safe integer range; barrier ids are epoch ms
-# db and table parts at most 127 characters each, so "default." + table still fits 255
-TABLE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,126}(\.[A-Za-z0-9_][A-Za-z0-9_\-]{0,126})?$"
 JOB_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$"
-_TABLE_RE = re.compile(TABLE_PATTERN)
 _JOB_ID_RE = re.compile(JOB_ID_PATTERN)
-
-
-def normalize_table_name(name: str) -> str:
-    """``t1`` -> ``default.t1``; ``db.t1`` stays. Raises ValueError naming the rule broken."""
-    if not isinstance(name, str) or not (1 <= len(name) <= 255) or not _TABLE_RE.match(name):
-        raise ValueError(
-            f"invalid table name {name!r}: expected 'db.table' or 'table' "
-            "(letters, digits, '_' and '-', each part at most 127 characters)"
-        )
-    return name if "." in name else f"{DEFAULT_DATABASE}.{name}"
 
 
 def _check_job_id(job_id: str) -> str:
@@ -165,35 +159,6 @@ class TableStatus(_Model):
     flusher_job_id: str | None = Field(None, description="the running flusher")
     upstream: list[str]
     downstream: list[str]
-
-
-class ConsistencyMode(StrEnum):
-    STRONG = "strong"
-    WEAK = "weak"
-
-
-class TableVersion(_Model):
-    """One table's part of a consistent version."""
-
-    table: str
-    listed: bool = Field(
-        description="False for a table included because it lies between listed ones"
-    )
-    barrier: int | None = Field(description="the barrier to read the table at")
-    snapshot_id: int | None = Field(description="the table's snapshot at that barrier")
-    latest_barrier: int | None
-    latest_snapshot_id: int | None
-    behind_ms: int | None = Field(description="latest_barrier - barrier: newer data not read")
-    lag_ms: int | None = Field(description="newest latest_barrier of all tables - this table's")
-
-
-class ConsistentVersion(_Model):
-    mode: ConsistencyMode
-    barrier: int | None = Field(description="strong: the common barrier; weak: None")
-    tables: list[TableVersion]
-    held_back_by: str | None = Field(description="the table whose progress limits the answer")
-    holdback_ms: int = Field(description="how far the answer is behind the newest table (ms)")
-    message: str
 
 
 class LineageEdge(_Model):

@@ -11,10 +11,11 @@ from sqlalchemy.engine import Connection, Engine
 
 from bridge.meta import graph
 from bridge.meta.barrier_store import DbBarriers, known_tables, require_tables
-from bridge.meta.consistency import consistent_version, trace_lag
+from bridge.meta.consistency import consistent_version
 from bridge.meta.db import barriers_t, flushers_t, job_tables_t, jobs_t, writers_t
 from bridge.meta.errors import InvalidRequest
 from bridge.meta.job_store import JobRegistry, lineage_edges
+from bridge.meta.lag_trace import trace_lag
 from bridge.meta.models import (
     ConsistencyMode,
     ConsistentVersion,

@@ -1,4 +1,5 @@
-"""docker-compose.yml and the Dockerfile: schema-valid, complete, no secrets in the file.
+"""docker-compose.yml and the Dockerfile: schema-valid, complete, no secrets in the file;
+docker-compose.cluster.yml: the same stack on three Kafka nodes, as `dts broker --nodes 3`.
 
 No Docker engine runs here; `docker compose config` validates against the Compose
 specification without one. The validator is the Docker CLI's compose plugin when present,
@@ -19,6 +20,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 COMPOSE = REPO / "docker-compose.yml"
+CLUSTER = REPO / "docker-compose.cluster.yml"  # an override: merged over COMPOSE
+KAFKA_NODES = {"kafka": 1, "kafka-2": 2, "kafka-3": 3}  # service: node id
 SECRETS = {"POSTGRES_PASSWORD": "test-pg-secret", "GRAFANA_ADMIN_PASSWORD": "test-gf-secret"}
 DTS_SERVICES = {"worker", "meta", "exporter", "spark"}
 
@@ -43,19 +46,22 @@ def compose_cli() -> list[str]:
     )
 
 
-def run_config(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_config(
+    env: dict[str, str], tmp_path: Path, files: tuple[Path, ...] = (COMPOSE,)
+) -> subprocess.CompletedProcess[str]:
     empty_env_file = tmp_path / "empty.env"  # ignore a developer's .env
     empty_env_file.write_text("")
-    clean = {
-        k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("COMPOSE_")
+    clean = {  # nor a developer's KAFKA_PORT or KAFKA_VERSION: the files' defaults are tested
+        k: v
+        for k, v in os.environ.items()
+        if k not in SECRETS and not k.startswith(("COMPOSE_", "KAFKA_"))
     }
     return subprocess.run(
         [
             *compose_cli(),
             "--env-file",
             str(empty_env_file),
-            "-f",
-            str(COMPOSE),
+            *(arg for f in files for arg in ("-f", str(f))),
             "config",
             "--format",
             "json",
@@ -71,6 +77,15 @@ def run_config(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
     run = run_config(SECRETS, tmp_path_factory.mktemp("compose"))
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
+    """docker-compose.yml with docker-compose.cluster.yml over it, as `docker compose -f
+    docker-compose.yml -f docker-compose.cluster.yml up` merges them."""
+    run = run_config(SECRETS, tmp_path_factory.mktemp("compose"), (COMPOSE, CLUSTER))
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)  # type: ignore[no-any-return]
 
@@ -174,8 +189,9 @@ def test_prometheus_scrapes_the_compose_services_on_their_ports(config: dict) ->
         assert f"--port={port}" in config["services"][service]["command"]
 
 
-def test_no_secret_is_written_in_the_file() -> None:
-    doc = yaml.safe_load(COMPOSE.read_text())
+@pytest.mark.parametrize("path", [COMPOSE, CLUSTER], ids=lambda p: p.name)
+def test_no_secret_is_written_in_the_file(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
     for name, service in doc["services"].items():
         for key, value in (service.get("environment") or {}).items():
             if re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", key):
@@ -208,3 +224,83 @@ def test_dockerfile_builds_the_dts_image_from_the_repo() -> None:
     assert re.search(r"^USER\s+dts$", text, re.M), "the image must not run as root"
     assert 'ENTRYPOINT ["dts"]' in text
     assert "openjdk-17" in text  # PySpark needs Java 17
+
+
+def test_the_cluster_override_adds_two_kafka_nodes_to_the_same_stack(
+    config: dict,  # type: ignore[type-arg]
+    cluster: dict,  # type: ignore[type-arg]
+) -> None:
+    assert set(cluster["services"]) == set(config["services"]) | {"kafka-2", "kafka-3"}
+    assert {"kafka-2-data", "kafka-3-data"} <= set(cluster["volumes"])
+    for name in KAFKA_NODES:
+        node = cluster["services"][name]
+        assert node["healthcheck"]["test"] and node["restart"] == "unless-stopped", name
+        mounts = {(v["type"], v["source"], v["target"]) for v in node["volumes"]}
+        assert mounts == {("volume", f"{name}-data", "/var/lib/kafka/data")}, name
+
+
+def test_the_three_nodes_form_one_kraft_quorum(cluster: dict) -> None:  # type: ignore[type-arg]
+    from logstore.broker import KAFKA_VERSION
+
+    envs = {name: cluster["services"][name]["environment"] for name in KAFKA_NODES}
+    voters = ",".join(f"{i}@{name}:9093" for name, i in KAFKA_NODES.items())
+    for name, env in envs.items():
+        assert cluster["services"][name]["image"] == f"apache/kafka:{KAFKA_VERSION}"
+        assert env["KAFKA_NODE_ID"] == str(KAFKA_NODES[name])
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # each a voter
+        assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == voters
+        assert "CONTROLLER://:9093" in env["KAFKA_LISTENERS"]
+    # one cluster: the storage of every node formatted with the same id
+    assert len({env["CLUSTER_ID"] for env in envs.values()}) == 1
+
+
+def test_each_node_is_reachable_from_the_containers_and_the_host(
+    cluster: dict,  # type: ignore[type-arg]
+) -> None:
+    published = set()
+    for name in KAFKA_NODES:
+        node = cluster["services"][name]
+        (port,) = node["ports"]
+        assert port["host_ip"] == "127.0.0.1" and port["target"] == 29092
+        published.add(port["published"])
+        advertised = node["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(",")
+        assert advertised == [
+            f"PLAINTEXT://{name}:9092",
+            f"HOST://127.0.0.1:{port['published']}",
+        ]
+    assert published == {"29092", "29093", "29094"}
+
+
+def test_replication_agrees_with_the_clusters_the_tests_run(
+    cluster: dict,  # type: ignore[type-arg]
+) -> None:
+    """The settings `dts broker --nodes 3` (logstore.cluster.KafkaCluster) gives each node:
+    three replicas, a majority (2) in sync, for topics, offsets and transaction state."""
+    from logstore.broker import server_properties
+
+    text = server_properties(9092, 9093, Path("/data"), node_id=1, voters="1@x:9093", replicas=3)
+    props = dict(line.split("=", 1) for line in text.splitlines())
+    keys = [
+        "default.replication.factor",
+        "min.insync.replicas",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "group.initial.rebalance.delay.ms",
+    ]
+    assert (props["default.replication.factor"], props["min.insync.replicas"]) == ("3", "2")
+    for name in KAFKA_NODES:
+        env = cluster["services"][name]["environment"]
+        got = {key: env["KAFKA_" + key.replace(".", "_").upper()] for key in keys}
+        assert got == {key: props[key] for key in keys}, name
+
+
+def test_dts_services_bootstrap_from_every_node(cluster: dict) -> None:  # type: ignore[type-arg]
+    nodes = {f"{name}:9092" for name in KAFKA_NODES}
+    for name in DTS_SERVICES:
+        service = cluster["services"][name]
+        assert set(service["environment"]["DTS_BOOTSTRAP"].split(",")) == nodes, name
+    for name in ("worker", "spark"):  # the Kafka clients wait for every node
+        depends = cluster["services"][name]["depends_on"]
+        assert set(KAFKA_NODES) <= set(depends), name
+        assert all(depends[n]["condition"] == "service_healthy" for n in KAFKA_NODES)
