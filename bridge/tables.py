@@ -51,7 +51,7 @@ def log_spec_for(table: Table) -> LogSpec:
         consistency=opts.log_consistency,
         changelog_mode=opts.log_changelog_mode,
         retention_ms=int(opts.log_retention_ms),
-        replication_factor=int(topic["replication_factor"] or 1),
+        replication_factor=topic["replication_factor"],
         min_insync_replicas=topic["min_insync_replicas"],
     )
 

@@ -32,8 +32,9 @@ class LogSpec:
     ``primary_key`` empty means the table has none; its Kafka key is then the whole row.
     ``changelog_mode="auto"`` resolves to ``upsert`` with a primary key, ``all`` without.
     ``replication_factor`` and ``min_insync_replicas`` are used when the topic is created
-    (table options ``log.replication-factor``, default 1 for the single-node dev broker,
-    and ``log.min-insync-replicas``; see ``topic_settings``).
+    (table options ``log.replication-factor`` and ``log.min-insync-replicas``, by default
+    the cluster's own ``default.replication.factor`` and ``min.insync.replicas``; see
+    ``topic_settings``).
     """
 
     topic: str
@@ -43,7 +44,7 @@ class LogSpec:
     consistency: str = "transactional"
     changelog_mode: str = "auto"
     retention_ms: int | None = None
-    replication_factor: int = 1
+    replication_factor: int | None = None
     min_insync_replicas: int | None = None
     decimal_mode: str = "string"
 
@@ -52,12 +53,11 @@ class LogSpec:
             raise LogSpecError("a log needs a topic name")
         if self.buckets < 1:
             raise LogSpecError(f"{self.topic}: buckets must be >= 1, got {self.buckets}")
-        if self.replication_factor < 1:
-            raise LogSpecError(
-                f"{self.topic}: log.replication-factor must be >= 1, got {self.replication_factor}"
-            )
+        rf = self.replication_factor
+        if rf is not None and rf < 1:
+            raise LogSpecError(f"{self.topic}: log.replication-factor must be >= 1, got {rf}")
         if self.min_insync_replicas is not None and not (
-            1 <= self.min_insync_replicas <= self.replication_factor
+            1 <= self.min_insync_replicas <= (rf if rf is not None else self.min_insync_replicas)
         ):
             raise LogSpecError(
                 f"{self.topic}: log.min-insync-replicas must be between 1 and "
@@ -114,8 +114,9 @@ class LogSpec:
 def topic_settings(options: Mapping[str, str]) -> dict[str, int | None]:
     """``LogSpec`` topic keywords from table options (``LogSpec(..., **topic_settings(opts))``).
 
-    ``log.replication-factor`` (default 1: the embedded broker has one node; use 3 on a
-    production Kafka cluster) and ``log.min-insync-replicas`` (default: the broker's).
+    ``log.replication-factor`` and ``log.min-insync-replicas``, each None when unset: the
+    topic then gets the cluster's ``default.replication.factor`` and ``min.insync.replicas``
+    (a fixed 1 failed every write on a cluster whose brokers require 2 in-sync replicas).
     """
 
     def parse(key: str) -> int | None:
@@ -129,6 +130,6 @@ def topic_settings(options: Mapping[str, str]) -> dict[str, int | None]:
 
     rf = parse("log.replication-factor")
     return {
-        "replication_factor": 1 if rf is None else rf,
+        "replication_factor": rf,
         "min_insync_replicas": parse("log.min-insync-replicas"),
     }

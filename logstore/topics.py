@@ -85,12 +85,16 @@ def create_topic(
     topic: str,
     partitions: int,
     config: dict[str, str],
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
 ) -> bool:
-    """Create ``topic``; returns False when it already existed."""
+    """Create ``topic`` (``replication_factor`` None: the cluster's default); returns False
+    when it already existed."""
     admin = admin_client(bootstrap)
     new = NewTopic(
-        topic, num_partitions=partitions, replication_factor=replication_factor, config=config
+        topic,
+        num_partitions=partitions,
+        replication_factor=-1 if replication_factor is None else replication_factor,
+        config=config,
     )
     futures = admin.create_topics(
         [new],
@@ -102,7 +106,7 @@ def create_topic(
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
         hint = ""
-        if exc.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR:
+        if exc.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR and replication_factor:
             hint = (
                 f" (replication factor {replication_factor}: the cluster has fewer brokers; "
                 "lower the table option log.replication-factor)"

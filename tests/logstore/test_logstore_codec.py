@@ -123,7 +123,7 @@ def test_spec_validation() -> None:
 
 
 def test_topic_settings_from_table_options() -> None:
-    assert topic_settings({}) == {"replication_factor": 1, "min_insync_replicas": None}
+    assert topic_settings({}) == {"replication_factor": None, "min_insync_replicas": None}
     got = topic_settings({"log.replication-factor": "3", "log.min-insync-replicas": " 2 "})
     assert got == {"replication_factor": 3, "min_insync_replicas": 2}
     assert LogSpec("t", PK_SCHEMA, ["id"], 1, **got).replication_factor == 3

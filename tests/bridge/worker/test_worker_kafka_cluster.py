@@ -169,11 +169,17 @@ def _latency(producer: BackgroundProducer, committed: Callable[[], int | None]) 
     return time.monotonic() - t0
 
 
-def test_topics_are_replicated_on_every_node(cluster: KafkaCluster, warehouse: Path) -> None:
+@pytest.mark.parametrize("options", [REPLICATED, {}], ids=["table-options", "cluster-default"])
+def test_topics_are_replicated_on_every_node(
+    cluster: KafkaCluster, warehouse: Path, options: dict[str, str]
+) -> None:
+    """With the table's replication options, and without them: the cluster's own default
+    (a fixed factor of 1 failed every write where brokers require 2 in-sync replicas)."""
     from confluent_kafka.admin import AdminClient
 
-    table = create_table(warehouse, buckets=2, options=REPLICATED)
+    table = create_table(warehouse, buckets=2, options=options)
     writer = log_writer(table, cluster.bootstrap)
+    writer.barrier()  # a transactional write the in-sync replicas acknowledge
     writer.close(final_barrier=False)
     topic = table.options.log_topic(table.name)
     meta = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic, timeout=10)
