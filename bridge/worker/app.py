@@ -16,8 +16,10 @@ from bridge.meta.client import MetaClient
 from bridge.worker.config import WorkerConfig
 from bridge.worker.dataplane import DataPlane
 from bridge.worker.fetch import LogFetcher
+from bridge.worker.log_repeats import limit_repeats
 from bridge.worker.meta_link import MetaLink
 from bridge.worker.metrics import WorkerMetrics
+from bridge.worker.reachability import LogReachability
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
 from bridge.worker.table_worker import BarrierListener, TableWorker
@@ -52,6 +54,7 @@ class WorkerApp(faust.App):
 def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) -> WorkerApp:
     """Build the worker app. ``tables`` defaults to the catalog's tables (or
     ``config.tables``) bound to the real FileStore and LogStore."""
+    limit_repeats()  # aiokafka logs each reconnect of an outage: one line a minute
     metrics = WorkerMetrics(job=config.group)
     status = WorkerStatus(job=config.group)
     meta = _meta_link(config, metrics)
@@ -70,6 +73,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         queue_batches=config.fetch_queue_batches,
         prefetch_kbytes=config.prefetch_kbytes,
         client_config=client_settings(),
+        link=LogReachability(config.bootstrap, metrics, status.log),
     )
     runtime = WorkerRuntime(tables, metrics, status, fetcher)
 
@@ -87,7 +91,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         broker_session_timeout=config.session_timeout_s,
         broker_heartbeat_interval=config.heartbeat_interval_s,
         broker_rebalance_timeout=config.rebalance_timeout_s,
-        broker_request_timeout=max(config.session_timeout_s + 4, 10.0),
+        broker_request_timeout=config.request_timeout_s,
         # Faust's consumer only coordinates: it pauses every partition it is assigned,
         # so at most one small fetch per partition happens before the pause
         consumer_max_fetch_size=1024,

@@ -163,14 +163,38 @@ class TableStatus:
 
 
 @dataclass
+class LogLinkStatus:
+    """Whether the worker reaches the Kafka log (``/status`` field ``log``); kept by
+    ``bridge.worker.reachability.LogReachability``."""
+
+    reachable: bool = True
+    unreachable_since_ms: int | None = None
+    last_error: str | None = None
+    outages: int = 0
+
+    def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        since = self.unreachable_since_ms
+        return {
+            "reachable": self.reachable,
+            "unreachable_since_ms": since,
+            "unreachable_for_s": None if since is None else round((now_ms - since) / 1000, 1),
+            "last_error": self.last_error,
+            "outages": self.outages,
+        }
+
+
+@dataclass
 class WorkerStatus:
     job: str
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     tables: dict[str, TableStatus] = field(default_factory=dict)
+    log: LogLinkStatus = field(default_factory=LogLinkStatus)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.job,
             "started_ms": self.started_ms,
+            "log": self.log.to_json(),
             "tables": {name: t.to_json() for name, t in sorted(self.tables.items())},
         }
