@@ -19,6 +19,7 @@ from bridge.worker.fetch import LogFetcher
 from bridge.worker.log_repeats import limit_repeats
 from bridge.worker.meta_link import MetaLink
 from bridge.worker.metrics import WorkerMetrics
+from bridge.worker.ownership import OwnershipQueue
 from bridge.worker.reachability import LogReachability
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
@@ -47,8 +48,10 @@ class WorkerApp(faust.App):
     def _new_transport(self) -> Any:
         return DtsTransport(self.conf.broker_consumer, self)
 
-    def resume_hook(self, assigned: Set[TP], generation: int) -> dict[TP, int]:
-        return dict(self.runtime.on_assigned(assigned, generation))
+    ownership: OwnershipQueue
+
+    def resume_hook(self, assigned: Set[TP], generation: int) -> None:
+        self.ownership.assigned(assigned, generation)
 
 
 def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) -> WorkerApp:
@@ -98,6 +101,8 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         **faust_settings(),  # SASL/SSL of a secured cluster (DTS_KAFKA_CONFIG)
     )
     app.runtime, app.metrics, app.status = runtime, metrics, status
+    app.ownership = ownership = OwnershipQueue(runtime)
+    runtime.superseded = ownership.superseded
     # Faust batches topic changes for 45 s before resubscribing; new tables should not wait
     app.topics._resubscribe_sleep_lock_seconds = config.resubscribe_delay_s  # type: ignore[attr-defined]
 
@@ -118,6 +123,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     plane = DataPlane(runtime, fetcher, on_prepared, on_fatal)
 
     async def start_plane() -> None:
+        ownership.start()
         plane.start()
 
     app.task(start_plane)
@@ -146,7 +152,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
 
     async def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         revoked: Set[TP] = args[0] if args else kwargs.get("revoked", set())
-        runtime.on_revoked(revoked)
+        ownership.revoked(revoked)
 
     # mode's stubs want a positional-only sender; Faust calls (sender, revoked, signal=...)
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
@@ -172,8 +178,9 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     app.timer(config.status_poll_s, name="dts-status")(status_tick)
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        await asyncio.to_thread(ownership.stop)
         await asyncio.to_thread(plane.stop)
-        runtime.close()
+        await asyncio.to_thread(runtime.close)
         if meta is not None:
             await asyncio.to_thread(meta.close)
 

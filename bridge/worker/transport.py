@@ -7,7 +7,8 @@ poll loop idles inside aiokafka's fetch context (which keeps
 ``max.poll.interval`` satisfied). Records are fetched in bulk by
 ``bridge.worker.fetch.LogFetcher`` instead. After each rebalance Faust calls
 ``perform_seek``; the worker then positions its bulk fetcher where each table's
-latest snapshot says its buckets resume (the ``resume_hook``).
+latest snapshot says its buckets resume (the ``resume_hook``, applied off the event
+loop by ``bridge.worker.ownership``).
 
 With every broker down, aiokafka's fetcher asks for a metadata update whenever an
 assigned partition has no known leader, paused ones included, and a failed update
@@ -20,14 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Set
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-# called with the assigned partitions and the consumer generation; returns where they resume
-ResumeHook = Callable[[Set[TP], int], Mapping[TP, int]]
+# called with the assigned partitions and the consumer generation; must not block
+ResumeHook = Callable[[Set[TP], int], object]
 
 # longest idle wait of Faust's poll loop: short, so rebalances are not held up
 _IDLE_POLL_S = 0.2
@@ -110,14 +111,14 @@ class DtsConsumer(faust_aiokafka.Consumer):
         return DtsConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def perform_seek(self) -> None:
+        """Hand the current assignment to the worker (the ``resume_hook``), which applies
+        it in its own thread (``bridge.worker.ownership``): Faust waits for a seek only
+        so long before its recovery service gives up for good."""
         hook: ResumeHook | None = getattr(self.app, "resume_hook", None)
         if hook is None:
             await super().perform_seek()
             return
-        # reads each table's latest snapshot: off the event loop
-        await asyncio.to_thread(
-            hook, set(self.assignment()), int(self.app.consumer_generation_id or 0)
-        )
+        hook(set(self.assignment()), int(self.app.consumer_generation_id or 0))
 
 
 class DtsTransport(faust_aiokafka.Transport):

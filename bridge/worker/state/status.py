@@ -121,6 +121,8 @@ class TableStatus:
     last_barrier_committed: int | None = None
     last_commit_ms: int | None = None
     committer: bool = False
+    # the committer's oldest pending barrier and the buckets that have not prepared it
+    commit_waits_for: tuple[int, list[int]] | None = None
     dlq_records: int = 0
     buckets: dict[int, BucketStatus] = field(default_factory=dict)
     health: TableHealth = field(default_factory=TableHealth)
@@ -146,6 +148,14 @@ class TableStatus:
             "topic": self.topic,
             "buckets_total": self.num_buckets,
             "committer": self.committer,
+            "commit_waits_for": (
+                None
+                if self.commit_waits_for is None or not self.committer
+                else {
+                    "barrier": self.commit_waits_for[0],
+                    "missing_buckets": self.commit_waits_for[1],
+                }
+            ),
             "last_barrier_seen": self.last_barrier_seen,
             "last_barrier_committed": self.last_barrier_committed,
             "last_commit_ms": self.last_commit_ms,
