@@ -200,7 +200,7 @@ class WorkerProc:
 
 
 def start_worker(
-    warehouse: Path,
+    warehouse: Path | str,
     bootstrap: str,
     tables: list[str],
     group: str,
@@ -237,12 +237,25 @@ def start_worker(
 
 
 class BackgroundProducer:
-    """Closes a barrier with ``rows`` random changes every ``pause_s`` until stopped."""
+    """Closes a barrier with ``rows`` random changes every ``pause_s`` until stopped.
 
-    def __init__(self, writer: LogWriter, log: Changelog, rows: int, pause_s: float) -> None:
+    ``followers`` (writer, changelog) write their own changes and close each barrier with
+    the same id right after ``writer``, as tables fed by one source do: tables that can be
+    read together at any barrier both completed.
+    """
+
+    def __init__(
+        self,
+        writer: LogWriter,
+        log: Changelog,
+        rows: int,
+        pause_s: float,
+        followers: list[tuple[LogWriter, Changelog]] | None = None,
+    ) -> None:
         import threading
 
         self.writer, self.log, self.rows, self.pause_s = writer, log, rows, pause_s
+        self.followers = followers or []
         self.barriers: list[int] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -251,7 +264,12 @@ class BackgroundProducer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self.barriers += produce(self.writer, self.log, 1, self.rows)
+                for w, log in self.followers:
+                    w.write(log.batch(self.rows))
+                [barrier] = produce(self.writer, self.log, 1, self.rows)
+                for w, log in self.followers:
+                    log.close_barrier(w.barrier(barrier))
+                self.barriers.append(barrier)
                 self._stop.wait(self.pause_s)
         except BaseException as exc:  # surfaced by stop()
             self.error = exc
