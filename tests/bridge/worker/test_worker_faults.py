@@ -165,9 +165,11 @@ def test_taking_buckets_slower_than_faust_waits_for_a_seek(  # type: ignore[no-u
             barriers = producer.stop()
             wait_for(lambda: committed() == barriers[-1], 60, "every barrier", a)
         finally:
-            if b is not None:
-                b.stop()
-            code = a.stop()
+            try:
+                if b is not None:
+                    b.stop()
+            finally:
+                code = a.stop()
     writer.close(final_barrier=False)
     print(f"a took its buckets in {pause_s:g}s; alone again, a barrier in {latency:.1f}s")
     assert code == 0, a.tail()

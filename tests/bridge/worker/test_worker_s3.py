@@ -154,11 +154,13 @@ def test_two_workers_on_s3_one_killed_during_a_rebalance(  # type: ignore[no-unt
         )
         through_meta = _consistent_read_is_right(catalog, [orders, events], logs, meta.url)
     finally:
-        codes = _stop_all(workers)
-        for writer in writers:
-            writer.close(final_barrier=False)
-        meta_log = meta.log_path.read_text(errors="replace")
-        meta.stop()
+        try:
+            codes = _stop_all(workers)
+        finally:  # the MetaService too when a worker had to be killed
+            for writer in writers:
+                writer.close(final_barrier=False)
+            meta_log = meta.log_path.read_text(errors="replace")
+            meta.stop()
     print(
         ", ".join(f"{k} {v:.1f}s" for k, v in figures.items())
         + f"; {len(barriers)} barriers on S3",
