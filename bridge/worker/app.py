@@ -16,8 +16,11 @@ from bridge.meta.client import MetaClient
 from bridge.worker.config import WorkerConfig
 from bridge.worker.dataplane import DataPlane
 from bridge.worker.fetch import LogFetcher
+from bridge.worker.log_repeats import limit_repeats
 from bridge.worker.meta_link import MetaLink
 from bridge.worker.metrics import WorkerMetrics
+from bridge.worker.ownership import OwnershipQueue
+from bridge.worker.reachability import LogReachability
 from bridge.worker.runtime import WorkerRuntime
 from bridge.worker.state.status import WorkerStatus
 from bridge.worker.table_worker import BarrierListener, TableWorker
@@ -45,13 +48,16 @@ class WorkerApp(faust.App):
     def _new_transport(self) -> Any:
         return DtsTransport(self.conf.broker_consumer, self)
 
-    def resume_hook(self, assigned: Set[TP], generation: int) -> dict[TP, int]:
-        return dict(self.runtime.on_assigned(assigned, generation))
+    ownership: OwnershipQueue
+
+    def resume_hook(self, assigned: Set[TP], generation: int) -> None:
+        self.ownership.assigned(assigned, generation)
 
 
 def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) -> WorkerApp:
     """Build the worker app. ``tables`` defaults to the catalog's tables (or
     ``config.tables``) bound to the real FileStore and LogStore."""
+    limit_repeats()  # aiokafka logs each reconnect of an outage: one line a minute
     metrics = WorkerMetrics(job=config.group)
     status = WorkerStatus(job=config.group)
     meta = _meta_link(config, metrics)
@@ -70,6 +76,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         queue_batches=config.fetch_queue_batches,
         prefetch_kbytes=config.prefetch_kbytes,
         client_config=client_settings(),
+        link=LogReachability(config.bootstrap, metrics, status.log),
     )
     runtime = WorkerRuntime(tables, metrics, status, fetcher)
 
@@ -87,13 +94,15 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         broker_session_timeout=config.session_timeout_s,
         broker_heartbeat_interval=config.heartbeat_interval_s,
         broker_rebalance_timeout=config.rebalance_timeout_s,
-        broker_request_timeout=max(config.session_timeout_s + 4, 10.0),
+        broker_request_timeout=config.request_timeout_s,
         # Faust's consumer only coordinates: it pauses every partition it is assigned,
         # so at most one small fetch per partition happens before the pause
         consumer_max_fetch_size=1024,
         **faust_settings(),  # SASL/SSL of a secured cluster (DTS_KAFKA_CONFIG)
     )
     app.runtime, app.metrics, app.status = runtime, metrics, status
+    app.ownership = ownership = OwnershipQueue(runtime)
+    runtime.superseded = ownership.superseded
     # Faust batches topic changes for 45 s before resubscribing; new tables should not wait
     app.topics._resubscribe_sleep_lock_seconds = config.resubscribe_delay_s  # type: ignore[attr-defined]
 
@@ -114,6 +123,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     plane = DataPlane(runtime, fetcher, on_prepared, on_fatal)
 
     async def start_plane() -> None:
+        ownership.start()
         plane.start()
 
     app.task(start_plane)
@@ -142,7 +152,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
 
     async def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         revoked: Set[TP] = args[0] if args else kwargs.get("revoked", set())
-        runtime.on_revoked(revoked)
+        ownership.revoked(revoked)
 
     # mode's stubs want a positional-only sender; Faust calls (sender, revoked, signal=...)
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
@@ -168,8 +178,9 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
     app.timer(config.status_poll_s, name="dts-status")(status_tick)
 
     async def on_shutdown(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        await asyncio.to_thread(ownership.stop)
         await asyncio.to_thread(plane.stop)
-        runtime.close()
+        await asyncio.to_thread(runtime.close)
         if meta is not None:
             await asyncio.to_thread(meta.close)
 

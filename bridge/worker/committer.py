@@ -17,12 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from bridge.worker import faults
-from bridge.worker.alignment import next_committable, stale_barriers
+from bridge.worker.alignment import missing_buckets, next_committable, stale_barriers
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COMMIT_USER = "dts-worker"
+#: while a barrier waits for buckets: how often to look whether the table has it already
+RECHECK_S = 1.0
 
 
 class TableCommitLike(Protocol):
@@ -62,6 +64,8 @@ class TableCommitter:
         decode_message: Callable[[dict[str, Any]], Any],
         on_commit: CommitListener | None = None,
         snapshot_id_at: Callable[[int], int | None] | None = None,
+        recheck_s: float = RECHECK_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table = table
         self.num_buckets = num_buckets
@@ -73,26 +77,85 @@ class TableCommitter:
         self._snapshot_id_at = snapshot_id_at
         self.last_committed: int | None = commit.committed_identifier()
         self.waiting = False
+        # the oldest barrier some bucket prepared and the buckets it still waits for
+        self.waiting_for: tuple[int, list[int]] | None = None
+        self.stopping = False  # the worker stops: finish the commit under way, no more
+        self.recheck_s = recheck_s
+        self._clock = clock
+        self._recheck_at = 0.0
 
     def commit_ready(self) -> list[int]:
         """Commit every complete barrier in order; returns the barriers committed now."""
         prepared = self.store.barriers()
+        if prepared and next_committable(prepared, self.num_buckets, self.last_committed) is None:
+            self._recheck_committed()
         for barrier in stale_barriers(prepared, self.last_committed):
             self.store.drop(barrier)
             prepared.pop(barrier, None)
         done: list[int] = []
         while (
-            nxt := next_committable(prepared, self.num_buckets, self.last_committed)
-        ) is not None:
-            self._commit_one(nxt)
+            not self.stopping
+            and (nxt := next_committable(prepared, self.num_buckets, self.last_committed))
+            is not None
+        ):
+            records = self._read(nxt)
+            if records is None:
+                break
+            self._commit_one(nxt, records)
             prepared.pop(nxt, None)
             done.append(nxt)
         # some buckets prepared a barrier the others (on other workers) have not yet
         self.waiting = bool(prepared)
+        oldest = min(prepared, default=None)
+        self.waiting_for = (
+            None
+            if oldest is None
+            else (oldest, missing_buckets(prepared, oldest, self.num_buckets))
+        )
         return done
 
-    def _commit_one(self, barrier: int) -> None:
-        records = [self.store.get(barrier, b) for b in range(self.num_buckets)]
+    def _recheck_committed(self) -> None:
+        """While a barrier waits, look again (at most every ``recheck_s``) whether the
+        table has it already.
+
+        A committer starts with the table's last committed barrier, but the previous
+        owner of bucket 0 may still be finishing a commit then (its commit outlives the
+        rebalance that took the bucket away; on S3 it takes a second). Its barrier N is
+        committed, yet this worker's buckets, resumed from the snapshot before N,
+        prepare N again while the buckets that stayed with other workers never will:
+        without a second look N waited for them for good, and so did every barrier
+        after it."""
+        now = self._clock()
+        if now < self._recheck_at:
+            return
+        self._recheck_at = now + self.recheck_s
+        committed = self._commit.committed_identifier()
+        if committed is not None and (
+            self.last_committed is None or committed > self.last_committed
+        ):
+            log.info(
+                "table %s: barriers up to %d were committed by another committer",
+                self.table,
+                committed,
+            )
+            self.last_committed = committed
+
+    def _read(self, barrier: int) -> list[PreparedRecord] | None:
+        """Every bucket's record of ``barrier``; None when one vanished since the listing:
+        the bucket's new owner withdrew it to redo it (a rebalance), so the barrier is
+        not complete after all. No error: it is waited for like any other bucket."""
+        try:
+            return [self.store.get(barrier, b) for b in range(self.num_buckets)]
+        except FileNotFoundError:
+            log.info(
+                "table %s: a bucket's record of barrier %d was withdrawn by its new owner; "
+                "waiting for it again",
+                self.table,
+                barrier,
+            )
+            return None
+
+    def _commit_one(self, barrier: int, records: list[PreparedRecord]) -> None:
         started = time.perf_counter()
         # another committer (previous owner of bucket 0) may have got there first
         already = self._commit.committed_identifier()

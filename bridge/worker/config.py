@@ -43,3 +43,10 @@ class WorkerConfig:
     table_scan_interval_s: float = 5.0
     resubscribe_delay_s: float = 1.0  # Faust waits this long to batch topic changes (default 45)
     normalize_state_rows: int = 1_000_000  # per bucket, in memory before spilling to disk
+
+    @property
+    def request_timeout_s(self) -> float:
+        """How long the group consumer waits for one broker answer (Faust's
+        ``broker_request_timeout``): above the session timeout, as a group member's
+        requests must be, and at least 10 s."""
+        return max(self.session_timeout_s + 4, 10.0)

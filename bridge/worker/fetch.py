@@ -14,6 +14,13 @@ backpressure with bounded memory.
 Every (re)assignment of a topic gets a new *epoch*. A batch carries the epoch it
 was fetched under and the table worker admits it only if its buckets were opened
 for that epoch, so nothing fetched for an older position is ever applied.
+
+A broker outage needs nothing from this thread: librdkafka reconnects and goes on
+fetching from the same positions. It only tells the worker's ``LinkObserver``
+(``bridge.worker.reachability``) whether the log answers: librdkafka's "all brokers
+down" makes it probe with a metadata request every ``PROBE_INTERVAL_S`` until one
+answers. The probe confirms the outage first, so a single closed idle connection
+raises no alarm.
 """
 
 from __future__ import annotations
@@ -26,14 +33,29 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bridge.worker.errors import FetchError
+from logstore.client_config import client_logger
 from logstore.records import LogRecords
 
 log = logging.getLogger(__name__)
+
+#: while the log looks down: seconds between probes, and how long one may wait
+PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 2.0
+# errors that say a broker connection, not a partition, failed: librdkafka reconnects
+_LINK_ERRORS = (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE)
+
+
+class LinkObserver(Protocol):
+    """Told whether the log answers (``bridge.worker.reachability.LogReachability``)."""
+
+    def unreachable(self, error: str) -> None: ...
+
+    def reached(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,7 @@ class LogFetcher:
         queue_batches: int = 4,
         prefetch_kbytes: int = 32_768,
         client_config: Mapping[str, Any] | None = None,
+        link: LinkObserver | None = None,
     ) -> None:
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
@@ -79,6 +102,12 @@ class LogFetcher:
             "fetch.wait.max.ms": 50,
             "queued.max.messages.kbytes": prefetch_kbytes,
             "log_level": 3,
+            # both served by consume()/poll() in the fetch thread. librdkafka's own lines
+            # (a failed connect on every retry of an outage) go to the logstore.kafka
+            # logger, once per condition, instead of raw to stderr; this consumer never
+            # asks for committed offsets, which a Python logger would upset
+            "logger": client_logger(),
+            "error_cb": self._on_client_error,
         }
         config.update(client_config or {})
         self._config = config
@@ -98,6 +127,9 @@ class LogFetcher:
         # only one that may call the consumer while it consumes) refreshes it
         self._highwater: dict[tuple[str, int], int] = {}
         self._highwater_at = 0.0
+        self.link = link
+        self._link_error: str | None = None  # all brokers looked down: probe until one answers
+        self._probe_at = 0.0
 
     # -- called from other threads ---------------------------------------------------
 
@@ -141,12 +173,15 @@ class LogFetcher:
             while not self._stop.is_set():
                 self._apply_commands(self._consumer)
                 if not any(self._assigned.values()):
+                    self._consumer.poll(0)  # serves error_cb: an idle worker reports too
+                    self._probe_link(self._consumer)
                     self._wake.wait(0.2)
                     self._wake.clear()
                     continue
                 msgs = self._consumer.consume(num_messages=self.batch_size, timeout=0.2)
                 if msgs:
                     self._deliver(msgs)
+                self._probe_link(self._consumer)
                 self._refresh_highwater(self._consumer)
         except BaseException as exc:  # surfaced by the data plane, which stops the worker
             log.exception("fetch thread failed: %r", exc)
@@ -195,11 +230,46 @@ class LogFetcher:
                     fresh[(topic, p)] = int(high)
         self._highwater = fresh
 
+    # -- is the log there? --------------------------------------------------------------
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._link_error = err.str()
+        elif err.fatal():
+            self.error = FetchError(f"the fetch consumer failed: {err.str()}")
+        elif err.code() not in _LINK_ERRORS:
+            log.warning("fetch: %s", err.str())
+
+    def _probe_link(self, consumer: Consumer) -> None:
+        """While the brokers looked down: a metadata request every PROBE_INTERVAL_S."""
+        if self._link_error is None or self.link is None:
+            self._link_error = None
+            return
+        now = time.monotonic()
+        if now < self._probe_at:
+            return
+        self._probe_at = now + PROBE_INTERVAL_S
+        topic = next((t for t, parts in self._assigned.items() if parts), None)
+        error = self._link_error
+        try:
+            answered = bool(consumer.list_topics(topic, timeout=PROBE_TIMEOUT_S).brokers)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            answered, error = False, err.str() if isinstance(err, KafkaError) else str(exc)
+        if answered:
+            self._link_error = None
+            self.link.reached()
+        else:
+            self.link.unreachable(error)
+
     def _deliver(self, msgs: list[Any]) -> None:
         errors = [m for m in msgs if m.error() is not None]
         if errors:
             self._check_errors(errors)
             msgs = [m for m in msgs if m.error() is None]
+        if msgs and self._link_error is not None and self.link is not None:
+            self._link_error = None  # records arrive: a broker answers
+            self.link.reached()
         by_topic: dict[str, list[Any]] = {}
         topics = [m.topic() for m in msgs]
         if topics and topics[0] == topics[-1] and len(set(topics)) == 1:
@@ -222,10 +292,12 @@ class LogFetcher:
             except queue.Full:
                 self.blocked = True
 
-    @staticmethod
-    def _check_errors(errors: list[Any]) -> None:
+    def _check_errors(self, errors: list[Any]) -> None:
         for m in errors:
             err: KafkaError = m.error()
+            if err.code() in _LINK_ERRORS:
+                self._on_client_error(err)
+                continue
             if err.fatal() or err.code() in (
                 KafkaError._AUTHENTICATION,
                 KafkaError.SASL_AUTHENTICATION_FAILED,

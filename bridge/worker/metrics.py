@@ -102,6 +102,19 @@ class WorkerMetrics:
             ("job",),
             registry=r,
         )
+        self.log_reachable = Gauge(
+            "dts_worker_log_reachable",
+            "1 while the worker reaches its Kafka log, 0 while no broker answers (the worker "
+            "retries by itself and resumes from the last snapshot)",
+            ("job",),
+            registry=r,
+        )
+        self.log_outages = Counter(
+            "dts_worker_log_outages",
+            "Times the Kafka log became unreachable (no broker answered)",
+            ("job",),
+            registry=r,
+        )
 
         self.meta_errors = Counter(
             "dts_worker_meta_errors",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -52,6 +53,10 @@ class WorkerRuntime:
         self.fetcher = fetcher
         self.by_topic: dict[str, TableSlot] = {t.topic: TableSlot(t) for t in tables}
         self._last_assignment: tuple[frozenset[TP], int] | None = None
+        self._closing = False  # close() began: no new commit starts
+        self._assign_lock = threading.Lock()
+        # a newer rebalance waits to be applied (set by bridge.worker.ownership)
+        self.superseded: Callable[[], bool] = lambda: False
         for t in tables:
             self._set_healthy(t, True)
 
@@ -72,17 +77,24 @@ class WorkerRuntime:
 
     def on_assigned(self, assigned: Set[TP], generation: int) -> Mapping[TP, int]:
         """New assignment: (re)open owned buckets at their snapshot offsets and point the
-        fetcher there; returns where each partition resumes."""
-        key = (frozenset(assigned), generation)
-        if key == self._last_assignment:
-            return {}  # Faust asks again for the same assignment: nothing moved
-        self._last_assignment = key
-        resume: dict[TP, int] = {}
-        for topic, slot in list(self.by_topic.items()):
-            slot.wanted = sorted(tp.partition for tp in assigned if tp.topic == topic)
-            offsets = self.reopen(slot)
-            resume.update({TP(topic, p): o for p, o in offsets.items()})
-        return resume
+        fetcher there; returns where each partition resumes. Stops half way when a newer
+        change waits (``superseded``): that one reopens every table again.
+
+        One call at a time (``bridge.worker.ownership`` makes the calls)."""
+        with self._assign_lock:
+            key = (frozenset(assigned), generation)
+            if key == self._last_assignment:
+                return {}  # Faust asks again for the same assignment: nothing moved
+            self._last_assignment = key
+            resume: dict[TP, int] = {}
+            for topic, slot in list(self.by_topic.items()):
+                if self.superseded():
+                    self._last_assignment = None
+                    break
+                slot.wanted = sorted(tp.partition for tp in assigned if tp.topic == topic)
+                offsets = self.reopen(slot)
+                resume.update({TP(topic, p): o for p, o in offsets.items()})
+            return resume
 
     def reopen(self, slot: TableSlot) -> dict[int, int]:
         """Drop the table's in-flight state and resume its wanted buckets from the latest
@@ -109,9 +121,10 @@ class WorkerRuntime:
             parts = [tp.partition for tp in revoked if tp.topic == topic]
             if parts:
                 slot.wanted = [p for p in slot.wanted if p not in parts]
+                # no more fetching at once; the lock waits for a batch under way
+                self.fetcher.drop(topic, parts)
                 with slot.data_lock:
                     slot.worker.revoke(parts)
-                    self.fetcher.drop(topic, parts)
 
     # -- health ----------------------------------------------------------------------
 
@@ -175,6 +188,8 @@ class WorkerRuntime:
             if slot.worker.committer is None or not slot.commit_lock.acquire(blocking=False):
                 continue
             try:
+                if self._closing:  # checked under the lock close() waits for
+                    break
                 done += [(slot.worker.name, b) for b in slot.worker.commit_ready()]
             except Exception as exc:
                 # e.g. a read-only or full warehouse, a prepared record replaced by a
@@ -193,7 +208,23 @@ class WorkerRuntime:
             for c in (s.worker.committer for s in self.by_topic.values())
         )
 
-    def close(self) -> None:
+    def close(self, commit_wait_s: float = 10.0) -> None:
+        """Stop committing, wait (bounded) for the commit under way, close every table.
+
+        A commit left running while the process exits failed half way (the interpreter
+        refused its storage client new threads) and logged an error after the worker
+        said it stopped: harmless, as a snapshot appears whole or not at all and the next
+        owner commits the barrier, but a slow store (S3) made it the usual ending."""
+        self._closing = True
         for slot in list(self.by_topic.values()):
+            committer = slot.worker.committer
+            if committer is not None:
+                committer.stopping = True  # a backlog is left to the next owner
+        deadline = time.monotonic() + commit_wait_s
+        for slot in list(self.by_topic.values()):
+            if slot.commit_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+                slot.commit_lock.release()
+            else:
+                log.warning("table %s: stopping with a commit still under way", slot.worker.name)
             with slot.data_lock:
                 slot.worker.close()

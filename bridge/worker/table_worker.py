@@ -103,8 +103,9 @@ class TableWorker:
         a later barrier prepared before the crash (its rows would sort older).
         """
         self.revoke(list(self.buckets))
-        for b in buckets:
-            self.store.discard_bucket(b)
+        if buckets:
+            self.store.discard_buckets(buckets)
+        faults.reach("assigning")
         point = self.hooks.resume()
         resume: dict[int, int] = {}
         for b in buckets:
@@ -255,7 +256,11 @@ class TableWorker:
 
     def commit_ready(self) -> list[int]:
         committer = self.committer
-        return committer.commit_ready() if committer is not None else []
+        if committer is None:
+            return []
+        done = committer.commit_ready()
+        self.status.commit_waits_for = committer.waiting_for
+        return done
 
     def _committed(
         self,

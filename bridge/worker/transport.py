@@ -7,26 +7,36 @@ poll loop idles inside aiokafka's fetch context (which keeps
 ``max.poll.interval`` satisfied). Records are fetched in bulk by
 ``bridge.worker.fetch.LogFetcher`` instead. After each rebalance Faust calls
 ``perform_seek``; the worker then positions its bulk fetcher where each table's
-latest snapshot says its buckets resume (the ``resume_hook``).
+latest snapshot says its buckets resume (the ``resume_hook``, applied off the event
+loop by ``bridge.worker.ownership``).
+
+With every broker down, aiokafka's fetcher asks for a metadata update whenever an
+assigned partition has no known leader, paused ones included, and a failed update
+answers at once: ~5000 updates a second, a core and two ERROR lines each, for as long
+as the outage lasted. The group consumer's failed updates are paced
+(``pace_metadata_updates``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Set
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-# called with the assigned partitions and the consumer generation; returns where they resume
-ResumeHook = Callable[[Set[TP], int], Mapping[TP, int]]
+# called with the assigned partitions and the consumer generation; must not block
+ResumeHook = Callable[[Set[TP], int], object]
 
 # longest idle wait of Faust's poll loop: short, so rebalances are not held up
 _IDLE_POLL_S = 0.2
 # how long the group consumer may take to close when the worker stops
 CONSUMER_CLOSE_S = 5.0
+# how long a failed metadata update of the group consumer waits before its waiters hear
+# of it (and may ask again)
+METADATA_RETRY_S = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,24 @@ async def finish_within(step: Awaitable[None], timeout_s: float, what: str) -> b
         log.warning("stopping: %s did not finish within %g s; going on without it", what, timeout_s)
         return False
     return True
+
+
+def pace_metadata_updates(client: Any, retry_s: float = METADATA_RETRY_S) -> None:
+    """Make an aiokafka client's failed metadata updates take ``retry_s``.
+
+    Its metadata task runs one update per request and hands the result to every waiter;
+    a failure (no broker answered) came back at once, and the fetcher asked again at
+    once. Updates that succeed, including those a live broker answers while another is
+    down, are not delayed."""
+    update = client._metadata_update
+
+    async def paced(cluster: Any, topics: Any) -> bool:
+        ok = bool(await update(cluster, topics))
+        if not ok:
+            await asyncio.sleep(retry_s)
+        return ok
+
+    client._metadata_update = paced
 
 
 class DtsConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -57,6 +85,11 @@ class DtsConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         await finish_within(
             super().on_thread_stop(), CONSUMER_CLOSE_S, "closing the group consumer"
         )
+
+    def _create_consumer(self, loop: asyncio.AbstractEventLoop) -> Any:
+        consumer = super()._create_consumer(loop)
+        pace_metadata_updates(consumer._client)
+        return consumer
 
     async def _fetch_records(
         self,
@@ -78,14 +111,14 @@ class DtsConsumer(faust_aiokafka.Consumer):
         return DtsConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def perform_seek(self) -> None:
+        """Hand the current assignment to the worker (the ``resume_hook``), which applies
+        it in its own thread (``bridge.worker.ownership``): Faust waits for a seek only
+        so long before its recovery service gives up for good."""
         hook: ResumeHook | None = getattr(self.app, "resume_hook", None)
         if hook is None:
             await super().perform_seek()
             return
-        # reads each table's latest snapshot: off the event loop
-        await asyncio.to_thread(
-            hook, set(self.assignment()), int(self.app.consumer_generation_id or 0)
-        )
+        hook(set(self.assignment()), int(self.app.consumer_generation_id or 0))
 
 
 class DtsTransport(faust_aiokafka.Transport):

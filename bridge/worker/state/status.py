@@ -121,6 +121,8 @@ class TableStatus:
     last_barrier_committed: int | None = None
     last_commit_ms: int | None = None
     committer: bool = False
+    # the committer's oldest pending barrier and the buckets that have not prepared it
+    commit_waits_for: tuple[int, list[int]] | None = None
     dlq_records: int = 0
     buckets: dict[int, BucketStatus] = field(default_factory=dict)
     health: TableHealth = field(default_factory=TableHealth)
@@ -146,6 +148,14 @@ class TableStatus:
             "topic": self.topic,
             "buckets_total": self.num_buckets,
             "committer": self.committer,
+            "commit_waits_for": (
+                None
+                if self.commit_waits_for is None or not self.committer
+                else {
+                    "barrier": self.commit_waits_for[0],
+                    "missing_buckets": self.commit_waits_for[1],
+                }
+            ),
             "last_barrier_seen": self.last_barrier_seen,
             "last_barrier_committed": self.last_barrier_committed,
             "last_commit_ms": self.last_commit_ms,
@@ -163,14 +173,38 @@ class TableStatus:
 
 
 @dataclass
+class LogLinkStatus:
+    """Whether the worker reaches the Kafka log (``/status`` field ``log``); kept by
+    ``bridge.worker.reachability.LogReachability``."""
+
+    reachable: bool = True
+    unreachable_since_ms: int | None = None
+    last_error: str | None = None
+    outages: int = 0
+
+    def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        since = self.unreachable_since_ms
+        return {
+            "reachable": self.reachable,
+            "unreachable_since_ms": since,
+            "unreachable_for_s": None if since is None else round((now_ms - since) / 1000, 1),
+            "last_error": self.last_error,
+            "outages": self.outages,
+        }
+
+
+@dataclass
 class WorkerStatus:
     job: str
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     tables: dict[str, TableStatus] = field(default_factory=dict)
+    log: LogLinkStatus = field(default_factory=LogLinkStatus)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.job,
             "started_ms": self.started_ms,
+            "log": self.log.to_json(),
             "tables": {name: t.to_json() for name, t in sorted(self.tables.items())},
         }

@@ -143,10 +143,19 @@ class WorkerProc:
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout_s)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            # never left running behind the test: killed, and the test fails saying so
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            raise AssertionError(
+                f"the worker did not stop within {timeout_s:g}s of signal {sig}; killed:\n"
+                f"{self.tail()}"
+            ) from None
 
-    def table_status(self, table: str) -> dict[str, Any]:
-        """``table``'s entry of the worker's /status page ({} while it does not answer)."""
+    def status(self) -> dict[str, Any]:
+        """The worker's /status page ({} while it does not answer)."""
         import json
         import urllib.request
 
@@ -156,7 +165,26 @@ class WorkerProc:
             ).read()
         except OSError:
             return {}
-        return dict(json.loads(body)["tables"].get(table, {}))
+        return dict(json.loads(body))
+
+    def table_status(self, table: str) -> dict[str, Any]:
+        """``table``'s entry of the worker's /status page ({} while it does not answer)."""
+        return dict(self.status().get("tables", {}).get(table, {}))
+
+    def metric(self, name: str) -> float | None:
+        """The value of an unlabelled-but-``job`` metric on /metrics (None: not there)."""
+        import urllib.request
+
+        try:
+            body = urllib.request.urlopen(
+                f"http://127.0.0.1:{self.web_port}/metrics", timeout=2
+            ).read()
+        except OSError:
+            return None
+        for line in body.decode().splitlines():
+            if line.startswith(f"{name}{{") or line.startswith(f"{name} "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
 
     def owned_buckets(self, table: str) -> set[int]:
         """Buckets of ``table`` this worker owns now, from its /status page."""
@@ -172,7 +200,7 @@ class WorkerProc:
 
 
 def start_worker(
-    warehouse: Path,
+    warehouse: Path | str,
     bootstrap: str,
     tables: list[str],
     group: str,
@@ -209,12 +237,25 @@ def start_worker(
 
 
 class BackgroundProducer:
-    """Closes a barrier with ``rows`` random changes every ``pause_s`` until stopped."""
+    """Closes a barrier with ``rows`` random changes every ``pause_s`` until stopped.
 
-    def __init__(self, writer: LogWriter, log: Changelog, rows: int, pause_s: float) -> None:
+    ``followers`` (writer, changelog) write their own changes and close each barrier with
+    the same id right after ``writer``, as tables fed by one source do: tables that can be
+    read together at any barrier both completed.
+    """
+
+    def __init__(
+        self,
+        writer: LogWriter,
+        log: Changelog,
+        rows: int,
+        pause_s: float,
+        followers: list[tuple[LogWriter, Changelog]] | None = None,
+    ) -> None:
         import threading
 
         self.writer, self.log, self.rows, self.pause_s = writer, log, rows, pause_s
+        self.followers = followers or []
         self.barriers: list[int] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -223,7 +264,12 @@ class BackgroundProducer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self.barriers += produce(self.writer, self.log, 1, self.rows)
+                for w, log in self.followers:
+                    w.write(log.batch(self.rows))
+                [barrier] = produce(self.writer, self.log, 1, self.rows)
+                for w, log in self.followers:
+                    log.close_barrier(w.barrier(barrier))
+                self.barriers.append(barrier)
                 self._stop.wait(self.pause_s)
         except BaseException as exc:  # surfaced by stop()
             self.error = exc
@@ -241,6 +287,21 @@ class BackgroundProducer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def commit_latency(
+    producer: BackgroundProducer,
+    committed: Callable[[], int | None],
+    timeout_s: float = 60,
+    worker: WorkerProc | None = None,
+) -> float:
+    """Seconds until a barrier newer than the last one the writer had closed is committed
+    (``committed``: the table's latest barrier): the pipeline's end-to-end delay, or, called
+    right after a fault or a repair, its stall."""
+    written = producer.barriers[-1]
+    t0 = time.monotonic()
+    wait_for(lambda: (committed() or 0) > written, timeout_s, "a new barrier committed", worker)
+    return time.monotonic() - t0
 
 
 def assert_all_barriers_match(table: Table, log: Changelog, barriers: list[int]) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
+import pytest
 
 from bridge.worker.committer import TableCommitter
 from bridge.worker.prepared import PreparedRecord, PreparedStore
@@ -113,3 +114,41 @@ def test_emptied_barrier_directories_are_removed_once_committed(tmp_path: Path) 
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
     assert c.commit_ready() == [100]
     assert store.barriers() == {200: set()}  # not committed yet: its buckets prepare it again
+
+
+def test_a_record_withdrawn_after_the_listing_is_waited_for_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket's new owner deletes its records to redo them (a rebalance); the committer
+    may have listed one just before: the barrier is incomplete again, nothing failed."""
+    store, fake = _store(tmp_path), FakeCommit()
+    store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
+    store.put(PreparedRecord(100, 1, 12, [{"id": "b"}]))
+    listed = store.barriers()
+    assert store.discard_bucket(1) == 1  # withdrawn right after the committer's listing
+    c = TableCommitter("db.t", 2, store, fake, lambda m: m["id"])
+    with monkeypatch.context() as m:
+        m.setattr(store, "barriers", lambda: {k: set(v) for k, v in listed.items()})
+        assert c.commit_ready() == []  # no FileNotFoundError
+    assert fake.snapshots == []
+    assert c.commit_ready() == [] and c.waiting_for == (100, [1])
+    store.put(PreparedRecord(100, 1, 12, [{"id": "b"}]))  # redone by the new owner
+    assert c.commit_ready() == [100]
+    assert fake.snapshots[0]["messages"] == ["a", "b"] and c.waiting_for is None
+
+
+def test_a_barrier_the_previous_committer_finished_late_is_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    """The previous owner of bucket 0 commits barrier 100 just after the new committer
+    started; the new owner's bucket 0 prepares 100 again, bucket 1 (on another worker,
+    past it already) never will. The new committer must see 100 is done and go on."""
+    store, fake = _store(tmp_path), FakeCommit()
+    new = TableCommitter("db.t", 2, store, fake, lambda m: m["id"], recheck_s=0.0)
+    fake.commit(["a", "b"], identifier=100, barrier=100)  # the old committer, a moment later
+    store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))  # redone by the new owner
+    store.put(PreparedRecord(200, 0, 21, [{"id": "c"}]))
+    store.put(PreparedRecord(200, 1, 22, [{"id": "d"}]))
+    assert new.commit_ready() == [200]
+    assert [s["identifier"] for s in fake.snapshots] == [100, 200]
+    assert store.barriers() == {} and new.waiting_for is None

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from bridge.worker.config import WorkerConfig
 from tests.bridge.worker.support import (
     BackgroundProducer,
     Changelog,
+    WorkerProc,
     assert_all_barriers_match,
+    commit_latency,
     create_table,
     latest_barrier,
     log_writer,
@@ -118,5 +121,56 @@ def test_two_workers_then_one_removed(broker, warehouse: Path, tmp_path: Path) -
             b.stop()
             code = a.stop()
     writer.close(final_barrier=False)
+    assert code == 0, a.tail()
+    assert_all_barriers_match(table, log, barriers)
+
+
+def test_taking_buckets_slower_than_faust_waits_for_a_seek(  # type: ignore[no-untyped-def]
+    broker, warehouse: Path, tmp_path: Path
+) -> None:
+    """Taking a table's buckets (discarding old prepared records, reading the resume
+    snapshot, waiting for a batch under way) can take longer than Faust waits for a seek,
+    its request timeout: on S3 it did. Faust's recovery service then stopped for good, and
+    after the next rebalance the worker owned nothing while its group thought it did; the
+    table's commits stopped. Here a worker's second take of its buckets (when a second
+    worker joins) is made slower than that; once the second worker leaves, the first must
+    own every bucket and commit every barrier."""
+    table = create_table(warehouse)
+    log = Changelog(seed=13)
+    writer = log_writer(table, broker.bootstrap)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    # start_worker's --session-timeout 3; Faust waits for a seek its request timeout
+    pause_s = WorkerConfig("", "", session_timeout_s=3.0).request_timeout_s + 5
+    committed = lambda: latest_barrier(table)  # noqa: E731
+    with BackgroundProducer(writer, log, rows=100, pause_s=0.3) as producer:
+        env = {"DTS_WORKER_PAUSE_AT": f"assigning:2:{pause_s}"}
+        a = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path, env=env)
+        b: WorkerProc | None = None
+        try:
+            wait_for(lambda: committed() is not None, 60, "a's first commit", a)
+            b = start_worker(warehouse, broker.bootstrap, [table.name], group, tmp_path)
+            wait_for(lambda: "fault injection: pausing" in a.output(), 60, "a's slow take", a)
+            wait_for(
+                lambda: (
+                    bool(a.owned_buckets(table.name))
+                    and a.owned_buckets(table.name) | b.owned_buckets(table.name) == {0, 1, 2, 3}
+                ),
+                60,
+                "the buckets shared once a's take ended",
+                a,
+            )
+            assert b.stop(signal.SIGINT) == 0, b.tail()
+            wait_for(lambda: a.owned_buckets(table.name) == {0, 1, 2, 3}, 60, "a alone", a)
+            latency = commit_latency(producer, committed, 60, a)
+            barriers = producer.stop()
+            wait_for(lambda: committed() == barriers[-1], 60, "every barrier", a)
+        finally:
+            try:
+                if b is not None:
+                    b.stop()
+            finally:
+                code = a.stop()
+    writer.close(final_barrier=False)
+    print(f"a took its buckets in {pause_s:g}s; alone again, a barrier in {latency:.1f}s")
     assert code == 0, a.tail()
     assert_all_barriers_match(table, log, barriers)

@@ -31,6 +31,7 @@ from tests.bridge.worker.support import (
     BackgroundProducer,
     Changelog,
     assert_all_barriers_match,
+    commit_latency,
     create_table,
     latest_barrier,
     log_writer,
@@ -162,13 +163,6 @@ def _derive(
     )
 
 
-def _latency(producer: BackgroundProducer, committed: Callable[[], int | None]) -> float:
-    written = producer.barriers[-1]
-    t0 = time.monotonic()
-    wait_for(lambda: (committed() or 0) > written, 60, "a new barrier committed")
-    return time.monotonic() - t0
-
-
 @pytest.mark.parametrize("options", [REPLICATED, {}], ids=["table-options", "cluster-default"])
 def test_topics_are_replicated_on_every_node(
     cluster: KafkaCluster, warehouse: Path, options: dict[str, str]
@@ -213,7 +207,7 @@ def test_leader_and_controller_killed_while_everything_runs(  # type: ignore[no-
             wait_for(lambda: latest_barrier(derived) is not None, 90, "first derived commit")
             committed = lambda: latest_barrier(table)  # noqa: E731
             # what a barrier takes end to end with every node up, for comparison
-            stalls["none killed"] = _latency(producer, committed)
+            stalls["none killed"] = commit_latency(producer, committed)
             stalls["partition leader"] = _stall(
                 cluster, cluster.leader(topic), producer, committed, "the partition leader"
             )
