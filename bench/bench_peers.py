@@ -67,8 +67,9 @@ from bench.peers_data import (
     read_result,
     warmup,
 )
-from bench.peers_report import best_of, check, markdown, report, update_readme
+from bench.peers_report import BEGIN, END, best_of, check, markdown, report
 from bench.peers_systems import PEER_PHASES
+from bench.results import replace_section
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".venv-peers"
@@ -440,7 +441,7 @@ def main() -> None:
     args.out.write_text(json.dumps(doc, indent=2))
     print(f"results written to {args.out}")
     if args.readme is not None:
-        update_readme(args.readme, markdown(doc))
+        replace_section(args.readme, BEGIN, END, markdown(doc))
         print(f"updated {args.readme}")
     if problems:
         sys.exit("reads disagree with the input: " + "; ".join(problems))

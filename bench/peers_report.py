@@ -5,8 +5,6 @@ section)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 from bench.peers_data import BATCHES, BUCKETS
@@ -215,12 +213,3 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {mem:.2f} GiB | {ok} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def update_readme(path: Path, section: str) -> None:
-    text = path.read_text()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"{path} has no {BEGIN} ... {END} section to regenerate")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{section}{END}{tail}")

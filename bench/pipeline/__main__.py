@@ -30,6 +30,7 @@ from bench.pipeline import report
 from bench.pipeline.probe import cpu_seconds, read_samples
 from bench.pipeline.side import READY, SAMPLES
 from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_step
+from bench.results import replace_section
 from logstore.broker import EmbeddedBroker
 from logstore.topics import create_topic
 
@@ -196,19 +197,6 @@ def run_pipeline(
     return steps, side.samples(), started
 
 
-def update_readme(path: Path, section: str) -> None:
-    text = path.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
-    else:
-        text = (
-            text.rstrip()
-            + f"\n\n## Pipeline against the stitched stack\n\n{BEGIN}\n{section}\n{END}\n"
-        )
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse(argv)
     if "delta" in ns.pipelines:
@@ -242,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report.write_html(ns.html, samples, runs, starts, text)
     print(f"\nresults: {ns.out}\nHTML: {ns.html.resolve().as_uri()}", flush=True)
     if ns.readme is not None:
-        update_readme(ns.readme, text)
+        replace_section(ns.readme, BEGIN, END, text)
     return out
 
 

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.results import replace_section
 from bench.spark_peers.common import CORES, DRIVER_MEMORY, PHASES, SHUFFLE_PARTITIONS
 
 HERE = Path(__file__).resolve().parent
@@ -359,15 +360,6 @@ def readme_section(report: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def update_readme(path: Path, section: str) -> None:
-    text = path.read_text()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"{path} has no {BEGIN} ... {END} section to regenerate")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{section}{END}{tail}")
-
-
 # -- driver ---------------------------------------------------------------------
 def run_side(
     system: str, data: Path, work: Path, repeat: int, profile: Path | None
@@ -473,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {ns.out}")
     if ns.readme is not None:
-        update_readme(ns.readme, readme_section(report))
+        replace_section(ns.readme, BEGIN, END, readme_section(report))
         print(f"updated {ns.readme}")
     if report["problems"]:
         sys.exit("results disagree with the input: " + "; ".join(report["problems"]))

@@ -16,7 +16,8 @@ import pytest
 
 from bench.bench_peers import peers_ready
 from bench.peers_data import BATCHES, expected, generate
-from bench.peers_report import BEGIN, END, check, markdown, ratios, update_readme
+from bench.peers_report import BEGIN, END, check, markdown, ratios
+from bench.results import replace_section
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,7 @@ def test_readme_section(tmp_path: Path) -> None:
     assert "| write vs pypaimon-rust (>= 1x) | 0.50x | NO |" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"# head\n{BEGIN}\nold\n{END}\ntail\n")
-    update_readme(readme, text)
+    replace_section(readme, BEGIN, END, text)
     assert readme.read_text() == f"# head\n{BEGIN}\n{text}{END}\ntail\n"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.results import replace_section
 from bench.spark_peers.__main__ import (
     BEGIN,
     END,
@@ -19,7 +20,6 @@ from bench.spark_peers.__main__ import (
     main,
     ready,
     table_rows,
-    update_readme,
 )
 from bench.spark_peers.common import DTS_ONLY, PHASES
 
@@ -61,7 +61,7 @@ def test_check_compares_reads_with_the_input() -> None:
 def test_readme_section_is_replaced_in_place(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"# head\n{BEGIN}\nold\n{END}\ntail\n")
-    update_readme(readme, "new table\n")
+    replace_section(readme, BEGIN, END, "new table\n")
     assert readme.read_text() == f"# head\n{BEGIN}\nnew table\n{END}\ntail\n"
 
 
