@@ -17,8 +17,7 @@ the MetaService start quickly.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from bridge.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "consistent_read": "bridge.consistency_read",
@@ -32,9 +31,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

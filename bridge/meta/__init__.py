@@ -7,11 +7,12 @@
 - :mod:`bridge.meta.versions` — what a consistent read answers (dataclasses, no pydantic)
 - :mod:`bridge.meta.rebuild` — reload barriers from the FileStore
 
-Imports within bridge: bridge.errors.
+Imports within bridge: bridge.errors, bridge.lazy_exports.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bridge.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers: the names below, without importing them at run time
     from bridge.meta.errors import CycleError as CycleError
@@ -52,9 +53,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bridge.meta' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

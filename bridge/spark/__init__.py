@@ -7,13 +7,14 @@ spark.read.format("dts").option("warehouse", W).load("db.table")
 The exports are imported lazily: Spark's Python workers import this package before
 any of its modules, and a worker reading a scan needs neither CTAS nor registration.
 
-Imports within bridge: bridge.errors, bridge.meta, bridge.tables.
+Imports within bridge: bridge.errors, bridge.lazy_exports, bridge.meta, bridge.tables.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bridge.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers: the names below, without importing them at run time
     from bridge.spark.ctas import create_table_as as create_table_as
@@ -23,9 +24,4 @@ _EXPORTS = {"create_table_as": "bridge.spark.ctas", "register": "bridge.spark.re
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bridge.spark' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
