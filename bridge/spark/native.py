@@ -205,6 +205,7 @@ def changes(
     *,
     max_file_bytes: int | None = None,
     key_order: bool = False,
+    files: list[StoredChange] | None = None,
 ) -> Any:
     """The changes of table `t` in (start, end] as Spark's own Parquet scan of the stored
     changelog files (columns pruned, filters pushed), with `_row_kind`, `_barrier` (and Delta's
@@ -215,8 +216,10 @@ def changes(
     With `key_order`, a range of several snapshots of a primary-key table comes hash
     partitioned by the key and sorted within partitions in commit order (snapshot, then
     a key's before-image ahead of its after-image): one task holds each key's changes, in
-    order, as a stream's upserting sink needs them."""
-    files = changelog_files_read_natively(t, start, end, max_file_bytes)
+    order, as a stream's upserting sink needs them. `files`: what
+    `changelog_files_read_natively` already gave for this range (not read again)."""
+    if files is None:
+        files = changelog_files_read_natively(t, start, end, max_file_bytes)
     if files is None:
         return None
     out = spark_schema(t.schema.arrow_schema, metadata_columns=True, change_type=feed)

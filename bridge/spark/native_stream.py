@@ -53,6 +53,8 @@ from bridge.spark.streams import stream_reader
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from filestore.changes import StoredChange
+
 NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 
 
@@ -84,6 +86,9 @@ class _Stream:
     schema: StructType
     reader: FileStreamReader
     initial: str
+    # the stored changelog files latest_offset found for (start, end]; the batch of that
+    # range then reads no manifest again
+    planned: tuple[int, int, list[StoredChange]] | None = None
 
 
 class NativeStreams:
@@ -118,11 +123,11 @@ class NativeStreams:
         a, b = FileOffset.from_json(begin), FileOffset.from_json(end)
         if not a.full and b.snapshot - a.snapshot > 1:
             table = open_table(s.opts.common.warehouse, s.opts.common.table)
-            if (
-                changelog_files_read_natively(table, a.snapshot, b.snapshot, self._split_at())
-                is None
-            ):
+            files = changelog_files_read_natively(table, a.snapshot, b.snapshot, self._split_at())
+            if files is None:
                 end = s.reader.latestOffset(begin, ReadMaxFiles(1))
+            else:
+                s.planned = (a.snapshot, b.snapshot, files)
         return _dumps(end)
 
     def _split_at(self) -> int:
@@ -163,9 +168,11 @@ class NativeStreams:
         o = s.opts.common
         feed = CHANGE_TYPE in s.schema.fieldNames()
         table = open_table(o.warehouse, o.table)
+        planned = s.planned
+        files = planned[2] if planned is not None and planned[:2] == (start, end) else None
         df = native_changes(
             self._spark, o.warehouse, table, start, end, feed,
-            max_file_bytes=self._split_at(), key_order=key_order,
+            max_file_bytes=self._split_at(), key_order=key_order, files=files,
         )  # fmt: skip
         if df is not None:
             return df
