@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.bridge.spark.cluster import python_without_project, spark_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -131,8 +134,17 @@ def test_code_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRe
     extra = {}
     if "DTS_BOOTSTRAP" in block.code:
         extra["DTS_BOOTSTRAP"] = request.getfixturevalue("broker").bootstrap
-    code, output = run_block(block, tmp_path, extra)
-    assert code == 0, f"{block.id} exited {code}:\n{output[-3000:]}"
+    with contextlib.ExitStack() as stack:
+        if "SPARK_MASTER" in block.code:
+            # deploy.md's cluster recipe, run against a standalone cluster whose executors'
+            # Python has the dependencies but not the project: it arrives as the recipe ships it
+            cluster = stack.enter_context(spark_cluster(tmp_path / "spark-cluster"))
+            extra["SPARK_MASTER"] = cluster.master_url
+            extra["PYSPARK_PYTHON"] = python_without_project(tmp_path / "executor-python")
+        code, output = run_block(block, tmp_path, extra)
+        assert code == 0, f"{block.id} exited {code}:\n{output[-3000:]}"
+        if "SPARK_MASTER" in extra:
+            assert "Registered app" in cluster.log_tail(400), cluster.log_tail()
 
 
 def test_runner_gives_blocks_a_warehouse_and_the_venv(tmp_path: Path) -> None:
