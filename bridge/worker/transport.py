@@ -43,11 +43,22 @@ log = logging.getLogger(__name__)
 
 async def finish_within(step: Awaitable[None], timeout_s: float, what: str) -> bool:
     """Await ``step`` for at most ``timeout_s``; past it, cancel it and warn. True if it
-    finished."""
+    finished.
+
+    A step that ends cancelled from inside is given up the same way: aiokafka's fetcher
+    cancels a fetch that is backing off after a lost connection and re-raises that
+    cancellation from ``consumer.stop()``, which escaped the consumer's thread as a
+    traceback. Cancelling the task that awaits ``step`` still cancels it."""
     try:
         await asyncio.wait_for(step, timeout_s)
     except TimeoutError:
         log.warning("stopping: %s did not finish within %g s; going on without it", what, timeout_s)
+        return False
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+        log.warning("stopping: %s was cancelled from inside; going on without it", what)
         return False
     return True
 

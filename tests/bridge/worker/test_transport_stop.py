@@ -51,3 +51,31 @@ def test_a_step_that_hangs_is_given_up_after_its_time_with_a_warning(
     assert finished is False
     assert 0.2 <= waited < 5  # not mode's 60 s
     assert "closing the group consumer did not finish within 0.2 s" in caplog.text
+
+
+def test_a_step_cancelled_from_inside_is_given_up_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aiokafka's ``fetcher.close()`` awaits a fetch it cancelled while that fetch slept
+    after a lost connection, and re-raises its CancelledError from ``consumer.stop()``."""
+
+    async def stop() -> None:
+        fetch = asyncio.ensure_future(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        fetch.cancel()
+        await fetch
+
+    with caplog.at_level(logging.WARNING, logger="bridge.worker.transport"):
+        assert asyncio.run(finish_within(stop(), 5.0, "closing the group consumer")) is False
+    assert "closing the group consumer was cancelled from inside" in caplog.text
+
+
+def test_cancelling_the_waiter_still_cancels_it() -> None:
+    async def main() -> None:
+        waiter = asyncio.ensure_future(finish_within(_never(), 30.0, "closing"))
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        await waiter
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
