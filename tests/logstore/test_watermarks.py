@@ -3,9 +3,12 @@ which it reports at once."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from logstore import watermarks
 from logstore.watermarks import is_transient, watermark
 
 
@@ -46,3 +49,18 @@ def test_a_query_asks_again_through_a_failover_and_not_past_a_definite_error() -
         watermark(_Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART]), "t", 0)
     with pytest.raises(KafkaException):  # still failing when the failover window closes
         watermark(_Flaky([KafkaError._TIMED_OUT] * 100), "t", 0, failover_s=0.3)
+
+
+def test_a_partition_missing_from_the_clients_metadata_is_asked_again_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Right after a failover a metadata answer can leave a partition out: the query asks
+    again (it once killed a Spark stream in the cluster test), but a partition that stays
+    unknown is reported after STALE_METADATA_S, not after the whole failover window."""
+    flaky = _Flaky([KafkaError._UNKNOWN_PARTITION] * 2)
+    assert watermark(flaky, "t", 0) == (3, 9) and flaky.calls == 3
+    monkeypatch.setattr(watermarks, "STALE_METADATA_S", 0.3)
+    start = time.monotonic()
+    with pytest.raises(KafkaException):
+        watermark(_Flaky([KafkaError._UNKNOWN_PARTITION] * 1000), "t", 0)
+    assert time.monotonic() - start < 5  # not FAILOVER_S (120 s)
