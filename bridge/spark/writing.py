@@ -47,6 +47,32 @@ def table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
 
 
+def in_barrier_order(changes: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """A task's changes in the order a keyed table must apply them: by source barrier,
+    and within one barrier a key's retraction (-U, -D) before its new row (+U, +I).
+
+    The table keeps each key's last row written, so that order decides the result. The
+    source hands a query each key's changes in order, but the query's plan need not keep
+    it: a join drops the source's sort (Spark removes sorts below a join) and a shuffle
+    interleaves its inputs, and an order's update applied before its insert left the old
+    row in place. The sort is stable: rows of one barrier and kind keep their order.
+    Rows without a barrier (not from a ``dts`` source) keep the order they came in."""
+    if not changes:
+        return []
+    rows = pa.Table.from_batches(changes)
+    barrier = rows.column(BARRIER)
+    if barrier.null_count:
+        return changes
+    kinds = rows.column(ROW_KIND).cast(pa.string())
+    new_row = pc.invert(pc.is_in(kinds, pa.array(["-U", "-D"])))
+    order = pc.sort_indices(
+        pa.table({"barrier": barrier, "new_row": new_row}),
+        sort_keys=[("barrier", "ascending"), ("new_row", "ascending")],
+    )
+    ordered: list[pa.RecordBatch] = rows.take(order).to_batches()
+    return ordered
+
+
 class EvolvingTable:
     """`table` as it will be once schema version `schema` is published: a `mergeSchema`
     write's tasks write their files with the new columns (stamped with the new version)
@@ -108,6 +134,7 @@ def write_task(
     )
     target = pa.schema([f for f in writer.schema.arrow_schema if f.name not in (ROW_KIND, BARRIER)])
     rows, max_barrier = 0, None
+    changes: list[pa.RecordBatch] = []  # a keyed table's changes, applied in barrier order
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -116,8 +143,13 @@ def write_task(
                 b = pc.max(batch.column(BARRIER)).as_py()
                 if b is not None:
                     max_barrier = b if max_barrier is None else max(max_barrier, b)
-            writer.write(table_batch(batch, target))
+            if writer.primary_key and {BARRIER, ROW_KIND} <= set(batch.schema.names):
+                changes.append(batch)
+            else:
+                writer.write(table_batch(batch, target))
             rows += batch.num_rows
+        for batch in in_barrier_order(changes):
+            writer.write(table_batch(batch, target))
         messages = writer.prepare()
     except BaseException:
         # leave no orphan files behind a failed task
