@@ -3,8 +3,9 @@
     python -m bench.pipeline                           # make bench-pipeline
     python -m bench.pipeline --steps 2000,4000 --step-seconds 20 --pipelines dts
 
-One embedded Kafka broker; per pipeline its own Debezium topic of orders (4 partitions),
-fed the same changes (same seed) at rising rates, one step after the other until the
+One embedded Kafka broker; per pipeline its own Debezium topics: customers (the
+connector's snapshot, loaded before the pipeline starts its streams) and orders (4
+partitions), fed the same changes (same seed) at rising rates, one step after the other until the
 pipeline stops keeping up (``report`` says how that is judged). Each pipeline runs in its
 own subprocess with its own Spark (``dts_side``, ``delta_side``), one at a time, so they
 never share the two cores. Prints the table and the summary, writes
@@ -29,7 +30,7 @@ from typing import Any
 from bench.pipeline import report
 from bench.pipeline.probe import cpu_seconds, read_samples
 from bench.pipeline.side import READY, SAMPLES
-from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_step
+from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_customers, produce_step
 from bench.results import replace_section
 from logstore.broker import EmbeddedBroker
 from logstore.topics import create_topic
@@ -151,20 +152,24 @@ def _settle(
 def run_pipeline(
     name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path
 ) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:
-    topic = f"cdc.{name}.orders"
+    topic, customers_topic = f"cdc.{name}.orders", f"cdc.{name}.customers"
     create_topic(broker.bootstrap, topic, PARTITIONS, {})
+    create_topic(broker.bootstrap, customers_topic, 1, {})
+    db = OrdersDatabase()
+    producer = cdc_producer(broker.bootstrap)
+    # the dimension is in its topic before the pipeline starts: a side loads it before it
+    # starts its streams, as a user lets the connector's snapshot land before going live
+    customers = produce_customers(db, producer, customers_topic)
     trigger = ns.delta_trigger if name == "delta" else ns.trigger
-    extra = (
-        [] if name == "delta" else ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
-    )
+    extra = ["--customers-topic", customers_topic, "--customers", str(customers)]
+    if name == "dts":
+        extra += ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
     side = Side(name, broker.bootstrap, topic, work / name, trigger, extra)
     started = time.time()
     log(f"{name}: starting its pipeline (log: {side.log_path})")
     steps: list[report.StepFigures] = []
     try:
         side.await_ready(ns.start_timeout)
-        db = OrdersDatabase()
-        producer = cdc_producer(broker.bootstrap)
         initial = produce_step(db, producer, topic, ns.initial, 1.0)
         log(
             f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream"

@@ -2,9 +2,11 @@
 
 1. Spark's Kafka source on the Debezium topic, ``from_json`` of the envelope, and in
    ``foreachBatch`` the last change of each order in the batch MERGEd into the Delta table
-   ``orders`` (change data feed on): ``d`` deletes, others upsert;
+   ``orders`` (change data feed on): ``d`` deletes, others upsert; the same for the
+   customers' topic into ``customers`` (its snapshot lands before the other streams start);
 2. a stream on ``orders``' change data feed into ``orders_enriched``: per order its last
-   change, MERGEd (deleted when deleted or cancelled, else upserted with its size band);
+   change, joined with ``customers`` (broadcast, its latest version), MERGEd (deleted when
+   deleted or cancelled, else upserted with its size band and its customer's city);
 3. a second stream on the change feed into ``customer_totals``: per customer the signed
    sums of the batch (pre-images and deletes count negatively), MERGEd by adding.
 
@@ -24,15 +26,34 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline.model import ENRICHED, EVENT_COLUMN, ORDERS, TOTALS, spark_size
+from bench.pipeline.model import (
+    CUSTOMERS,
+    ENRICHED,
+    EVENT_COLUMN,
+    ORDERS,
+    READ_TOGETHER,
+    TABLES,
+    TOTALS,
+    spark_size,
+)
 from bench.pipeline.probe import Sampler
-from bench.pipeline.side import SAMPLES, announce_ready, side_args, spark_pid, stop_event
+from bench.pipeline.side import (
+    SAMPLES,
+    announce_ready,
+    await_count,
+    side_args,
+    spark_pid,
+    stop_event,
+)
 
 _IMAGE = "order_id BIGINT, customer_id BIGINT, status STRING, amount_cents BIGINT, event_ms BIGINT"
 _ENVELOPE = f"before STRUCT<{_IMAGE}>, after STRUCT<{_IMAGE}>, op STRING"
+_CUSTOMER = "customer_id BIGINT, city STRING"
+_CUSTOMER_ENVELOPE = f"before STRUCT<{_CUSTOMER}>, after STRUCT<{_CUSTOMER}>, op STRING"
 _COLUMNS = {
     ORDERS: _IMAGE,
-    ENRICHED: f"{_IMAGE}, size STRING",
+    CUSTOMERS: _CUSTOMER,
+    ENRICHED: f"{_IMAGE}, size STRING, city STRING",
     TOTALS: "customer_id BIGINT, open_orders BIGINT, total_cents BIGINT, last_event_ms BIGINT",
 }
 _VALUES = ("customer_id", "status", "amount_cents", "event_ms")
@@ -67,7 +88,7 @@ class Stitched:
         self.spark = spark
         self.work = work
         self.ns = ns
-        self.paths = {t: str(work / "delta" / t) for t in (ORDERS, ENRICHED, TOTALS)}
+        self.paths = {t: str(work / "delta" / t) for t in READ_TOGETHER}
 
     def ref(self, table: str) -> str:
         return f"delta.`{self.paths[table]}`"
@@ -95,19 +116,32 @@ class Stitched:
         batch.createOrReplaceTempView("src")
         batch.sparkSession.sql(sql)
 
-    def start(self) -> list[Any]:
+    def _kafka(self, topic: str, envelope: str) -> Any:
         from pyspark.sql import functions as F
 
-        kafka = (
+        return (
             self.spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", self.ns.bootstrap)
-            .option("subscribe", self.ns.topic)
+            .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .load()
             .where("value IS NOT NULL")  # Debezium's tombstones after deletes
-            .select(F.from_json(F.col("value").cast("string"), _ENVELOPE).alias("e"), "offset")
+            .select(F.from_json(F.col("value").cast("string"), envelope).alias("e"), "offset")
         )
 
+    def load_customers(self) -> Any:
+        """The customers' stream, awaited until their snapshot is in the Delta table."""
+        query = self._query(
+            self._kafka(self.ns.customers_topic, _CUSTOMER_ENVELOPE), "customers",
+            lambda batch, _: self._upsert(batch, CUSTOMERS, "customer_id", ("city",)),
+        )  # fmt: skip
+        await_count(
+            lambda: self.spark.read.format("delta").load(self.paths[CUSTOMERS]).count(),
+            self.ns.customers, 300, f"{CUSTOMERS} from {self.ns.customers_topic}",
+        )  # fmt: skip
+        return query
+
+    def start(self) -> list[Any]:
         def changes() -> Any:
             return (
                 self.spark.readStream.format("delta").option("readChangeFeed", "true")
@@ -115,25 +149,34 @@ class Stitched:
             )  # fmt: skip
 
         return [
-            self._query(kafka, "orders", self._orders),
+            self._query(
+                self._kafka(self.ns.topic, _ENVELOPE),
+                "orders",
+                lambda batch, _: self._upsert(batch, ORDERS, "order_id", _VALUES),
+            ),
             self._query(changes(), "orders_enriched", self._enriched),
             self._query(changes(), "customer_totals", self._totals),
         ]
 
-    def _orders(self, batch: Any, batch_id: int) -> None:
+    def _upsert(self, batch: Any, table: str, key: str, values: tuple[str, ...]) -> None:
+        """Each key's last change in the batch MERGEd: ``d`` deletes, the others upsert."""
         from pyspark.sql import functions as F
 
-        key = F.coalesce("e.after.order_id", "e.before.order_id").alias("order_id")
         last = (
-            batch.select(key, "e.op", "e.after", "offset")
-            .groupBy("order_id")  # one key's changes are in one partition, in offset order
+            batch.select(
+                F.coalesce(f"e.after.{key}", f"e.before.{key}").alias(key),
+                "e.op",
+                "e.after",
+                "offset",
+            )
+            .groupBy(key)  # one key's changes are in one partition, in offset order
             .agg(F.max_by(F.struct("op", "after"), "offset").alias("c"))
-            .select("order_id", "c.op", *[F.col(f"c.after.{c}").alias(c) for c in _VALUES])
+            .select(key, "c.op", *[F.col(f"c.after.{c}").alias(c) for c in values])
         )
-        sets = ", ".join(f"{c} = s.{c}" for c in _VALUES)
-        cols = ", ".join(("order_id", *_VALUES))
+        sets = ", ".join(f"{c} = s.{c}" for c in values)
+        cols = ", ".join((key, *values))
         self._merge(last, f"""
-            MERGE INTO {self.ref(ORDERS)} t USING src s ON t.order_id = s.order_id
+            MERGE INTO {self.ref(table)} t USING src s ON t.{key} = s.{key}
             WHEN MATCHED AND s.op = 'd' THEN DELETE
             WHEN MATCHED THEN UPDATE SET {sets}
             WHEN NOT MATCHED AND s.op != 'd' THEN INSERT ({cols}) VALUES (s.{cols.replace(', ', ', s.')})
@@ -148,8 +191,12 @@ class Stitched:
             .agg(F.max_by(F.struct("_change_type", *_VALUES), F.col("_commit_version")).alias("c"))
             .select("order_id", "c.*")
             .withColumn("size", spark_size(F))
+            .join(
+                F.broadcast(self.spark.read.format("delta").load(self.paths[CUSTOMERS])),
+                "customer_id",
+            )
         )
-        names = ("order_id", *_VALUES, "size")
+        names = ("order_id", *_VALUES, "size", "city")
         sets = ", ".join(f"{c} = s.{c}" for c in names[1:])
         gone = "s._change_type = 'delete' OR s.status = 'cancelled'"
         self._merge(last, f"""
@@ -190,7 +237,8 @@ class Stitched:
         """Each table's latest version: the newest change it shows."""
         self._reader_pool()
         out: dict[str, int | None] = {}
-        for table, path in self.paths.items():
+        for table in TABLES:
+            path = self.paths[table]
             row = (
                 self.spark.read.format("delta").load(path).agg({EVENT_COLUMN[table]: "max"}).first()
             )
@@ -212,7 +260,7 @@ def main() -> None:
     spark = session(ns.work)
     stitched = Stitched(spark, ns.work, ns)
     stitched.create()
-    queries = stitched.start()
+    queries = [stitched.load_customers(), *stitched.start()]
     sampler = Sampler(
         stitched.fresh, stitched.together, ns.work / SAMPLES, ns.probe_interval
     ).start()

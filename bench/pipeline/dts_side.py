@@ -1,8 +1,9 @@
-"""dts's side: ``dts ingest`` (Debezium topic -> the orders log, barriers every
-``--barrier-interval``), ``dts worker`` (log -> FileStore, reporting barriers to the
-MetaService), two Spark streams reading orders (``tier``) into orders_enriched and
-customer_totals (dts sink, carrying the source barrier), and the reader: a strong
-consistent read of the three tables through the MetaService (FileStore API).
+"""dts's side: two ``dts ingest`` (Debezium topics -> the orders and customers logs,
+barriers every ``--barrier-interval``), ``dts worker`` (logs -> FileStore, reporting
+barriers to the MetaService), two Spark streams reading orders (``tier``) into
+orders_enriched (joined with customers) and customer_totals (dts sink, carrying the source
+barrier), and the reader: a strong consistent read of the three tables through the
+MetaService (FileStore API), beside the customers it joined.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.pipeline.model import (
+    CUSTOMERS,
     DB,
     ENRICHED,
     EVENT_COLUMN,
+    KEYS,
     ORDERS,
     SCHEMAS,
     TABLES,
@@ -24,7 +27,14 @@ from bench.pipeline.model import (
     spark_size,
 )
 from bench.pipeline.probe import Sampler
-from bench.pipeline.side import SAMPLES, announce_ready, side_args, spark_pid, stop_event
+from bench.pipeline.side import (
+    SAMPLES,
+    announce_ready,
+    await_count,
+    side_args,
+    spark_pid,
+    stop_event,
+)
 from bridge.consistency_read import consistent_read_tables
 from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
@@ -34,23 +44,38 @@ from logstore.localhost import free_port
 from logstore.spec import BARRIER_COLUMN
 
 _DERIVED = {"change-tracking": "false", "bucket": "2"}
-OPTIONS = {ORDERS: {"bucket": "4"}, ENRICHED: _DERIVED, TOTALS: _DERIVED}
+OPTIONS = {
+    ORDERS: {"bucket": "4"},
+    CUSTOMERS: {"bucket": "1"},
+    ENRICHED: _DERIVED,
+    TOTALS: _DERIVED,
+}
 
 
 def create_tables(catalog: Catalog) -> None:
     catalog.create_database(DB)
-    for name in TABLES:
-        key = "customer_id" if name == TOTALS else "order_id"
+    for name in (*TABLES, CUSTOMERS):
+        key = KEYS[name]
         catalog.create_table(name, SCHEMAS[name], primary_key=[key], options=OPTIONS[name])
 
 
-def enriched(orders: Any) -> Any:
-    """Filter + size band, each change keeping its row kind; one task so every key's
-    changes reach the sink in order (as the demo's ``spark_enriched``)."""
+def enriched(orders: Any, customers: Any) -> Any:
+    """Filter + size band + the customer's city, each change keeping its row kind.
+
+    The customers are broadcast, so the join keeps the stream's partitions as they are;
+    one task then gives the sink every key's changes in order (as the demo's
+    ``spark_enriched``)."""
     from pyspark.sql import functions as F
 
-    cols = [*SCHEMAS[ORDERS].names, spark_size(F).alias("size"), ROW_KIND_COLUMN, BARRIER_COLUMN]
-    return orders.where(F.col("status") != "cancelled").select(*cols).coalesce(1)
+    city = F.broadcast(customers.select("customer_id", "city"))
+    cols = [*SCHEMAS[ORDERS].names, spark_size(F).alias("size"), "city",
+            ROW_KIND_COLUMN, BARRIER_COLUMN]  # fmt: skip
+    return (
+        orders.where(F.col("status") != "cancelled")
+        .join(city, "customer_id")
+        .select(*cols)
+        .coalesce(1)
+    )
 
 
 def totals(orders: Any) -> Any:
@@ -67,11 +92,14 @@ def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any
         .option("tier", ns.tier)
         .load(ORDERS)
     )
+    customers = spark.read.format("dts").option("warehouse", warehouse).load(CUSTOMERS)
     queries = []
-    for table, transform, mode in ((ENRICHED, enriched, "append"), (TOTALS, totals, "complete")):
+    for table, df, mode in (
+        (ENRICHED, enriched(source, customers), "append"),
+        (TOTALS, totals(source), "complete"),
+    ):
         queries.append(
-            transform(source)
-            .writeStream.format("dts")
+            df.writeStream.format("dts")
             .queryName(table.replace(".", "_"))
             .outputMode(mode)
             .option("warehouse", warehouse)
@@ -103,7 +131,8 @@ def main() -> None:
         stack.callback(meta.stop)
         url = await_meta(meta)
         worker = start_dts("worker", [
-            "worker", "--warehouse", warehouse, "--bootstrap", ns.bootstrap, "--tables", ORDERS,
+            "worker", "--warehouse", warehouse, "--bootstrap", ns.bootstrap,
+            "--tables", f"{ORDERS},{CUSTOMERS}",
             "--web-port", str(free_port()), "--group", "bench-pipeline-worker",
             "--meta-url", url, "--session-timeout", "6",
         ], logs)  # fmt: skip
@@ -113,6 +142,16 @@ def main() -> None:
             "--bootstrap", ns.bootstrap, "--barrier-interval", ns.barrier_interval,
         ], logs)  # fmt: skip
         stack.callback(ingest.stop)
+        ingest_customers = start_dts("ingest-customers", [
+            "ingest", "--from-topic", ns.customers_topic, "--table", CUSTOMERS,
+            "--warehouse", warehouse, "--bootstrap", ns.bootstrap,
+            "--barrier-interval", ns.barrier_interval,
+        ], logs)  # fmt: skip
+        stack.callback(ingest_customers.stop)
+        await_count(
+            lambda: catalog.get_table(CUSTOMERS).read(columns=["customer_id"]).num_rows,
+            ns.customers, 120, f"{CUSTOMERS} from {ns.customers_topic}",
+        )  # fmt: skip
         from bridge.spark.session import local_session
 
         spark = local_session(
@@ -132,16 +171,19 @@ def main() -> None:
             )
 
         def together() -> tuple[dict[str, Any], dict[str, Any]]:
-            """The three at the one barrier the MetaService gives for a strong read."""
+            """The three at the one barrier the MetaService gives for a strong read, and the
+            customers they joined (loaded before the streams started, never changed since)."""
             tables = consistent_read_tables(catalog, list(TABLES), meta_url=url, mode="strong")
-            return dict(tables), {"barrier": tables.version.barrier}
+            dimension = catalog.get_table(CUSTOMERS).read()
+            return {**tables, CUSTOMERS: dimension}, {"barrier": tables.version.barrier}
 
         sampler = Sampler(fresh, together, work / SAMPLES, ns.probe_interval).start()
         stack.callback(sampler.stop)
         announce_ready(work, {"spark": spark_pid(), "metaservice": meta.pid,
-                              "worker": worker.pid, "ingest": ingest.pid})  # fmt: skip
+                              "worker": worker.pid, "ingest": ingest.pid,
+                              "ingest-customers": ingest_customers.pid})  # fmt: skip
         while not stop.is_set():
-            for svc in (meta, worker, ingest):
+            for svc in (meta, worker, ingest, ingest_customers):
                 svc.check()
             for q in queries:
                 if q.exception() is not None:

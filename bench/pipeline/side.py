@@ -11,7 +11,8 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -28,6 +29,9 @@ def side_args(
         ap.add_argument(name, default=default, help=help_text)
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True, help="the Debezium CDC topic of orders")
+    ap.add_argument("--customers-topic", required=True, help="the Debezium topic of customers")
+    ap.add_argument("--customers", type=int, required=True,
+                    help="how many customers its snapshot holds (loaded before the streams)")  # fmt: skip
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--trigger", default="1 second", help="Spark streams' processing time")
     ap.add_argument("--probe-interval", type=float, default=1.0)
@@ -44,6 +48,17 @@ def stop_event() -> threading.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     return stop
+
+
+def await_count(count: Callable[[], int], want: int, timeout_s: float, what: str) -> None:
+    """Until ``count()`` reaches ``want`` (polled twice a second), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    have = count()
+    while have < want:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {have} of {want} rows after {timeout_s:.0f} s")
+        time.sleep(0.5)
+        have = count()
 
 
 def announce_ready(work: Path, pids: dict[str, int]) -> None:

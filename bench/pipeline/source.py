@@ -1,5 +1,5 @@
-"""The benchmark's input: a Debezium MySQL-shaped CDC topic of orders, produced at a
-controlled rate.
+"""The benchmark's input: Debezium MySQL-shaped CDC topics of orders, produced at a
+controlled rate, and of customers, the connector's initial snapshot (``op: r``).
 
 Each change is a real Debezium envelope (``before``/``after``/``op``/``ts_ms``/``source``,
 keyed by ``{"order_id": N}``), built for a whole chunk at once with polars; the state of
@@ -17,13 +17,14 @@ import numpy as np
 import polars as pl
 from confluent_kafka import Producer
 
-from bridge.demo.model import STATUSES
+from bridge.demo.model import CITIES, STATUSES
 from logstore.client_config import confluent_config
 
 #: the change mix of a chunk: inserts, updates, deletes (the demo's proportions)
 MIX = (0.65, 0.27, 0.08)
 _SOURCE = {"version": "2.7.3.Final", "connector": "mysql", "name": "bench", "db": "bench",
            "table": "orders", "snapshot": "false"}  # fmt: skip
+_SNAPSHOT_SOURCE = _SOURCE | {"table": "customers", "snapshot": "true"}
 
 
 @dataclass
@@ -43,6 +44,26 @@ class OrdersDatabase:
         self.amount = np.zeros(self.capacity, dtype=np.int64)
         self.event_ms = np.zeros(self.capacity, dtype=np.int64)
         self.next_id = 0
+        self.city = np.array(CITIES)[self.rng.integers(0, len(CITIES), self.customers)]
+
+    def customer_snapshot(self, now_ms: int) -> pl.DataFrame:
+        """Every customer as Debezium's initial snapshot writes it (``op: r``, no before),
+        columns ``key`` and ``value`` (JSON)."""
+        rows = pl.DataFrame({"customer_id": np.arange(self.customers), "city": self.city})
+        return rows.select(
+            pl.concat_str(
+                [pl.lit('{"customer_id":'), pl.col("customer_id").cast(pl.String), pl.lit("}")]
+            ).alias("key"),
+            pl.struct(
+                pl.lit(None).alias("before"),
+                pl.struct(rows.columns).alias("after"),
+                pl.lit(_SNAPSHOT_SOURCE | {"ts_ms": now_ms}).alias("source"),
+                pl.lit("r").alias("op"),
+                pl.lit(now_ms).alias("ts_ms"),
+            )
+            .struct.json_encode()
+            .alias("value"),
+        )
 
     def _pick_live(self, n: int) -> np.ndarray:
         """Up to n distinct live orders, without a pass over all of them."""
@@ -150,6 +171,17 @@ class StepResult:
     @property
     def achieved(self) -> float:
         return self.produced / max(self.ended - self.started, 1e-9)
+
+
+def produce_customers(db: OrdersDatabase, producer: Producer, topic: str) -> int:
+    """The customers' snapshot, all of it, delivered before it returns."""
+    chunk = db.customer_snapshot(int(time.time() * 1000))
+    for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
+        producer.produce(topic, value=value, key=key)
+        producer.poll(0)
+    if producer.flush(30):
+        raise RuntimeError(f"the customers' snapshot was not delivered to {topic} in 30 s")
+    return chunk.height
 
 
 def produce_step(

@@ -19,6 +19,7 @@ import pytest
 
 from bench.pipeline import report
 from bench.pipeline.model import (
+    CUSTOMERS,
     ENRICHED,
     ORDERS,
     TABLES,
@@ -62,16 +63,26 @@ def test_oracle_finds_derived_tables_that_do_not_match_the_orders() -> None:
     orders = pa.table({"order_id": [1, 2, 3], "customer_id": [7, 7, 8],
                        "status": ["placed", "cancelled", "paid"], "amount_cents": [100, 200, 30_000],
                        "event_ms": [1, 2, 3]})  # fmt: skip
-    enriched = expected_enriched(orders)
+    customers = pa.table({"customer_id": [7, 8, 9], "city": ["Oslo", "Lima", "Quito"]})
+    enriched = expected_enriched(orders, customers)
+    assert enriched.select(["order_id", "size", "city"]).sort_by("order_id").to_pylist() == [
+        {"order_id": 1, "size": "small", "city": "Oslo"},
+        {"order_id": 3, "size": "large", "city": "Lima"},
+    ]
     totals = pa.table({"customer_id": [7, 8, 9], "open_orders": [1, 1, 0],
                        "total_cents": [100, 30_000, 0], "last_event_ms": [2, 3, 1]})  # fmt: skip
-    assert inconsistencies({ORDERS: orders, ENRICHED: enriched, TOTALS: totals}) == []
+    read = {ORDERS: orders, CUSTOMERS: customers, ENRICHED: enriched, TOTALS: totals}
+    assert inconsistencies(read) == []
     stale = totals.set_column(2, "total_cents", pa.array([100, 29_000, 0]))
-    assert inconsistencies({ORDERS: orders, ENRICHED: enriched, TOTALS: stale}) == [
+    assert inconsistencies({**read, TOTALS: stale}) == [
         f"{TOTALS} != per-customer sums of {ORDERS}"
     ]
-    assert inconsistencies({ORDERS: orders, ENRICHED: enriched.slice(1), TOTALS: totals}) == [
-        f"{ENRICHED} != filter of {ORDERS}"
+    assert inconsistencies({**read, ENRICHED: enriched.slice(1)}) == [
+        f"{ENRICHED} != filter/join of {ORDERS} and {CUSTOMERS}"
+    ]
+    moved = customers.set_column(1, "city", pa.array(["Oslo", "Accra", "Quito"]))
+    assert inconsistencies({**read, CUSTOMERS: moved}) == [
+        f"{ENRICHED} != filter/join of {ORDERS} and {CUSTOMERS}"
     ]
 
 
@@ -99,6 +110,22 @@ def test_the_source_writes_debezium_envelopes_the_state_agrees_with() -> None:
     assert [state[k]["status"] for k in live[:50]] == [
         ["placed", "paid", "shipped", "cancelled"][s] for s in db.status[live[:50]]
     ]
+
+
+def test_the_customers_snapshot_decodes_as_debeziums_reads() -> None:
+    from bench.pipeline.model import CUSTOMERS_SCHEMA
+
+    db = OrdersDatabase(customers=50, capacity=10_000)
+    chunk = db.customer_snapshot(1000)
+    spec = LogSpec(topic="c", schema=CUSTOMERS_SCHEMA, primary_key=["customer_id"], buckets=1)
+    n = chunk.height
+    decoded = decode_columns(spec, [0] * n, list(range(n)), chunk["key"].to_list(),
+                             [v.encode() for v in chunk["value"].to_list()], [None] * n)  # fmt: skip
+    assert decoded.errors == []
+    rows = decoded.table.to_pylist()
+    assert {r["_row_kind"] for r in rows} == {"+I"}  # a snapshot read inserts
+    assert [r["customer_id"] for r in rows] == list(range(50))
+    assert [r["city"] for r in rows] == db.city.tolist()
 
 
 @pytest.mark.spark
