@@ -49,26 +49,26 @@ def table_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 def in_barrier_order(changes: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
     """A task's changes in the order a keyed table must apply them: by source barrier,
-    and within one barrier a key's retraction (-U, -D) before its new row (+U, +I).
+    and within one barrier in the order they came.
 
     The table keeps each key's last row written, so that order decides the result. The
     source hands a query each key's changes in order, but the query's plan need not keep
-    it: a join drops the source's sort (Spark removes sorts below a join) and a shuffle
-    interleaves its inputs, and an order's update applied before its insert left the old
-    row in place. The sort is stable: rows of one barrier and kind keep their order.
-    Rows without a barrier (not from a ``dts`` source) keep the order they came in."""
+    it across barriers: a join drops the source's sort (Spark removes sorts below a join)
+    and a catch-up batch's files of several snapshots are read in any order; an order's
+    update applied before its insert left the old row in place. Within one barrier the
+    order they came in is the source's (one key's rows come from one bucket or partition,
+    read by one task, and a shuffle keeps one map task's order): a log-tier barrier holds
+    every change of a key in sequence (an insert, then its delete), so the sort is stable
+    and never reorders rows of one barrier. Rows without a barrier (not from a ``dts``
+    source) keep the order they came in."""
     if not changes:
         return []
     rows = pa.Table.from_batches(changes)
     barrier = rows.column(BARRIER)
     if barrier.null_count:
         return changes
-    kinds = rows.column(ROW_KIND).cast(pa.string())
-    new_row = pc.invert(pc.is_in(kinds, pa.array(["-U", "-D"])))
-    order = pc.sort_indices(
-        pa.table({"barrier": barrier, "new_row": new_row}),
-        sort_keys=[("barrier", "ascending"), ("new_row", "ascending")],
-    )
+    # stable: rows of one barrier keep their order
+    order = pc.sort_indices(barrier)
     ordered: list[pa.RecordBatch] = rows.take(order).to_batches()
     return ordered
 
