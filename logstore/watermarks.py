@@ -8,6 +8,7 @@ keeps asking for a bounded while, so a broker failure is a stall, not a failed j
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -16,11 +17,14 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 #: how long a query keeps asking through a leader election (a controller failover on a
 #: three-node cluster took ~19 s in tests/bridge/worker/test_worker_kafka_cluster.py)
 FAILOVER_S = 120.0
-#: how long a partition the client's metadata lacks is asked again: right after a leader
-#: and a controller were killed, a metadata answer left a partition out for a moment
-#: (the cluster test's Spark stream died of it); a partition that really is not there is
-#: reported after this, not after a whole failover window
-STALE_METADATA_S = 15.0
+#: how long a partition the client's metadata lacks is asked again, from the first time
+#: it was missing: right after a leader and a controller were killed, a metadata answer
+#: left a partition out, and the client kept that answer (the cluster test's Spark stream
+#: died of it); each retry asks the cluster for the topic's metadata again. A partition
+#: that really is not there is reported after this, not after a whole failover window
+STALE_METADATA_S = 30.0
+#: how long the metadata request of a retry may take
+REFRESH_TIMEOUT_S = 5.0
 
 # the broker's answers a failover causes
 _TRANSIENT = {
@@ -62,6 +66,7 @@ def watermark(
 ) -> tuple[int, int]:
     """(low, high) of one partition, through a failover of at most ``failover_s``."""
     start = time.monotonic()
+    stale_since: float | None = None
     while True:
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
@@ -70,10 +75,22 @@ def watermark(
             stale = _stale_metadata(exc)
             if not (stale or is_transient(exc)):
                 raise
-            window = min(STALE_METADATA_S, failover_s) if stale else failover_s
-            if time.monotonic() - start >= window:
+            now = time.monotonic()
+            if now - start >= failover_s:
                 raise
+            if stale:
+                stale_since = now if stale_since is None else stale_since
+                if now - stale_since >= STALE_METADATA_S:
+                    raise
+                _refresh_metadata(consumer, topic)
             time.sleep(0.2)
+
+
+def _refresh_metadata(consumer: Any, topic: str) -> None:
+    """Ask the cluster for ``topic``'s metadata: the answer replaces the client's cached
+    one, which a watermark query alone does not renew."""
+    with contextlib.suppress(KafkaException):
+        consumer.list_topics(topic, timeout=REFRESH_TIMEOUT_S)
 
 
 def _stale_metadata(exc: KafkaException) -> bool:

@@ -34,12 +34,17 @@ class _Flaky:
     def __init__(self, failures: list[int]) -> None:
         self.failures = failures
         self.calls = 0
+        self.refreshed = 0
 
     def get_watermark_offsets(self, tp: object, timeout: float) -> tuple[int, int]:
         self.calls += 1
         if self.failures:
             raise KafkaException(KafkaError(self.failures.pop(0)))
         return (3, 9)
+
+    def list_topics(self, topic: str, timeout: float) -> object:
+        self.refreshed += 1
+        return object()
 
 
 def test_a_query_asks_again_through_a_failover_and_not_past_a_definite_error() -> None:
@@ -56,11 +61,38 @@ def test_a_partition_missing_from_the_clients_metadata_is_asked_again_for_a_whil
 ) -> None:
     """Right after a failover a metadata answer can leave a partition out: the query asks
     again (it once killed a Spark stream in the cluster test), but a partition that stays
-    unknown is reported after STALE_METADATA_S, not after the whole failover window."""
+    unknown is reported after STALE_METADATA_S from the first time it was missing, not
+    after the whole failover window."""
     flaky = _Flaky([KafkaError._UNKNOWN_PARTITION] * 2)
     assert watermark(flaky, "t", 0) == (3, 9) and flaky.calls == 3
+    assert flaky.refreshed == 2  # each retry asked for the topic's metadata again
     monkeypatch.setattr(watermarks, "STALE_METADATA_S", 0.3)
     start = time.monotonic()
     with pytest.raises(KafkaException):
         watermark(_Flaky([KafkaError._UNKNOWN_PARTITION] * 1000), "t", 0)
     assert time.monotonic() - start < 5  # not FAILOVER_S (120 s)
+
+
+def test_the_stale_window_starts_when_the_partition_first_goes_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query that first waited through timeouts (a leader's election) still gives a
+    partition missing after that its whole STALE_METADATA_S."""
+    clock = _Clock()
+    monkeypatch.setattr(watermarks, "STALE_METADATA_S", 0.5)
+    monkeypatch.setattr(watermarks.time, "sleep", clock.advance)
+    monkeypatch.setattr(watermarks.time, "monotonic", clock.now)
+    failures = [KafkaError._TIMED_OUT] * 5 + [KafkaError._UNKNOWN_PARTITION] * 2
+    flaky = _Flaky(failures)  # 1 s of timeouts, then 0.4 s of a missing partition
+    assert watermark(flaky, "t", 0) == (3, 9)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s

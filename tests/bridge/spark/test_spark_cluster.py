@@ -5,7 +5,8 @@ reaches them only as docs/deploy.md ships it (a zip via --py-files/spark.submit.
 Through it, with `spark-submit` (an example: file-tier streams into derived tables
 carrying barriers, a consistent read) and with a session built
 in Python (primary-key writes and upserts, reads by name and by `dts.table` as native
-scans, an atomic CTAS whose executor task fails).
+scans, an atomic CTAS whose executor task fails), and a log-tier stream its executors read
+from a broker into a dts table.
 """
 
 from __future__ import annotations
@@ -142,3 +143,69 @@ def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_pat
     cmd = [sys.executable, str(script), cluster.master_url, cluster.package_zip, str(warehouse)]
     out = _run([*cmd, *confs], env, cluster)
     assert "OK: a Python session on the cluster" in out, out[-2000:]
+
+
+LOG_TIER_SCRIPT = """
+import sys
+import pyarrow as pa
+from pyspark.sql import SparkSession
+import bridge as dts
+from bridge.tables import open_log_writer
+from filestore import Catalog
+
+master, zip_path, warehouse, bootstrap, checkpoint = sys.argv[1:6]
+confs = dict(arg.split("=", 1) for arg in sys.argv[6:])
+builder = SparkSession.builder.master(master).appName("dts-cluster-log-tier")
+builder = builder.config("spark.submit.pyFiles", zip_path)
+for key, value in confs.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+dts.register(spark, warehouse=warehouse)
+
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+catalog = Catalog(warehouse)
+catalog.create_database("db")
+source = catalog.create_table("db.events", schema, primary_key=["id"],
+                              options={"bucket": "2", "log.topic": "dts-cluster-events"})
+target = catalog.create_table("db.events_copy", schema, primary_key=["id"],
+                              options={"bucket": "2"})
+with open_log_writer(source, bootstrap, barrier_interval_s=None) as log:
+    log.write(pa.table({"id": list(range(300)), "v": [f"v{i}" for i in range(300)]}, schema=schema))
+    log.barrier(1000)
+    log.write(pa.table({"id": list(range(0, 300, 3)), "v": ["u"] * 100}, schema=schema))
+    log.barrier(2000)
+
+query = (
+    spark.readStream.format("dts").option("tier", "log").option("bootstrap", bootstrap)
+    .load("db.events")
+    .writeStream.format("dts").option("checkpointLocation", checkpoint)
+    .trigger(availableNow=True).start("db.events_copy")
+)
+assert query.awaitTermination(300)
+assert query.exception() is None, query.exception()
+copy = target.read()
+assert copy.num_rows == 300, copy.num_rows
+assert sorted(copy.column("v").to_pylist()).count("u") == 100
+assert target.latest_snapshot().barrier == 2000, target.latest_snapshot()
+print("OK: a log-tier stream on the cluster copied every barrier, ending at barrier 2000")
+spark.stop()
+"""
+
+
+def test_a_log_tier_stream_on_the_cluster(  # type: ignore[no-untyped-def]
+    cluster: SparkCluster, broker, tmp_path: Path
+) -> None:
+    """The log tier read by the cluster's executors (Kafka from their Python workers)
+    into a dts table: every row, and the source's last barrier carried."""
+    warehouse = tmp_path / "warehouse"
+    script = tmp_path / "log_tier.py"
+    script.write_text(textwrap.dedent(LOG_TIER_SCRIPT))
+    confs = [f"{k}={v}" for k, v in _confs(cluster, warehouse).items()]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = cluster.python
+    before = _executors_launched(cluster)
+    cmd = [sys.executable, str(script), cluster.master_url, cluster.package_zip, str(warehouse),
+           broker.bootstrap, str(tmp_path / "ck")]  # fmt: skip
+    out = _run([*cmd, *confs], env, cluster)
+    assert "OK: a log-tier stream on the cluster" in out, out[-2000:]
+    assert _executors_launched(cluster) >= before + 1  # the job ran on the workers
