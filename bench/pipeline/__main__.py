@@ -225,7 +225,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                delta_trigger=ns.delta_trigger,
                step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
     table = report.format_table(runs)
-    text = (f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
+    ran = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    args = " ".join(sys.argv[1:]) if argv is None else " ".join(argv)
+    text = (f"Last run {ran}, `python -m bench.pipeline {args}`:\n\n"
+            f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
             f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}, "
             f"stitched {ns.delta_trigger}; "
             f"{ns.step_seconds:g} s per step")  # fmt: skip

@@ -59,6 +59,18 @@ def test_a_steady_lag_keeps_up_a_growing_one_does_not() -> None:
     assert report.highest_kept([kept, fig]) == 200
 
 
+def test_the_summary_gives_a_bound_when_the_stitched_stack_keeps_up_at_no_step() -> None:
+    steady = _samples(1000.0, [3.0, 3.5, 2.8] * 10)
+    growing = _samples(1000.0, [float(i) for i in range(30)])
+    kept = [report.step_figures(steady, rate, rate, 1000.0, 1030.0, {}) for rate in (250, 500)]
+    behind = [report.step_figures(growing, 250, 250.0, 1000.0, 1030.0, {})]
+    text = report.format_summary(report.summary({"dts": kept, "delta": behind}, {}))
+    assert "below 250/s (fell behind at its lowest step)" in text  # never "0/s"
+    assert "dts / stitched: > 2x" in text
+    both = report.summary({"dts": kept, "delta": kept[:1]}, {})
+    assert both["rate_ratio"] == 2.0 and "rate_ratio_above" not in both
+
+
 def test_oracle_finds_derived_tables_that_do_not_match_the_orders() -> None:
     orders = pa.table({"order_id": [1, 2, 3], "customer_id": [7, 7, 8],
                        "status": ["placed", "cancelled", "paid"], "amount_cents": [100, 200, 30_000],
