@@ -78,21 +78,30 @@ def test_spark_submit_runs_the_examples_with_the_package_shipped(
     assert _executors_launched(cluster) >= before + 1  # the job ran on the workers
 
 
-SESSION_SCRIPT = """
+# a session on the cluster: argv is master, package zip, warehouse, the script's own
+# arguments, then the session's confs (key=value)
+SESSION_HEAD = """
 import sys
-import pyarrow as pa
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
 import bridge as dts
-from filestore import Catalog
 
-master, zip_path, warehouse = sys.argv[1:4]
-confs = dict(arg.split("=", 1) for arg in sys.argv[4:])
+given = sys.argv[1:]
+confs = dict(arg.split("=", 1) for arg in given if "=" in arg)
+master, zip_path, warehouse, *args = [arg for arg in given if "=" not in arg]
 builder = SparkSession.builder.master(master).appName("dts-cluster-session")
 builder = builder.config("spark.submit.pyFiles", zip_path)
 for key, value in confs.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 dts.register(spark, warehouse=warehouse)
+"""
+
+SESSION_SCRIPT = (
+    SESSION_HEAD
+    + """
+import pyarrow as pa
+from pyspark.sql import functions as F
+from filestore import Catalog
 
 schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 Catalog(warehouse).create_table("db.items", schema, primary_key=["id"], options={"bucket": "2"})
@@ -129,6 +138,7 @@ assert not Catalog(warehouse).table_exists("db.gone")
 print("OK: a Python session on the cluster wrote, upserted, read natively and kept a failed CTAS invisible")
 spark.stop()
 """
+)
 
 
 def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
@@ -145,22 +155,14 @@ def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_pat
     assert "OK: a Python session on the cluster" in out, out[-2000:]
 
 
-LOG_TIER_SCRIPT = """
-import sys
+LOG_TIER_SCRIPT = (
+    SESSION_HEAD
+    + """
 import pyarrow as pa
-from pyspark.sql import SparkSession
-import bridge as dts
 from bridge.tables import open_log_writer
 from filestore import Catalog
 
-master, zip_path, warehouse, bootstrap, checkpoint = sys.argv[1:6]
-confs = dict(arg.split("=", 1) for arg in sys.argv[6:])
-builder = SparkSession.builder.master(master).appName("dts-cluster-log-tier")
-builder = builder.config("spark.submit.pyFiles", zip_path)
-for key, value in confs.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
-dts.register(spark, warehouse=warehouse)
+bootstrap, checkpoint = args
 
 schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 catalog = Catalog(warehouse)
@@ -190,6 +192,7 @@ assert target.latest_snapshot().barrier == 2000, target.latest_snapshot()
 print("OK: a log-tier stream on the cluster copied every barrier, ending at barrier 2000")
 spark.stop()
 """
+)
 
 
 def test_a_log_tier_stream_on_the_cluster(  # type: ignore[no-untyped-def]

@@ -66,6 +66,30 @@ def test_merge_schema_changes_the_schema_only_when_the_data_commits(
 
 
 @pytest.mark.kafka
+def _copy_log_tier(
+    spark: Any, warehouse: Path, broker: Any, src: str, dst: str, work: Path, **options: str
+) -> None:
+    """Stream every barrier of ``src``'s log tier into ``dst`` (Trigger.AvailableNow)."""
+    reader = (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "log")
+        .option("bootstrap", broker.bootstrap)
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    q = (
+        reader.load(src)
+        .writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(work / "ck"))
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    assert q.awaitTermination(180)
+    assert q.exception() is None, q.exception()
+
+
 def test_micro_batches_ending_inside_one_barrier_commit_in_order(
     spark: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
@@ -82,21 +106,7 @@ def test_micro_batches_ending_inside_one_barrier_commit_in_order(
         w.barrier(1000)
         w.write(rows(4, start=20))
         w.barrier(2000)
-    q = (
-        spark.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "log")
-        .option("bootstrap", broker.bootstrap)
-        .option("maxOffsetsPerTrigger", "6")
-        .load(src_name)
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.cut")
-    )
-    assert q.awaitTermination(180)
-    assert q.exception() is None, q.exception()
+    _copy_log_tier(spark, warehouse, broker, src_name, "db.cut", tmp_path, maxOffsetsPerTrigger="6")
     assert sort(dst.read()) == sort(pa.concat_tables([rows(20), rows(4, start=20)]))
     data = [s for s in dst.snapshots() if s.commit_kind != "COMPACT"]
     assert len(data) >= 4  # the barrier was really cut
@@ -132,20 +142,7 @@ def test_a_log_tier_barrier_that_inserts_and_deletes_keys_ends_at_the_sources_st
         w.barrier(1000)
         w.write(kind(rows(1, start=5, k="b"), "-D"))
         w.barrier(2000)
-    q = (
-        spark.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "log")
-        .option("bootstrap", broker.bootstrap)
-        .load(src_name)
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.seq")
-    )
-    assert q.awaitTermination(180)
-    assert q.exception() is None, q.exception()
+    _copy_log_tier(spark, warehouse, broker, src_name, "db.seq", tmp_path)
     latest = dst.latest_snapshot()
     assert latest is not None and latest.barrier == 2000
     # ids 0-2 deleted, 3 deleted and inserted again, 4 updated, 5 deleted in barrier 2000
