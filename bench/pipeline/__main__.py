@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
     table = report.format_table(runs)
     ran = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    args = " ".join(sys.argv[1:]) if argv is None else " ".join(argv)
+    args = " ".join(sys.argv[1:] if argv is None else argv)
     text = (f"Last run {ran}, `python -m bench.pipeline {args}`:\n\n"
             f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
             f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}, "

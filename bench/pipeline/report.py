@@ -116,11 +116,12 @@ def summary(
             "steps": [asdict(s) for s in steps],
         }
     p = out["pipelines"]
-    if "dts" in p and "delta" in p and p["delta"]["highest_rate"]:
-        out["rate_ratio"] = p["dts"]["highest_rate"] / p["delta"]["highest_rate"]
-    elif "dts" in p and "delta" in p and p["delta"]["lowest_step"]:
-        # kept up at no step: its rate is below the lowest, the ratio only bounded
-        out["rate_ratio_above"] = p["dts"]["highest_rate"] / p["delta"]["lowest_step"]
+    if "dts" in p and "delta" in p:
+        dts_rate, delta = p["dts"]["highest_rate"], p["delta"]
+        if delta["highest_rate"]:
+            out["rate_ratio"] = dts_rate / delta["highest_rate"]
+        elif delta["lowest_step"]:  # kept up at no step: below its lowest, a bound only
+            out["rate_ratio_above"] = dts_rate / delta["lowest_step"]
     if "dts" in p and p["dts"]["highest_rate"]:
         half = p["dts"]["highest_rate"] / 2
         at = [s for s in runs["dts"] if s.rate <= half]
@@ -158,7 +159,7 @@ def format_summary(report: dict[str, Any]) -> str:
         rate = (
             f"{p['highest_rate']:,}/s"
             if p["highest_rate"]
-            else f"below {p.get('lowest_step', 0):,}/s (fell behind at its lowest step)"
+            else f"below {p['lowest_step']:,}/s (fell behind at its lowest step)"
         )
         lines.append(
             f"- {LABEL.get(name, name)}: highest sustained rate {rate}; "

@@ -139,11 +139,12 @@ def write_task(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            if BARRIER in batch.schema.names:
+            stamped = BARRIER in batch.schema.names
+            if stamped:
                 b = pc.max(batch.column(BARRIER)).as_py()
                 if b is not None:
                     max_barrier = b if max_barrier is None else max(max_barrier, b)
-            if writer.primary_key and {BARRIER, ROW_KIND} <= set(batch.schema.names):
+            if writer.primary_key and stamped:  # only the barrier orders them
                 changes.append(batch)
             else:
                 writer.write(table_batch(batch, target))

@@ -78,21 +78,21 @@ def test_the_stale_window_starts_when_the_partition_first_goes_missing(
 ) -> None:
     """A query that first waited through timeouts (a leader's election) still gives a
     partition missing after that its whole STALE_METADATA_S."""
-    clock = _Clock()
     monkeypatch.setattr(watermarks, "STALE_METADATA_S", 0.5)
-    monkeypatch.setattr(watermarks.time, "sleep", clock.advance)
-    monkeypatch.setattr(watermarks.time, "monotonic", clock.now)
+    monkeypatch.setattr(watermarks, "time", _Clock())  # the module's clock only
     failures = [KafkaError._TIMED_OUT] * 5 + [KafkaError._UNKNOWN_PARTITION] * 2
     flaky = _Flaky(failures)  # 1 s of timeouts, then 0.4 s of a missing partition
     assert watermark(flaky, "t", 0) == (3, 9)
 
 
 class _Clock:
+    """`time` for the watermarks module: sleeping advances it, nothing waits."""
+
     def __init__(self) -> None:
         self.t = 0.0
 
-    def now(self) -> float:
+    def monotonic(self) -> float:
         return self.t
 
-    def advance(self, s: float) -> None:
+    def sleep(self, s: float) -> None:
         self.t += s

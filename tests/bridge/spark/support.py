@@ -82,3 +82,16 @@ def stream_from_first_snapshot(
     if one_barrier_per_batch:
         reader = reader.option("maxBarriersPerTrigger", "1")
     return reader.load(table)
+
+
+def log_tier_reader(spark: Any, warehouse: Path, broker: Any, **opts: Any) -> Any:
+    """`readStream.format("dts")` of the log tier through ``broker``, with ``opts``."""
+    reader = (
+        spark.readStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("tier", "log")
+        .option("bootstrap", broker.bootstrap)
+    )
+    for key, value in opts.items():
+        reader = reader.option(key, str(value))
+    return reader

@@ -141,17 +141,23 @@ spark.stop()
 )
 
 
-def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
+def _run_session(cluster: SparkCluster, tmp_path: Path, script: str, *args: str) -> str:
+    """Run ``script`` (SESSION_HEAD and its own part) as a Python-built session on the
+    cluster with a warehouse under ``tmp_path``; its stdout."""
     warehouse = tmp_path / "warehouse"
-    script = tmp_path / "session.py"
-    script.write_text(textwrap.dedent(SESSION_SCRIPT))
+    path = tmp_path / "session.py"
+    path.write_text(textwrap.dedent(script))
     confs = [f"{k}={v}" for k, v in _confs(cluster, warehouse).items()]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # a session built in Python takes its workers' interpreter from PYSPARK_PYTHON (the
     # driver's own Python, with the project installed, plans; executors get the zip)
     env["PYSPARK_PYTHON"] = cluster.python
-    cmd = [sys.executable, str(script), cluster.master_url, cluster.package_zip, str(warehouse)]
-    out = _run([*cmd, *confs], env, cluster)
+    cmd = [sys.executable, str(path), cluster.master_url, cluster.package_zip, str(warehouse)]
+    return _run([*cmd, *args, *confs], env, cluster)
+
+
+def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
+    out = _run_session(cluster, tmp_path, SESSION_SCRIPT)
     assert "OK: a Python session on the cluster" in out, out[-2000:]
 
 
@@ -200,15 +206,7 @@ def test_a_log_tier_stream_on_the_cluster(  # type: ignore[no-untyped-def]
 ) -> None:
     """The log tier read by the cluster's executors (Kafka from their Python workers)
     into a dts table: every row, and the source's last barrier carried."""
-    warehouse = tmp_path / "warehouse"
-    script = tmp_path / "log_tier.py"
-    script.write_text(textwrap.dedent(LOG_TIER_SCRIPT))
-    confs = [f"{k}={v}" for k, v in _confs(cluster, warehouse).items()]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYSPARK_PYTHON"] = cluster.python
     before = _executors_launched(cluster)
-    cmd = [sys.executable, str(script), cluster.master_url, cluster.package_zip, str(warehouse),
-           broker.bootstrap, str(tmp_path / "ck")]  # fmt: skip
-    out = _run([*cmd, *confs], env, cluster)
+    out = _run_session(cluster, tmp_path, LOG_TIER_SCRIPT, broker.bootstrap, str(tmp_path / "ck"))
     assert "OK: a log-tier stream on the cluster" in out, out[-2000:]
     assert _executors_launched(cluster) >= before + 1  # the job ran on the workers

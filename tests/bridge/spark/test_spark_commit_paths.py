@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import commit, make_table, rows, sort
+from tests.bridge.spark.support import commit, log_tier_reader, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
 
@@ -65,21 +65,13 @@ def test_merge_schema_changes_the_schema_only_when_the_data_commits(
     assert t.schema.id == before.id + 1 and t.read().num_rows == 6
 
 
-@pytest.mark.kafka
 def _copy_log_tier(
     spark: Any, warehouse: Path, broker: Any, src: str, dst: str, work: Path, **options: str
 ) -> None:
     """Stream every barrier of ``src``'s log tier into ``dst`` (Trigger.AvailableNow)."""
-    reader = (
-        spark.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "log")
-        .option("bootstrap", broker.bootstrap)
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
     q = (
-        reader.load(src)
+        log_tier_reader(spark, warehouse, broker, **options)
+        .load(src)
         .writeStream.format("dts")
         .option("warehouse", str(warehouse))
         .option("checkpointLocation", str(work / "ck"))
@@ -90,6 +82,7 @@ def _copy_log_tier(
     assert q.exception() is None, q.exception()
 
 
+@pytest.mark.kafka
 def test_micro_batches_ending_inside_one_barrier_commit_in_order(
     spark: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
@@ -118,6 +111,7 @@ def test_micro_batches_ending_inside_one_barrier_commit_in_order(
     assert sort(dst.read(snapshot_id=at_1000.id)) == sort(rows(20))
 
 
+@pytest.mark.kafka
 def test_a_log_tier_barrier_that_inserts_and_deletes_keys_ends_at_the_sources_state(
     spark: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:

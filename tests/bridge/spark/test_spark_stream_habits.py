@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import make_table, rows, sort
+from tests.bridge.spark.support import log_tier_reader, make_table, rows, sort
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -20,18 +20,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 def _table(warehouse: Path) -> tuple[Any, str]:
     name = f"db.h{uuid.uuid4().hex[:8]}"
     return make_table(warehouse, name, **{"log.topic": f"dts-test-{name}"}), name
-
-
-def _reader(spark: Any, warehouse: Path, broker: Any, **opts: Any) -> Any:
-    r = (
-        spark.readStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("tier", "log")
-        .option("bootstrap", broker.bootstrap)
-    )
-    for k, v in opts.items():
-        r = r.option(k, str(v))
-    return r
 
 
 def _available_now(reader: Any, name: str, ck: Path) -> list[pa.Table]:
@@ -65,18 +53,18 @@ def test_starting_offsets_latest_and_json(
         w.write(rows(3, start=6))
         w.barrier(2000)
     latest = _available_now(
-        _reader(spark, warehouse, broker, startingOffsets="latest"), name, tmp_path / "a"
+        log_tier_reader(spark, warehouse, broker, startingOffsets="latest"), name, tmp_path / "a"
     )
     assert sum(x.num_rows for x in latest) == 0  # nothing was written after the start
     doc = json.dumps({spec.topic: {str(p): o for p, o in after_first.items()}})
     got = _available_now(
-        _reader(spark, warehouse, broker, startingOffsets=doc), name, tmp_path / "b"
+        log_tier_reader(spark, warehouse, broker, startingOffsets=doc), name, tmp_path / "b"
     )
     out = pa.concat_tables(got)
     assert sorted(out.column("id").to_pylist()) == [6, 7, 8]
     assert set(out.column("_barrier").to_pylist()) == {2000}
     earliest = _available_now(
-        _reader(spark, warehouse, broker, startingOffsets="earliest"), name, tmp_path / "c"
+        log_tier_reader(spark, warehouse, broker, startingOffsets="earliest"), name, tmp_path / "c"
     )
     assert sum(x.num_rows for x in earliest) == 9
 
@@ -93,7 +81,7 @@ def test_max_offsets_per_trigger_admits_records_not_whole_barriers(
         w.write(rows(4, start=20))
         w.barrier(2000)
     batches = _available_now(
-        _reader(spark, warehouse, broker, maxOffsetsPerTrigger=5), name, tmp_path / "ck"
+        log_tier_reader(spark, warehouse, broker, maxOffsetsPerTrigger=5), name, tmp_path / "ck"
     )
     assert len(batches) >= 5  # one 20-row barrier split over several micro-batches
     assert all(x.num_rows <= 5 for x in batches)
@@ -126,7 +114,7 @@ def test_short_poll_timeout_keeps_up_with_a_live_log(
         got.append(batch)
 
     q = (
-        _reader(spark, warehouse, broker, **{"log.poll-timeout": "0.2"})
+        log_tier_reader(spark, warehouse, broker, **{"log.poll-timeout": "0.2"})
         .load(name)
         .writeStream.foreachBatch(on_batch)
         .option("checkpointLocation", str(tmp_path / "ck"))
