@@ -86,12 +86,10 @@ def totals(orders: Any) -> Any:
 
 
 def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any) -> list[Any]:
-    source = (
-        spark.readStream.format("dts")
-        .option("warehouse", warehouse)
-        .option("tier", ns.tier)
-        .load(ORDERS)
-    )
+    reader = spark.readStream.format("dts").option("warehouse", warehouse)
+    if ns.tier != "file":  # the log tier is read from Kafka
+        reader = reader.option("bootstrap", ns.bootstrap)
+    source = reader.option("tier", ns.tier).load(ORDERS)
     customers = spark.read.format("dts").option("warehouse", warehouse).load(CUSTOMERS)
     queries = []
     for table, df, mode in (

@@ -151,6 +151,9 @@ def log_stream(spark: Any, run: Run, spec: Spec, wh: str) -> None:
         def dts_log() -> Any:
             reader = spark.readStream.format("dts").option("warehouse", wh)
             reader = reader.option("tier", "log").option("bootstrap", broker.bootstrap)
+            # the upserts as stored, as changelog_rows gives them on Spark's Kafka source
+            # (the default, a full changelog, also looks old rows up: another job)
+            reader = reader.option("log.normalize", "false")
             return reader.option("scan.mode", "latest-full").load(LOG_TABLE)
 
         def kafka_log() -> Any:

@@ -52,6 +52,7 @@ READ = (
     "maxRowsPerTrigger",
     "maxBarriersPerTrigger",
     "log.poll-timeout",
+    "log.normalize",
     "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native)
     "scan.tasks",  # internal: how many tasks that merge part fills (the session's cores)
     "scan.native",  # false: the Python source reads it even where the extension could not

@@ -105,6 +105,8 @@ class ReadOptions:
     columns: list[str] = field(default_factory=list)
     metadata_columns: bool = False
     poll_timeout_s: float = 2.0
+    # an upsert-mode log read as a full changelog (-U/+U, full -D), see bridge.spark.log_state
+    log_normalize: bool = True
     feed: ChangeFeed | None = None  # Delta readChangeFeed (adds _change_type)
     start_offsets: str | dict[int, int] | None = None  # Kafka startingOffsets (log tier)
     max_offsets_per_trigger: int | None = None  # record-level admission (log tier)
@@ -190,6 +192,7 @@ class ReadOptions:
             columns=_csv(low, "columns"),
             metadata_columns=_bool(low, "metadata-columns"),
             poll_timeout_s=_float(low, "log.poll-timeout", 2.0),
+            log_normalize=_bool(low, "log.normalize", True),
             feed=feed,
             start_offsets=start_offsets,
             max_offsets_per_trigger=max_offsets,

@@ -27,6 +27,7 @@ import pyarrow as pa
 from bridge.spark.arrow_schema import conform
 from bridge.spark.errors import LogTruncated
 from bridge.spark.kafka_access import consumer
+from bridge.spark.log_state import normalized
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.read_parts import LogPartition
 from logstore.codec import RawRecord, decode_records
@@ -77,6 +78,10 @@ def _drop(p: LogPartition) -> None:
 def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.RecordBatch]:
     """Executor side: decode one partition's range and tag rows with their barriers."""
     try:
+        # the replay first: it ends where the range starts, so the kept consumer reads on
+        # (an empty one is not fetched: that would drop the records already fetched ahead)
+        replaying = p.state is not None and p.state.offset < p.start
+        replay = _fetch(_replay_range(p), timeout_s) if replaying else []
         records = _fetch(p, timeout_s)
     except BaseException:
         _drop(p)  # its position is unknown now
@@ -84,6 +89,24 @@ def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.Reco
     if not records:
         return
     decoded = decode_records(records, p.spec)
+    _refuse_truncates(decoded, p)
+    table = decoded.table
+    if p.state is not None:
+        before = decode_records(replay, p.spec)
+        _refuse_truncates(before, p)
+        table = normalized(table, before.table, p.state, p.partition, p.spec)
+    yield from _tag(table, p)
+
+
+def _replay_range(p: LogPartition) -> LogPartition:
+    """The records between the state's snapshot and the range (often none)."""
+    assert p.state is not None
+    return LogPartition(
+        p.bootstrap, p.spec, p.partition, p.state.offset, p.start, [], p.target, p.columns
+    )
+
+
+def _refuse_truncates(decoded: Any, p: LogPartition) -> None:
     if decoded.truncates:
         # a log row cannot say "every row before me is gone"; the file tier can (-D rows)
         first = decoded.truncates[0]
@@ -92,7 +115,6 @@ def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.Reco
             "a log-tier read cannot show it. Read this range with tier=file (its changes "
             "hold the removed rows as -D) or restart the stream from a snapshot after it"
         )
-    yield from _tag(decoded.table, p)
 
 
 def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:

@@ -76,8 +76,20 @@ class ChangelogFilesPartition(InputPartition):
         self.ctx, self.files = ctx, files
 
 
+@dataclass(frozen=True)
+class LogStateRef:
+    """Where a log range's old rows come from (`bridge.spark.log_state`): the FileStore
+    snapshot `snapshot_id` (None: none yet) holds the partition's log up to `offset`."""
+
+    warehouse: str
+    table: str
+    snapshot_id: int | None
+    offset: int
+
+
 class LogPartition(InputPartition):
-    """Records [start, end) of one Kafka partition and the markers inside that range."""
+    """Records [start, end) of one Kafka partition and the markers inside that range;
+    with `state`, read as a full changelog on top of the rows `state` names."""
 
     def __init__(
         self,
@@ -89,8 +101,10 @@ class LogPartition(InputPartition):
         markers: list[tuple[int, int]],
         target: pa.Schema,
         columns: list[str],
+        state: LogStateRef | None = None,
     ) -> None:
         super().__init__(partition)
         self.bootstrap, self.spec, self.partition = bootstrap, spec, partition
         self.start, self.end, self.markers = start, end, markers
         self.target, self.columns = target, columns
+        self.state = state

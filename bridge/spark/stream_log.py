@@ -1,8 +1,9 @@
 """Streaming read of the Kafka log tier: read_committed, micro-batches end on barrier markers.
 
-Rows carry `_row_kind` (as stored: with `log.changelog-mode=upsert` that is +U/-D,
-no -U before-images; use the file or hybrid tier for a normalized changelog) and
-`_barrier` (the barrier whose marker closes the row's transaction).
+Rows carry `_row_kind` and `_barrier` (the barrier whose marker closes the row's
+transaction). An upsert-mode log (a primary-key table's default) is read as a full
+changelog, -U/+U and full -D rows (`bridge.spark.log_state`); `log.normalize=false`
+gives its rows as stored (+I for every upsert, -D maybe key-only).
 
 scan.mode: `latest-full` (default) = the earliest retained offset; `latest` = the end
 of the log when the query starts; `from-snapshot` = the log offsets FileStore snapshot
@@ -24,13 +25,14 @@ from pyspark.sql.types import StructType
 from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
 from bridge.spark.kafka_access import consumer
+from bridge.spark.log_state import check_replayable, state_refs
 from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
 from bridge.spark.plan_limits import default_read_limit, limits
 from bridge.spark.plan_log import BatchEnd, LogScanner, admit, record_admission
 from bridge.spark.plan_scan import read_context
 from bridge.spark.read_log import read_log_range
-from bridge.spark.read_parts import LogPartition
+from bridge.spark.read_parts import LogPartition, LogStateRef
 from bridge.tables import log_spec_for
 from logstore.errors import OffsetsExpiredError
 
@@ -51,6 +53,7 @@ class LogTierReader:
         )
         self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
         self._meta: Any = None  # consumer for watermark queries
+        self._floors: dict[int, int] = {}  # partition -> the snapshot its last range used
 
     def table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)
@@ -100,8 +103,30 @@ class LogTierReader:
         chosen = admit(barriers, max_rows, max_barriers)
         return None if chosen is None else BatchEnd(chosen.ends, chosen.barrier)
 
+    @property
+    def normalizes(self) -> bool:
+        """Whether ranges are read as a full changelog (`bridge.spark.log_state`)."""
+        upsert = self.spec.effective_changelog_mode == "upsert"
+        return self.opts.log_normalize and upsert and bool(self.spec.primary_key)
+
+    def _states(self, start: dict[int, int], end: dict[int, int]) -> dict[int, LogStateRef]:
+        if not self.normalizes:
+            return {}
+        starts = {p: start.get(p, 0) for p in end if end[p] > start.get(p, 0)}
+        # a partition's start only grows, so its snapshot never moves back: walk down to
+        # the oldest of theirs (all of them when a partition has none yet)
+        floors = [self._floors.get(p) for p in starts]
+        floor = min(floors) if floors and None not in floors else None  # type: ignore[type-var]
+        refs = state_refs(self.table(), self.opts.common.warehouse, starts, floor)
+        check_replayable(refs, self.earliest(), self.spec.topic)
+        for p, ref in refs.items():
+            if ref.snapshot_id is not None:
+                self._floors[p] = ref.snapshot_id
+        return refs
+
     def plan(self, start: dict[int, int], end: dict[int, int]) -> list[InputPartition]:
         parts: list[InputPartition] = []
+        states = self._states(start, end)
         for p in sorted(end):
             a, b = start.get(p, 0), end[p]
             if b > a:
@@ -118,6 +143,7 @@ class LogTierReader:
                         markers,
                         self.ctx.target,
                         self.ctx.columns,
+                        states.get(p),
                     )
                 )
         return parts

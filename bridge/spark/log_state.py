@@ -1,0 +1,121 @@
+"""Log-tier reads of an upsert-mode log as a full changelog (`log.normalize`, default on).
+
+A primary-key table's log stores upserts (`log.changelog-mode=upsert`): an update
+arrives as `+I` of the new row, with no `-U` of the old one, and a delete may carry
+only its key. A stream that copies rows by key needs no more, but a filter or an
+aggregation that must retract the old row (the seeds' `orders -> customer_totals`)
+would silently count it twice. So, as Flink's ChangelogNormalize does for an upsert
+source, each micro-batch's range is normalized (`logstore.normalize.Normalizer`):
+`+I` for a new key, `-U` + `+U` for a changed one, the full `-D` of a known one.
+
+The old rows come from the FileStore, not from state kept between batches (Spark's
+tasks keep none): the driver names, per partition (= bucket), the newest snapshot whose
+log prefix of that partition ends at or before the range (`LogStateRef`); the task reads
+that bucket's rows of the range's keys at that snapshot, then replays the log records
+between the snapshot's offset and the range (usually none, or one barrier: the worker
+commits each barrier before the next is complete), and normalizes the range on top.
+So a stream on the log tier is exact as soon as the table's worker commits; without
+any committed snapshot the replay starts at offset 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bridge.spark.errors import OptionError
+from bridge.spark.read_parts import LogStateRef
+from filestore.errors import SnapshotNotFound
+
+if TYPE_CHECKING:
+    from filestore.table import Table
+    from logstore.spec import LogSpec
+
+
+def state_refs(
+    table: Table, warehouse: str, starts: dict[int, int], floor: int | None = None
+) -> dict[int, LogStateRef]:
+    """Per partition, the newest snapshot whose recorded log offset of that partition is at
+    or before its start. Snapshots are read newest first, down to `floor` (a snapshot id
+    an earlier range already used: starts only grow, so it still qualifies)."""
+    found: dict[int, LogStateRef] = {}
+    latest = table.latest_snapshot()
+    sid = latest.id if latest is not None else 0
+    while sid > 0 and len(found) < len(starts) and (floor is None or sid >= floor):
+        try:
+            snap = table.snapshot(sid)
+        except SnapshotNotFound:
+            break  # expired from here down
+        if snap.log_offsets is not None:
+            for p, start in starts.items():
+                offset = int(snap.log_offsets.get(p, 0))
+                if p not in found and offset <= start:
+                    found[p] = LogStateRef(warehouse, table.name, int(snap.id), offset)
+        sid -= 1
+    return {p: found.get(p, LogStateRef(warehouse, table.name, None, 0)) for p in starts}
+
+
+def check_replayable(refs: dict[int, LogStateRef], earliest: dict[int, int], topic: str) -> None:
+    """A replay must start where the log still holds records: otherwise the old rows of
+    the range's keys are unknown, and guessing them is what normalizing is there to avoid."""
+    for p, ref in sorted(refs.items()):
+        if ref.offset < earliest.get(p, 0):
+            raise OptionError(
+                f"{topic}[{p}]: normalizing needs the table's rows before offset "
+                f"{earliest[p]} (the log no longer holds them and no snapshot records a "
+                "later offset of this partition): read with tier=hybrid (the FileStore "
+                "snapshot, then the log), or option log.normalize=false for the upserts as "
+                "stored"
+            )
+
+
+def committed_rows(ref: LogStateRef, bucket: int, keys: pl.DataFrame, spec: LogSpec) -> pa.Table:
+    """The bucket's rows of `keys` at the snapshot `ref` names (none without one)."""
+    from bridge.spark.catalog import open_table
+
+    values = list(spec.schema.names)
+    if ref.snapshot_id is None or keys.is_empty():
+        return spec.schema.empty_table()
+    table = open_table(ref.warehouse, ref.table)
+    key = list(spec.primary_key)
+    wanted = None
+    if len(key) == 1:  # pushed into the scan: row groups without the keys are skipped
+        wanted = pc.field(key[0]).isin(keys.get_column(key[0]).to_arrow())
+    scan = table.new_scan(ref.snapshot_id, wanted, values, buckets=[bucket])
+    batches = [b for split in scan.plan() for b in table.read_split(split, values, wanted)]
+    rows = pa.Table.from_batches(batches, schema=spec.schema) if batches else None
+    if rows is None:
+        return spec.schema.empty_table()
+    if len(key) > 1:
+        found = pl.from_arrow(rows)
+        assert isinstance(found, pl.DataFrame)
+        rows = found.join(keys, on=key, how="semi").to_arrow()
+    return rows
+
+
+def normalized(
+    rows: pa.Table, replay: pa.Table, ref: LogStateRef, bucket: int, spec: LogSpec
+) -> pa.Table:
+    """`rows` (one partition's range, in offset order, as decoded) as a full changelog:
+    state = the committed rows of their keys, then the replayed records of those keys."""
+    from logstore.normalize import Normalizer
+
+    key = list(spec.primary_key)
+    keys = pl.from_arrow(rows.select(key))
+    assert isinstance(keys, pl.DataFrame)
+    keys = keys.unique()
+    normalizer = Normalizer(spec)
+    try:
+        normalizer.seed(committed_rows(ref, bucket, keys, spec))
+        if replay.num_rows:
+            before = pl.from_arrow(replay)
+            assert isinstance(before, pl.DataFrame)
+            mine = before.join(keys, on=key, how="semi")
+            if len(mine):
+                normalizer.process(mine.to_arrow())  # only its state matters
+        return normalizer.process(rows)
+    finally:
+        normalizer.close()
