@@ -57,6 +57,19 @@ class SequenceGenerator:
         self._next = base + n
         return np.arange(base, base + n, dtype=np.int64)
 
+    def claim(self, seqs: np.ndarray) -> np.ndarray:
+        """Numbers a caller chose (e.g. ordered by source barrier across a write's tasks):
+        they must increase, from above every number this writer gave out."""
+        if len(seqs) and (int(seqs[0]) < self._next or bool((np.diff(seqs) <= 0).any())):
+            raise FileStoreError(
+                f"sequence numbers must increase from {self._next} on, got "
+                f"{int(seqs[0])}..{int(seqs[-1])} (not strictly increasing, or below the "
+                "numbers this writer already gave out)"
+            )
+        if len(seqs):
+            self._next = int(seqs[-1]) + 1
+        return np.asarray(seqs, dtype=np.int64)
+
     def advance_past(self, committed_max: int) -> None:
         """Number the next rows above a committed maximum (a rebased commit may have
         moved ours there): later writes then need no rebase against our own."""
@@ -121,8 +134,14 @@ class TableWrite:
         values = [c for c in self.schema.column_names if c not in fixed]
         check_retractable(self.table.name, values, self.options)
 
-    def write(self, data: pa.Table | pa.RecordBatch) -> None:
-        """Buffer rows (optional ``_row_kind``: +I, -U, +U, -D; default upsert)."""
+    def write(
+        self, data: pa.Table | pa.RecordBatch, sequence_numbers: np.ndarray | None = None
+    ) -> None:
+        """Buffer rows (optional ``_row_kind``: +I, -U, +U, -D; default upsert).
+
+        ``sequence_numbers``: one per row, increasing, instead of the writer's clock (see
+        ``SequenceGenerator.claim``); a key's row with the greatest number wins.
+        """
         if self._closed:
             raise FileStoreError("this TableWrite is closed")
         rows, kinds = conform(data, self.schema, self.table.name)
@@ -138,7 +157,12 @@ class TableWrite:
                 )
         if self.primary_key and self.options.merge_engine == "aggregation":
             self._check_retractions(kinds)
-        seqs = self._seq.take(n)
+        if sequence_numbers is None:
+            seqs = self._seq.take(n)
+        elif len(sequence_numbers) != n:
+            raise FileStoreError(f"{len(sequence_numbers)} sequence numbers for {n} rows")
+        else:
+            seqs = self._seq.claim(sequence_numbers)
         if self.primary_key:
             key_cols = [rows.column(k) for k in self.primary_key]
             arrays = [*key_cols, pa.array(seqs), kinds, *rows.columns]

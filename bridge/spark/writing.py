@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
@@ -71,6 +72,43 @@ def in_barrier_order(changes: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
     order = pc.sort_indices(barrier)
     ordered: list[pa.RecordBatch] = rows.take(order).to_batches()
     return ordered
+
+
+BARRIER_SHIFT = 20
+"""A barrier's rows are numbered from ``(barrier - since) << 20``: barrier ids are epoch
+milliseconds (a barrier a second later leaves 2^30 numbers), as the writer's own clock
+numbers rows from ``now_ms << 20``."""
+
+
+def barrier_sequence_numbers(ordered: list[pa.RecordBatch], latest: Any) -> np.ndarray | None:
+    """Sequence numbers that order a write's rows by source barrier across ALL its tasks.
+
+    Each task sorts its own rows by barrier (`in_barrier_order`), but a key's changes of
+    two barriers may reach two tasks (a shuffle not by key, a catch-up batch over several
+    snapshots), and the writer's clock would let the task that wrote last win. Every task
+    of one write sees the same latest snapshot (this query is the table's writer), so
+    numbering from its greatest sequence number, `(barrier - its barrier) << 20 +
+    position in the barrier`, makes a later barrier's row win in any task; within a
+    barrier, rows keep the order they came in.
+
+    None (the writer's clock) for rows without a barrier, and when the latest snapshot
+    has none (a write not from a barrier source came last: no common origin; numbering
+    from barrier 0 there would leap by `barrier << 20` each time)."""
+    if not ordered or (latest is not None and latest.barrier is None):
+        return None
+    barriers = pa.Table.from_batches(ordered).column(BARRIER)
+    if barriers.null_count:
+        return None
+    b = barriers.to_numpy().astype(np.int64)  # ascending: in_barrier_order sorted them
+    # an empty table: from barrier 0, the scale of the writer's clock (epoch ms << 20)
+    base = latest.max_sequence_number + 1 if latest is not None else 0
+    since = latest.barrier if latest is not None else 0
+    n = np.arange(len(b), dtype=np.int64)
+    position = n - np.searchsorted(b, b, side="left")
+    seqs = base + (np.maximum(b - since, 0) << BARRIER_SHIFT) + position
+    # a barrier of over 2^20 rows in one task must not run into the next one's numbers
+    out: np.ndarray = np.maximum.accumulate(seqs - n) + n
+    return out
 
 
 class EvolvingTable:
@@ -149,8 +187,13 @@ def write_task(
             else:
                 writer.write(table_batch(batch, target))
             rows += batch.num_rows
-        for batch in in_barrier_order(changes):
-            writer.write(table_batch(batch, target))
+        ordered = in_barrier_order(changes)
+        seqs = barrier_sequence_numbers(ordered, table.latest_snapshot())
+        at = 0
+        for batch in ordered:
+            mine = None if seqs is None else seqs[at : at + batch.num_rows]
+            writer.write(table_batch(batch, target), sequence_numbers=mine)
+            at += batch.num_rows
         messages = writer.prepare()
     except BaseException:
         # leave no orphan files behind a failed task

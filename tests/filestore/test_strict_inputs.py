@@ -139,3 +139,22 @@ def test_schema_text_with_an_empty_entry_is_refused(warehouse: Path) -> None:
     assert r.exit_code == 0, r.output
     t = Catalog(str(warehouse)).get_table("db.t")
     assert t.arrow_schema.field("price").type == pa.decimal128(10, 2)
+
+
+def test_chosen_sequence_numbers_must_rise_and_the_last_row_numbered_wins(tmp_path: Path) -> None:
+    import numpy as np
+
+    from filestore.errors import FileStoreError
+
+    t = Catalog(str(tmp_path)).create_table("db.seq", SCHEMA, primary_key=["id"])
+    w = t.new_write("w")
+    rows = pa.table({"id": [1, 1], "v": ["old", "new"]})
+    with pytest.raises(FileStoreError, match="must increase"):
+        w.write(rows, sequence_numbers=np.array([5, 5]))
+    with pytest.raises(FileStoreError, match="2 sequence numbers for 1 rows"):
+        w.write(rows.slice(0, 1), sequence_numbers=np.array([5, 6]))
+    w.write(rows, sequence_numbers=np.array([10, 20]))
+    with pytest.raises(FileStoreError, match="from 21 on"):  # below what it gave out
+        w.write(rows.slice(0, 1), sequence_numbers=np.array([15]))
+    w.commit()
+    assert t.read().to_pylist() == [{"id": 1, "v": "new"}]

@@ -5,6 +5,9 @@ one key in `test_spark_commit_paths.py`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pyarrow as pa
 
 from bridge.spark.writing import in_barrier_order
@@ -45,3 +48,54 @@ def test_rows_without_a_barrier_keep_the_order_they_came_in() -> None:
     batches = [_batch([1, 1], ["+U", "-U"], [None, 5])]
     assert in_barrier_order(batches) == batches
     assert in_barrier_order([]) == []
+
+
+def _task_rows(ids: list[int], v: float, barrier: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"id": ids, "k": ["x"] * len(ids), "v": [v] * len(ids),
+         "_row_kind": ["+I"] * len(ids), "_barrier": pa.array([barrier] * len(ids), pa.int64())},
+    )  # fmt: skip
+
+
+def test_a_later_barrier_wins_whichever_task_wrote_last(tmp_path: Path) -> None:
+    """One write, two tasks: a key's barrier-20 row reached the task that wrote first, its
+    barrier-10 row the one that wrote last (a shuffle not by key, a catch-up over two
+    snapshots). The writers' clocks would let the last one win; the numbers ordered by
+    barrier across the tasks make barrier 20 win, as the source holds it."""
+    from bridge.spark.writing import commit_messages, write_task
+    from tests.bridge.spark.support import commit, make_table, rows
+
+    t = make_table(tmp_path, "db.o", buckets=1)
+    commit(t, rows(3), barrier=5)
+    first = write_task(t, "sink", iter([_task_rows([0, 1], 20.0, 20)]))
+    last = write_task(t, "sink", iter([_task_rows([0], 10.0, 10), _task_rows([2], 10.0, 10)]))
+    t.new_commit("sink").commit(commit_messages([first, last]), identifier=1, barrier=20)
+    got = {r["id"]: r["v"] for r in t.read().to_pylist()}
+    assert got == {0: 20.0, 1: 20.0, 2: 10.0}
+
+
+def test_sequence_numbers_rise_with_the_barrier_and_the_position_in_it() -> None:
+    from types import SimpleNamespace
+
+    from bridge.spark.writing import BARRIER_SHIFT, barrier_sequence_numbers
+
+    latest = SimpleNamespace(max_sequence_number=99, barrier=1000)
+    ordered = [_batch([1, 2, 3], ["+I"] * 3, [1000, 1000, 1002])]
+    assert barrier_sequence_numbers(ordered, latest).tolist() == [  # type: ignore[union-attr]
+        100,
+        101,
+        100 + (2 << BARRIER_SHIFT),
+    ]
+    assert barrier_sequence_numbers([_batch([1], ["+I"], [None])], latest) is None
+    no_barrier = SimpleNamespace(max_sequence_number=99, barrier=None)  # e.g. a batch write
+    assert barrier_sequence_numbers(ordered, no_barrier) is None
+    # one barrier holding more rows than its range (2^20) runs into the next one's numbers:
+    # they still rise
+    n = (1 << BARRIER_SHIFT) + 1
+    barriers = np.concatenate([np.full(n, 1000), [1001]]).astype(np.int64)
+    huge = pa.RecordBatch.from_arrays(
+        [pa.array(np.arange(n + 1)), pa.array(barriers)], names=["id", "_barrier"]
+    )
+    crowded = barrier_sequence_numbers([huge], SimpleNamespace(max_sequence_number=-1, barrier=0))
+    assert crowded is not None and bool((np.diff(crowded) > 0).all())
+    assert crowded[-1] == crowded[-2] + 1  # barrier 1001 right after the crowded one
