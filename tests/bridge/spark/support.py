@@ -95,3 +95,18 @@ def log_tier_reader(spark: Any, warehouse: Path, broker: Any, **opts: Any) -> An
     for key, value in opts.items():
         reader = reader.option(key, str(value))
     return reader
+
+
+def into_dts(df: Any, warehouse: Path, target: str, checkpoint: Path, timeout_s: int = 180) -> Any:
+    """Run streaming ``df`` into the dts table ``target`` once (Trigger.AvailableNow,
+    restartable from ``checkpoint``); the finished query."""
+    q = (
+        df.writeStream.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(target)
+    )
+    assert q.awaitTermination(timeout_s)
+    assert q.exception() is None, q.exception()
+    return q

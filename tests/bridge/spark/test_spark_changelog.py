@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from tests.bridge.spark.support import (
     commit,
     data_snapshots,
+    into_dts,
     make_table,
     rows,
     sort,
@@ -184,16 +185,8 @@ def test_a_stream_behind_its_source_catches_up_in_one_key_ordered_batch(
     commit(src, rows(50), barrier=10)
     for i in range(6):
         commit(src, rows(20, start=10, k=f"u{i}"), barrier=20 + i)
-    q = (
-        stream_from_first_snapshot(spark, warehouse, "db.behind")
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.behind_copy")
-    )
-    assert q.awaitTermination(120)
-    assert q.exception() is None
+    behind = stream_from_first_snapshot(spark, warehouse, "db.behind")
+    q = into_dts(behind, warehouse, "db.behind_copy", tmp_path / "ck")
     plan = str(q._jsq.explainInternal(False))
     assert "FileScan parquet" in plan and "(Python)" not in plan, plan
     assert "Exchange hashpartitioning(id" in plan, plan  # each key's changes to one task
@@ -223,17 +216,8 @@ def test_a_catch_up_joined_with_a_table_still_ends_at_the_sources_state(
         spark.read.format("dts").option("warehouse", str(warehouse)).load("db.joined_dim")
         .select("id")
     )  # fmt: skip
-    q = (
-        stream_from_first_snapshot(spark, warehouse, "db.joined")
-        .join(F.broadcast(ids), "id")
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.joined_copy")
-    )
-    assert q.awaitTermination(120)
-    assert q.exception() is None
+    joined = stream_from_first_snapshot(spark, warehouse, "db.joined").join(F.broadcast(ids), "id")
+    q = into_dts(joined, warehouse, "db.joined_copy", tmp_path / "ck")
     assert "BroadcastHashJoin" in str(q._jsq.explainInternal(False))
     assert sort(dst.read()) == sort(src.read())
     assert [s.barrier for s in data_snapshots(dst)][-1] == 31

@@ -11,7 +11,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import commit, log_tier_reader, make_table, rows, sort
+from tests.bridge.spark.support import (
+    commit,
+    into_dts,
+    log_tier_reader,
+    make_table,
+    rows,
+    sort,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -69,17 +76,8 @@ def _copy_log_tier(
     spark: Any, warehouse: Path, broker: Any, src: str, dst: str, work: Path, **options: str
 ) -> None:
     """Stream every barrier of ``src``'s log tier into ``dst`` (Trigger.AvailableNow)."""
-    q = (
-        log_tier_reader(spark, warehouse, broker, **options)
-        .load(src)
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(work / "ck"))
-        .trigger(availableNow=True)
-        .start(dst)
-    )
-    assert q.awaitTermination(180)
-    assert q.exception() is None, q.exception()
+    into_dts(log_tier_reader(spark, warehouse, broker, **options).load(src), warehouse, dst,
+             work / "ck")  # fmt: skip
 
 
 @pytest.mark.kafka
@@ -157,17 +155,10 @@ def test_a_keys_later_barrier_wins_when_the_two_reach_different_tasks(
     out = make_table(warehouse, "db.xt_out", pk=True)
     commit(src, rows(40_000), barrier=10)
     commit(src, rows(1).set_column(2, "v", pa.array([-1.0])), barrier=20)
-    q = (
-        stream_from_first_snapshot(spark, warehouse, "db.xt_src")
-        .repartitionByRange(2, "_barrier")
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start("db.xt_out")
+    split = stream_from_first_snapshot(spark, warehouse, "db.xt_src").repartitionByRange(
+        2, "_barrier"
     )
-    assert q.awaitTermination(180)
-    assert q.exception() is None
+    into_dts(split, warehouse, "db.xt_out", tmp_path / "ck")
     got = out.read(filter=pa.compute.field("id") < 2).to_pylist()
     assert sorted((r["id"], r["v"]) for r in got) == [(0, -1.0), (1, 0.5)]
     assert out.read().num_rows == 40_000

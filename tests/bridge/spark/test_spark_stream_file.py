@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import barriers, commit, make_table, rows, sort
+from tests.bridge.spark.support import barriers, commit, into_dts, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
 
@@ -18,17 +18,7 @@ def _run(dts: Any, warehouse: Path, src: str, dst: str, ck: Path, **opts: Any) -
     r = dts.readStream.format("dts").option("warehouse", str(warehouse)).option("tier", "file")
     for k, v in opts.items():
         r = r.option(k, str(v))
-    q = (
-        r.load(src)
-        .writeStream.format("dts")
-        .option("warehouse", str(warehouse))
-        .option("checkpointLocation", str(ck))
-        .trigger(availableNow=True)
-        .start(dst)
-    )
-    assert q.awaitTermination(120)
-    assert q.exception() is None
-    return q
+    return into_dts(r.load(src), warehouse, dst, ck)
 
 
 def test_file_stream_chain_carries_sourcebarriers(

@@ -72,24 +72,29 @@ def test_log_tier_micro_batches_end_on_barriers(
     assert set(got.column("_row_kind").to_pylist()) <= {"+I", "+U"}
 
 
+def _commit_as_worker(t: Any, broker: Any, data: pa.Table, barrier: int) -> None:
+    """What the worker does at a barrier: a snapshot of `data` with the log offsets after
+    the barrier's markers."""
+    from bridge.spark.kafka_access import watermarks
+    from bridge.tables import log_spec_for
+
+    spec = log_spec_for(t)
+    marks = watermarks(broker.bootstrap, spec.topic, spec.buckets)
+    tw = t.new_write("worker")
+    tw.write(data)
+    tw.commit(barrier=barrier, log_offsets={p: hi for p, (_lo, hi) in marks.items()})
+
+
 def test_hybrid_switches_from_snapshot_to_log_without_gap_or_overlap(
     dts: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
-    from bridge.spark.kafka_access import watermarks
-    from bridge.tables import log_spec_for, open_log_writer
+    from bridge.tables import open_log_writer
 
     t, name = _table(warehouse)
-    spec = log_spec_for(t)
     with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
         w.write(rows(5))
         w.barrier(1000)
-        # what the worker does at barrier 1000: a snapshot with the offsets after its markers
-        offsets = {
-            p: hi for p, (_lo, hi) in watermarks(broker.bootstrap, spec.topic, spec.buckets).items()
-        }
-        tw = t.new_write("worker")
-        tw.write(rows(5))
-        tw.commit(barrier=1000, log_offsets=offsets)
+        _commit_as_worker(t, broker, rows(5), 1000)
         w.write(rows(4, start=5))
         w.barrier(2000)
     first = pa.concat_tables(_collect(dts, warehouse, broker, name, "hybrid", tmp_path / "ck"))
@@ -304,19 +309,12 @@ def _kinds(batch: pa.Table) -> list[tuple[str, int, float]]:
 def _upsert_history(t: Any, broker: Any) -> None:
     """Barrier 1000 committed to the FileStore as the worker would; 2000 and 3000 only
     in the log (upserts: the log stores no -U; deletes as full -D rows)."""
-    from bridge.spark.kafka_access import watermarks
-    from bridge.tables import log_spec_for, open_log_writer
+    from bridge.tables import open_log_writer
 
-    spec = log_spec_for(t)
     with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
         w.write(rows(4))
         w.barrier(1000)
-        offsets = {
-            p: hi for p, (_lo, hi) in watermarks(broker.bootstrap, spec.topic, spec.buckets).items()
-        }
-        commit_at = t.new_write("worker")
-        commit_at.write(rows(4))
-        commit_at.commit(barrier=1000, log_offsets=offsets)
+        _commit_as_worker(t, broker, rows(4), 1000)
         changed = rows(2).set_column(2, "v", pa.array([10.0, 11.0]))
         w.write(pa.concat_tables([_changes(changed, "+U"), _changes(rows(1, start=2), "-D")]))
         w.barrier(2000)
