@@ -86,9 +86,9 @@ def committed_rows(ref: LogStateRef, bucket: int, keys: pl.DataFrame, spec: LogS
         wanted = pc.field(key[0]).isin(keys.get_column(key[0]).to_arrow())
     scan = table.new_scan(ref.snapshot_id, wanted, values, buckets=[bucket])
     batches = [b for split in scan.plan() for b in table.read_split(split, values, wanted)]
-    rows = pa.Table.from_batches(batches, schema=spec.schema) if batches else None
-    if rows is None:
+    if not batches:
         return spec.schema.empty_table()
+    rows = pa.Table.from_batches(batches, schema=spec.schema)
     if len(key) > 1:
         found = pl.from_arrow(rows)
         assert isinstance(found, pl.DataFrame)

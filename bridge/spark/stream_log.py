@@ -115,8 +115,8 @@ class LogTierReader:
         starts = {p: start.get(p, 0) for p in end if end[p] > start.get(p, 0)}
         # a partition's start only grows, so its snapshot never moves back: walk down to
         # the oldest of theirs (all of them when a partition has none yet)
-        floors = [self._floors.get(p) for p in starts]
-        floor = min(floors) if floors and None not in floors else None  # type: ignore[type-var]
+        known = all(p in self._floors for p in starts)
+        floor = min((self._floors[p] for p in starts), default=None) if known else None
         refs = state_refs(self.table(), self.opts.common.warehouse, starts, floor)
         check_replayable(refs, self.earliest(), self.spec.topic)
         for p, ref in refs.items():
