@@ -65,6 +65,7 @@ from bench.peers_data import (
     generate,
     load,
     read_result,
+    timed_read,
     warmup,
 )
 from bench.peers_report import BEGIN, END, best_of, check, markdown, report
@@ -145,23 +146,24 @@ def _dts_merge_setup(
 
 def phase_dts_read(data: Path, work: Path) -> dict[str, Any]:
     t, _ = _dts_merge_setup(data, work)
-    started = time.perf_counter()
-    result = t.read()
-    return {"seconds": time.perf_counter() - started, **read_result(result)}
+    seconds, first, result = timed_read(t.read)
+    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
 
 
 def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
     # deletion vectors: the upserts mark the rows they replace; the read merges nothing
     t = _dts_table(work, auto_compaction=False, deletion_vectors=True)
-    first = _dts_write_all(t, [load(data, "base.parquet")])
+    _dts_write_all(t, [load(data, "base.parquet")])
     started = time.perf_counter()
     _dts_write_all(t, batches(data))
     writing = time.perf_counter() - started
-    assert first
-    started = time.perf_counter()
-    result = t.read()
-    seconds = time.perf_counter() - started
-    return {"seconds": seconds, **read_result(result), "write_seconds": writing}
+    seconds, first, result = timed_read(t.read)
+    return {
+        "seconds": seconds,
+        "first_seconds": first,
+        **read_result(result),
+        "write_seconds": writing,
+    }
 
 
 def phase_dts_changes(data: Path, work: Path) -> dict[str, Any]:
@@ -261,9 +263,8 @@ def phase_raw_read(data: Path, work: Path) -> dict[str, Any]:
     pq.write_table(
         pa.concat_tables(tables).slice(0, merged_rows), work / "raw.parquet", compression="zstd"
     )
-    started = time.perf_counter()
-    rows = pq.read_table(work / "raw.parquet").num_rows
-    return {"seconds": time.perf_counter() - started, "rows": rows}
+    seconds, first, result = timed_read(lambda: pq.read_table(work / "raw.parquet"))
+    return {"seconds": seconds, "first_seconds": first, "rows": result.num_rows}
 
 
 PHASES = {

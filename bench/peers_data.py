@@ -4,6 +4,7 @@ the standard library at module level: the peers' interpreter imports it too."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,19 @@ def warmup(data: Any, work: Path, write: Callable[[Any, Path], object]) -> None:
     write then measures throughput, not one-time start-up (lazy imports, first calls)."""
     (work / "warmup").mkdir()
     write(data.slice(0, WARMUP_ROWS), work / "warmup")
+
+
+def timed_read(read: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(seconds of a second read, seconds of the first, what the second returned), for
+    every system alike. The second read is the figure: like ``warmup`` for writes, it
+    measures a read in a process that has read before, not what the first one costs
+    for reasons unrelated to reading. The first depends on what the process did
+    before: a reader whose allocator the phase's writes already grew (pyarrow's, for
+    this project's writes; Rust's, for deltalake's) skips page faults that a reader
+    with its own allocator (polars) pays once. Both are reported."""
+    started = time.perf_counter()
+    read()
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    result = read()
+    return time.perf_counter() - started, first, result

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.peers_data import BUCKETS, batches, load, read_result, warmup
+from bench.peers_data import BUCKETS, batches, load, read_result, timed_read, warmup
 
 # -- pypaimon (pure Python) -----------------------------------------------------
 
@@ -65,11 +65,13 @@ def phase_paimon_read(data: Path, work: Path) -> dict[str, Any]:
     table, schema = _paimon_table(work)
     for batch in [load(data, "base.parquet"), *batches(data)]:
         _paimon_write(table, schema, batch)
-    started = time.perf_counter()
-    builder = table.new_read_builder()
-    splits = builder.new_scan().plan().splits()
-    result = builder.new_read().to_arrow(splits)
-    return {"seconds": time.perf_counter() - started, **read_result(result)}
+
+    def read() -> Any:
+        builder = table.new_read_builder()
+        return builder.new_read().to_arrow(builder.new_scan().plan().splits())
+
+    seconds, first, result = timed_read(read)
+    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
 
 
 # -- pypaimon-rust (Apache Paimon's Rust core) ----------------------------------
@@ -119,11 +121,13 @@ def phase_paimon_rust_read(data: Path, work: Path) -> dict[str, Any]:
     table = _rust_table(work)
     for batch in [load(data, "base.parquet"), *batches(data)]:
         _rust_write(table, batch)
-    started = time.perf_counter()
-    builder = table.new_read_builder()
-    splits = builder.new_scan().plan().splits()
-    result = pa.Table.from_batches(builder.new_read().read(splits))
-    return {"seconds": time.perf_counter() - started, **read_result(result)}
+
+    def read() -> Any:
+        builder = table.new_read_builder()
+        return pa.Table.from_batches(builder.new_read().read(builder.new_scan().plan().splits()))
+
+    seconds, first, result = timed_read(read)
+    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
 
 
 # -- deltalake --------------------------------------------------------------------
@@ -165,9 +169,8 @@ def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
     path = _delta_create(work, base.schema)
     for batch in [base, *batches(data)]:
         _delta_merge(path, batch)
-    started = time.perf_counter()
-    result = DeltaTable(path).to_pyarrow_table()
-    return {"seconds": time.perf_counter() - started, **read_result(result)}
+    seconds, first, result = timed_read(lambda: DeltaTable(path).to_pyarrow_table())
+    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
 
 
 PEER_PHASES = {

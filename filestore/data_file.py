@@ -182,13 +182,17 @@ def compute_value_stats(
                 continue
             if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
                 lo = hi = None
+            elif pa.types.is_duration(t):
+                # min_max has no duration kernel: order the counts of the unit
+                mm = pc.min_max(col.cast(pa.int64()))
+                lo, hi = mm["min"].cast(t), mm["max"].cast(t)
             else:
                 mm = pc.min_max(col)
                 lo, hi = mm["min"], mm["max"]
         if lo is None or hi is None or not lo.is_valid:
             arrays.append(pa.nulls(2, t))
         else:
-            arrays.append(pa.array([lo.as_py(), hi.as_py()], t))
+            arrays.append(pa.array([lo, hi], t))
         names.append(name)
     batch = (
         pa.RecordBatch.from_arrays(arrays, names=names) if names else pa.RecordBatch.from_pydict({})
@@ -203,6 +207,16 @@ def key_range_bytes(sorted_keys: pa.Table) -> bytes:
     return serialize_batch(
         rows.combine_chunks().to_batches()[0] if rows.num_rows else pa.RecordBatch.from_pydict({})
     )
+
+
+def _orderable(value: pa.Scalar) -> Any:
+    """A key value as Python orders it. Timestamps, durations and times stay their
+    integer count of the column's unit: ``as_py`` refuses nanoseconds that are not
+    whole microseconds, and one column's keys share a unit."""
+    temporal = (pa.TimestampScalar, pa.DurationScalar, pa.Time32Scalar, pa.Time64Scalar)
+    if isinstance(value, temporal) and value.is_valid:
+        return value.value
+    return value.as_py()
 
 
 @dataclass(frozen=True)
@@ -238,7 +252,7 @@ class DataFileMeta:
         batch = deserialize_batch(self.key_range)
         if batch.num_rows < 2:
             return None
-        return tuple(batch.column(j)[i].as_py() for j in range(batch.num_columns))
+        return tuple(_orderable(batch.column(j)[i]) for j in range(batch.num_columns))
 
     def stats(self) -> pa.RecordBatch | None:
         return deserialize_batch(self.value_stats) if self.value_stats else None

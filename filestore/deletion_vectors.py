@@ -20,6 +20,7 @@ The cost is manifest size: ~2 bytes per deleted row at worst, far less for runs.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -65,6 +66,19 @@ def live_mask(meta: DataFileMeta, positions: np.ndarray | None, num_rows: int) -
         mask[deleted[deleted < num_rows]] = False
         return mask
     return ~np.isin(positions, deleted, assume_unique=True)
+
+
+def live_rows(files: Sequence[DataFileMeta]) -> np.ndarray | None:
+    """Which rows of ``files``, read whole and concatenated in order, are live; None when
+    no file has a vector."""
+    if not any(f.deletion_vector for f in files):
+        return None
+    mask = np.ones(sum(f.row_count for f in files), dtype=bool)
+    start = 0
+    for f in files:
+        mask[start + deleted_positions(f).astype(np.int64)] = False
+        start += f.row_count
+    return mask
 
 
 def drop_deleted(

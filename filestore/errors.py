@@ -61,3 +61,7 @@ class ConditionalCreateUnsupported(FileStoreError):
 
 class RetractionNotSupported(InvalidOption):
     """An aggregation table got a -U/-D row for a column whose function cannot retract."""
+
+
+class DataFileUnreadable(FileStoreError):
+    """A data file of the table is not valid Parquet (damaged, or not written by a writer)."""

@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 from filestore.bucket_file import align
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
-from filestore.deletion_vectors import drop_deleted
+from filestore.deletion_vectors import drop_deleted, live_rows
 from filestore.errors import SchemaError
 from filestore.merge import merge, winner_indices
+from filestore.polars_parquet import polars_exact, read_frame, read_whole_files
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.scan import Split, may_match
 from filestore.schema import KEY_PREFIX, TableSchema
@@ -155,6 +156,10 @@ class SplitReader:
         self.options = schema.core_options
         self._key_filter = key_filter(filter, schema)
         self._key_schema = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_key])
+        self._polars_exact = all(
+            polars_exact(schema.arrow_schema.field(c).type)
+            for c in {*self.read_columns, *schema.primary_key}
+        )
 
     def _path(self, split: Split, f: DataFileMeta) -> str:
         return self.table.paths.data_file(
@@ -236,6 +241,10 @@ class SplitReader:
         return [b for part in parts for b in part]
 
     def read(self, split: Split) -> Iterator[pa.RecordBatch]:
+        whole = self._read_merge_free(split)
+        if whole is not None:
+            yield from self._finish(self._values(whole))
+            return
         if not self.key_columns:
             for f in split.files:
                 yield from self._finish(self._values(self._read_file(split, f, ())))
@@ -248,6 +257,23 @@ class SplitReader:
         for section in _key_sections(split.files):
             section.sort(key=lambda f: f.min_sequence_number)  # oldest first
             yield from self._finish(self._values(self._merge_section(split, section)))
+
+    def _read_merge_free(self, split: Split) -> pa.Table | None:
+        """A split whose files are its current rows (``merge_free``), every file read whole
+        by polars in one call; None where that reader does not apply (see
+        ``filestore.polars_parquet``): the per-file reads below then do it."""
+        if not split.files or not self._whole_files_exact(split.files):
+            return None
+        if not merge_free(self.schema, split):
+            return None
+        values = [c for c in self.read_columns if c not in self._primary_key]
+        return read_whole_files(
+            [self._path(split, f) for f in split.files],
+            [*self.key_columns, *values],
+            keep=live_rows(split.files),
+            # a file without retractions needs no look at its kinds
+            adds_only=any(f.delete_row_count for f in split.files),
+        )
 
     def _live_adds(self, split: Split, f: DataFileMeta) -> pa.Table:
         """A file's rows that are current: not deleted by its vector, not retractions."""
@@ -277,6 +303,22 @@ class SplitReader:
         need_seq = not (in_order and engine in ("deduplicate", "first-row"))
         kv_names = [*self.key_columns, *([SEQUENCE_NUMBER] if need_seq else []), VALUE_KIND]
         values = [c for c in self.read_columns if c not in self._primary_key]
+        data = self._read_section(split, section, kv_names, values)
+        if engine == "deduplicate":
+            # pick the winners on the keys, then gather only the columns the read returns
+            chosen = winner_indices(data, self.key_columns, drop_deletes=True, in_order=in_order)
+            return data.select([*self.key_columns, *values]).take(chosen)
+        return merge(
+            data, self.key_columns, self.options, drop_deletes=True, in_sequence_order=in_order
+        )
+
+    def _read_section(
+        self, split: Split, section: list[DataFileMeta], kv_names: list[str], values: list[str]
+    ) -> pa.Table:
+        """The files' key, system and value columns, concatenated in the order given."""
+        if self._whole_files_exact(section):
+            paths = [self._path(split, f) for f in section]
+            return read_frame(paths, [*kv_names, *values]).to_arrow()
         target = pa.schema([self.schema.arrow_schema.field(c) for c in values])
         # files of different schema versions: align before concatenating
         aligned = [
@@ -286,13 +328,16 @@ class SplitReader:
             )
             for t in (self._read_file(split, f, kv_names[len(self.key_columns) :]) for f in section)
         ]
-        data = pa.concat_tables(aligned)
-        if engine == "deduplicate":
-            # pick the winners on the keys, then gather only the columns the read returns
-            chosen = winner_indices(data, self.key_columns, drop_deletes=True, in_order=in_order)
-            return data.select([*self.key_columns, *values]).take(chosen)
-        return merge(
-            data, self.key_columns, self.options, drop_deletes=True, in_sequence_order=in_order
+        return pa.concat_tables(aligned)
+
+    def _whole_files_exact(self, files: Sequence[DataFileMeta]) -> bool:
+        """Whether polars may read ``files`` whole (``filestore.polars_parquet``): local,
+        of the current schema, of exact types, and no key filter to skip row groups by."""
+        return (
+            self._polars_exact
+            and self.table.io.is_local
+            and self._key_filter is None
+            and all(f.schema_id == self.schema.id for f in files)
         )
 
     def _finish(self, data: pa.Table) -> Iterator[pa.RecordBatch]:

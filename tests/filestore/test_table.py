@@ -273,3 +273,20 @@ def test_many_commits_merge_manifests(warehouse: Path) -> None:
     assert rows[0] == 6 and rows[1] == 7 and rows[2] == 5 and len(rows) == 11
     latest = t.latest_snapshot()
     assert latest is not None and len(t.manifest_store.read_list(latest.base_manifest_list)) < 3
+
+
+def test_nanosecond_timestamps_as_keys_and_values(tmp_path: Path) -> None:
+    """Statistics and key ranges keep nanoseconds that are not whole microseconds (their
+    Python form would refuse them), and overlapping files merge on them."""
+    ns = pa.timestamp("ns", tz="UTC")
+    schema = pa.schema([pa.field("at", ns, nullable=False), pa.field("seen", ns)])
+    t = Catalog(str(tmp_path)).create_table(
+        "db.ns", schema, primary_key=["at"], options={"bucket": "1"}
+    )
+    for seen in (1, 2):
+        w = t.new_write("w")
+        w.write(pa.table({"at": [-5, 1, 3_000_000_001], "seen": [seen * 7 + 1] * 3}, schema=schema))
+        w.commit()
+        w.close()
+    got = t.read().sort_by("at")
+    assert got.equals(pa.table({"at": [-5, 1, 3_000_000_001], "seen": [15] * 3}, schema=schema))
