@@ -143,12 +143,17 @@ class SnapshotManager:
         n = self.latest_id()
         return self.get(n) if n is not None else None
 
-    def iter_backwards(self) -> Iterator[Snapshot]:
-        """Snapshots from the latest to the earliest (skipping ones expired meanwhile)."""
-        latest, earliest = self.latest_id(), self.earliest_id()
-        if latest is None or earliest is None:
+    def iter_backwards(
+        self, start: int | None = None, down_to: int | None = None
+    ) -> Iterator[Snapshot]:
+        """Snapshots from ``start`` (the latest) down to ``down_to`` (the earliest), newest
+        first, skipping ones expired meanwhile. Files are read one at a time as the caller
+        goes on: a walk that stops early costs what it read, not the table's history."""
+        latest = self.latest_id() if start is None else start
+        lowest = self.earliest_id() if down_to is None else down_to
+        if latest is None or lowest is None:
             return
-        for n in range(latest, earliest - 1, -1):
+        for n in range(latest, max(lowest, 1) - 1, -1):
             data = self.io.try_read_bytes(self.paths.snapshot(n))
             if data is not None:
                 yield Snapshot.from_json(json.loads(data))

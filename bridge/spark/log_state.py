@@ -28,7 +28,6 @@ import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
 from bridge.spark.read_parts import LogStateRef
-from filestore.errors import SnapshotNotFound
 
 if TYPE_CHECKING:
     from filestore.table import Table
@@ -42,19 +41,14 @@ def state_refs(
     or before its start. Snapshots are read newest first, down to `floor` (a snapshot id
     an earlier range already used: starts only grow, so it still qualifies)."""
     found: dict[int, LogStateRef] = {}
-    latest = table.latest_snapshot()
-    sid = latest.id if latest is not None else 0
-    while sid > 0 and len(found) < len(starts) and (floor is None or sid >= floor):
-        try:
-            snap = table.snapshot(sid)
-        except SnapshotNotFound:
-            break  # expired from here down
+    for snap in table.snapshot_manager.iter_backwards(down_to=floor):
+        if len(found) == len(starts):
+            break
         if snap.log_offsets is not None:
             for p, start in starts.items():
                 offset = int(snap.log_offsets.get(p, 0))
                 if p not in found and offset <= start:
                     found[p] = LogStateRef(warehouse, table.name, int(snap.id), offset)
-        sid -= 1
     return {p: found.get(p, LogStateRef(warehouse, table.name, None, 0)) for p in starts}
 
 

@@ -149,9 +149,7 @@ def changes_partitions(
         return stored
     parts: list[ChangesPartition] = []
     prev = start
-    for snap in table.snapshots():
-        if snap.id <= start or snap.id > end:
-            continue
+    for snap in reversed(list(table.snapshot_manager.iter_backwards(end, down_to=start + 1))):
         if snap.commit_kind != COMPACT:
             parts.append(ChangesPartition(ctx, prev, snap.id, snap.barrier))
         prev = snap.id

@@ -276,10 +276,14 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
 
 def _committed(table: Table, commit_user: str, identifier: int) -> Any:
     """The snapshot `commit_user` committed as `identifier` (None when expired)."""
-    for snap in reversed(table.snapshots()):
-        if snap.commit_user == commit_user and snap.commit_identifier == identifier:
-            return snap
-    return None
+    return next(
+        (
+            snap
+            for snap in table.snapshot_manager.iter_backwards()
+            if snap.commit_user == commit_user and snap.commit_identifier == identifier
+        ),
+        None,
+    )
 
 
 def _fresh_barrier(table: Table) -> int:

@@ -79,7 +79,10 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = FileOffset.from_json(start)
-        pending = [s for s in self._table().snapshots() if s.id > begin.snapshot]
+        # only the snapshots after `begin`: Spark asks at every trigger, and a table keeps
+        # an hour of snapshots by default
+        pending = list(self._table().snapshot_manager.iter_backwards(down_to=begin.snapshot + 1))
+        pending.reverse()
         if self.cap is not None:
             pending = [s for s in pending if s.id <= self.cap]
         if not pending:

@@ -20,7 +20,6 @@ from bridge.worker.table_worker import (
     TableWorker,
 )
 from filestore import Catalog, CommitMessage, Snapshot, Table
-from filestore.errors import SnapshotNotFound
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import SourceSchemaChanged, TopicError
 from logstore.normalize import Normalizer
@@ -92,14 +91,8 @@ def _latest_with_offsets(table: Table, start_id: int) -> Snapshot | None:
     """Newest snapshot at or below ``start_id`` with log offsets, reading one at a time
     (not every snapshot of a long-lived table)."""
 
-    for sid in range(start_id, 0, -1):
-        try:
-            snap = table.snapshot(sid)
-        except SnapshotNotFound:
-            return None  # expired from here down
-        if snap.log_offsets is not None:
-            return snap
-    return None
+    walk = table.snapshot_manager.iter_backwards(start=start_id)
+    return next((snap for snap in walk if snap.log_offsets is not None), None)
 
 
 def snapshot_id_at(table: Table, barrier: int) -> int | None:

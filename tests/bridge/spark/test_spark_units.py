@@ -197,3 +197,48 @@ def test_a_write_without_a_meta_url_needs_no_metaservice_client_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark asks for the latest offset at every trigger, and a table keeps an hour of
+    snapshots by default: a poll must read what is new, not the table's history."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from bridge.spark.stream_file import FileStreamReader
+    from filestore import Catalog
+    from filestore.fileio import FileIO
+
+    t = Catalog(str(tmp_path)).create_table(
+        "db.t", pa.schema([pa.field("id", pa.int64(), nullable=False)]), primary_key=["id"]
+    )
+    for i in range(40):
+        w = t.new_write("w")
+        w.write(pa.table({"id": [i]}, schema=t.arrow_schema))
+        w.commit(barrier=1000 + i)
+        w.close()
+    latest = t.latest_snapshot()
+    assert latest is not None and latest.id >= 40
+    schema = StructType([StructField("id", LongType(), False)])
+    reader = FileStreamReader(
+        ReadOptions.parse({"warehouse": str(tmp_path), "path": "db.t"}), schema
+    )
+    read: list[str] = []
+    try_read = FileIO.try_read_bytes
+
+    def counted(io: FileIO, path: str) -> bytes | None:
+        if "/snapshot/snapshot-" in path:
+            read.append(path)
+        return try_read(io, path)
+
+    monkeypatch.setattr(FileIO, "try_read_bytes", counted)
+    start = FileOffset("db.t", latest.id - 2, 1000).to_json()
+    end = FileOffset.from_json(reader.latestOffset(start, ReadAllAvailable()))
+    assert (end.snapshot, end.barrier) == (latest.id, latest.barrier)
+    assert len(read) <= 3, read  # the two new snapshots (and the latest, once)
+    read.clear()
+    current = FileOffset("db.t", latest.id, latest.barrier).to_json()
+    assert reader.latestOffset(current, ReadAllAvailable()) == current
+    assert len(read) <= 1, read
