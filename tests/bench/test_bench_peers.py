@@ -78,6 +78,7 @@ def test_ratios_carry_the_issue_targets() -> None:
 def test_readme_section(tmp_path: Path) -> None:
     results = {name: {**_rate(1000.0), "peak_rss_bytes": 2**20} for name in ("dts_write",)}
     results["paimon_rust_write"] = {**_rate(2000.0), "peak_rss_bytes": 2**21}
+    results["dts_read"] = {**_rate(4000.0), "first_seconds": 0.75, "peak_rss_bytes": 2**20}
     results["delta_read"] = {"error": "boom"}
     doc = {
         "rows": 1000,
@@ -88,13 +89,16 @@ def test_readme_section(tmp_path: Path) -> None:
         "load": {"before": 0.5, "after": 1.5, "cores": 2},
         "versions": {"dts": {"commit": "abc1234", "pyarrow": "1.0"}},
         "problems": [],
+        "expected": {"rows": 1000, "amount_sum": 500.0},
         "results": results,
         "summary": {},
     }
     text = markdown(doc)
     assert "`python -m bench.bench_peers --rows 1000`" in text  # no paths of this machine
-    assert "| paimon_rust_write | 1,000 | 0.50 | 2,000 | 2 |  |" in text
-    assert "| delta_read | - | - | failed | - | - |" in text
+    assert "| paimon_rust_write | 1,000 | 0.50 |  | 2,000 | 2 |  |" in text
+    # a read phase's figure is its second read; the first is shown beside it
+    assert "| dts_read | 1,000 | 0.25 | 0.75 | 4,000 | 1 |  |" in text
+    assert "| delta_read | - | - | - | failed | - | - |" in text
     assert "| write vs pypaimon-rust (>= 1x) | 0.50x | NO |" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"# head\n{BEGIN}\nold\n{END}\ntail\n")
