@@ -272,6 +272,9 @@ class WriteOptions:
     meta_sources: list[str] = field(default_factory=list)
     meta_heartbeat_timeout_ms: int = 600_000
     merge_schema: bool = False  # Delta's mergeSchema: new nullable columns are added
+    # "update" when the dts extension took a stream's outputMode("update") (it sets
+    # OUTPUT_MODE_OPTION); complete mode reaches the sink as `overwrite`
+    update_mode: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -298,7 +301,12 @@ class WriteOptions:
             meta_sources=_csv(low, "meta.sources"),
             meta_heartbeat_timeout_ms=_int(low, "meta.heartbeat-timeout-ms") or 600_000,
             merge_schema=_bool(low, "mergeSchema"),
+            update_mode=low.get(OUTPUT_MODE_OPTION) == "update",
         )
+
+
+#: set by the extension's UpdateModeRule (jvm/src/io/dts/spark/UpdateAsAppendTable.java)
+OUTPUT_MODE_OPTION = "__dts_output_mode"
 
 
 def _partition_by(low: dict[str, str]) -> list[str]:

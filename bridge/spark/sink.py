@@ -163,8 +163,17 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
         self.evolved: TableSchema | None = None  # see DtsBatchWriter.evolved
+        table = self._table()
+        if (overwrite or opts.update_mode) and not table.primary_key:
+            mode = "complete" if overwrite else "update"
+            raise OptionError(
+                f"outputMode('{mode}') into {table.name} needs a primary-key table: every "
+                "micro-batch writes its rows again and the sink upserts them by key; into a "
+                "table without one they would pile up. Write to a table with primary-key "
+                "columns (the grouping columns of an aggregation)"
+            )
         if opts.target_tier == "file":
-            self.evolved = check_write_schema(self._table(), schema, opts)
+            self.evolved = check_write_schema(table, schema, opts)
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.opts.common.table)

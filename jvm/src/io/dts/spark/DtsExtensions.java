@@ -18,6 +18,7 @@ public final class DtsExtensions extends AbstractFunction1<SparkSessionExtension
     public BoxedUnit apply(SparkSessionExtensions extensions) {
         extensions.injectResolutionRule(NativeReadRule::new);
         extensions.injectResolutionRule(NativeStreamRule::new);
+        extensions.injectResolutionRule(UpdateModeRule::new);
         extensions.injectPreCBORule(PruneColumnsRule::new);
         return BoxedUnit.UNIT;
     }
