@@ -31,6 +31,7 @@ from bench.pipeline.side import (
     SAMPLES,
     announce_ready,
     await_count,
+    readable_errors,
     side_args,
     spark_pid,
     stop_event,
@@ -124,7 +125,7 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(warehouse)
     create_tables(catalog)
-    with ExitStack() as stack:
+    with ExitStack() as stack, readable_errors():
         meta = start_meta(warehouse, logs)
         stack.callback(meta.stop)
         url = await_meta(meta)

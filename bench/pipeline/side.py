@@ -7,17 +7,33 @@ its parts, for CPU accounting) and runs until SIGTERM, then stops everything it 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
 SAMPLES = "samples.jsonl"
 READY = "ready.json"
+
+
+class SideFailed(RuntimeError):
+    """A side's pipeline failed; the message is the error's text, taken while it could be."""
+
+
+@contextlib.contextmanager
+def readable_errors() -> Iterator[None]:
+    """Re-raise an error as its text. Inside the side's clean-up stack: that stack stops
+    Spark first, and a Spark error's text is fetched from Spark (after the stop the log
+    showed ``<exception str() failed>`` instead of what went wrong)."""
+    try:
+        yield
+    except Exception as exc:
+        raise SideFailed(f"{type(exc).__name__}: {exc}") from None
 
 
 def side_args(

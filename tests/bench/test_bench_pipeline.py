@@ -214,3 +214,25 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
     assert not marked_processes(f"BENCH_PIPELINE_TEST={marker}".encode()), (
         "a process the benchmark started outlived it"
     )
+
+
+def test_a_sides_error_keeps_its_text_after_the_clean_up() -> None:
+    """A Spark error's text comes from Spark, which the side's clean-up stack stops first;
+    the error is read before that (the log once showed ``<exception str() failed>``)."""
+    from contextlib import ExitStack
+
+    from bench.pipeline.side import SideFailed, readable_errors
+
+    alive = [True]
+
+    class SparkBacked(Exception):
+        def __str__(self) -> str:
+            if not alive[0]:
+                raise RuntimeError("the gateway is closed")
+            return "the real reason"
+
+    failed = pytest.raises(SideFailed, match="SparkBacked: the real reason")
+    with failed, ExitStack() as stack, readable_errors():
+        stack.callback(alive.__setitem__, 0, False)
+        raise SparkBacked()
+    assert not alive[0]
