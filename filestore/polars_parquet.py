@@ -58,16 +58,18 @@ def read_frame(paths: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
 
 def read_whole_files(
     paths: Sequence[str],
-    columns: Sequence[str],
+    schema: pa.Schema,
     keep: np.ndarray | None = None,
     adds_only: bool = False,
 ) -> pa.Table:
-    """The files' ``columns``, concatenated in order, in polars' Arrow types.
+    """The files' columns of ``schema`` (the types they were written with), concatenated
+    in order, in those types.
 
     ``keep`` masks the concatenated rows (deletion vectors); ``adds_only`` also drops
     retractions by ``_VALUE_KIND``. Both filter before the rows become Arrow, where a
     filter would copy every string.
     """
+    columns = schema.names
     wanted = [*columns, VALUE_KIND] if adds_only and VALUE_KIND not in columns else columns
     frame = read_frame(paths, wanted)
     mask = None if keep is None else pl.Series(keep)
@@ -76,4 +78,11 @@ def read_whole_files(
         mask = adds if mask is None else mask & adds
     if mask is not None and not mask.all():
         frame = frame.filter(mask)
-    return frame.select(columns).to_arrow()
+    return as_written(frame.select(columns), schema)
+
+
+def as_written(frame: pl.DataFrame, schema: pa.Schema) -> pa.Table:
+    """``frame`` in Arrow, cast to the types its files were written with (polars hands
+    strings back as large_string, times as nanoseconds): what pyarrow's reader returns,
+    so nothing downstream depends on which reader ran."""
+    return frame.to_arrow().cast(schema)

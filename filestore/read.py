@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from filestore.bucket_file import align
+from filestore.bucket_file import align, key_value_schema
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
 from filestore.deletion_vectors import drop_deleted, live_rows
 from filestore.errors import SchemaError
 from filestore.merge import merge, winner_indices
-from filestore.polars_parquet import polars_exact, read_frame, read_whole_files
+from filestore.polars_parquet import as_written, polars_exact, read_frame, read_whole_files
 from filestore.row_kind import INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, VALUE_KIND
 from filestore.scan import Split, may_match
 from filestore.schema import KEY_PREFIX, TableSchema
@@ -156,6 +156,7 @@ class SplitReader:
         self.options = schema.core_options
         self._key_filter = key_filter(filter, schema)
         self._key_schema = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_key])
+        self._file_schema = key_value_schema(schema) if schema.primary_key else schema.arrow_schema
         self._polars_exact = all(
             polars_exact(schema.arrow_schema.field(c).type)
             for c in {*self.read_columns, *schema.primary_key}
@@ -269,7 +270,7 @@ class SplitReader:
         values = [c for c in self.read_columns if c not in self._primary_key]
         return read_whole_files(
             [self._path(split, f) for f in split.files],
-            [*self.key_columns, *values],
+            self._written_types([*self.key_columns, *values]),
             keep=live_rows(split.files),
             # a file without retractions needs no look at its kinds
             adds_only=any(f.delete_row_count for f in split.files),
@@ -318,7 +319,8 @@ class SplitReader:
         """The files' key, system and value columns, concatenated in the order given."""
         if self._whole_files_exact(section):
             paths = [self._path(split, f) for f in section]
-            return read_frame(paths, [*kv_names, *values]).to_arrow()
+            names = [*kv_names, *values]
+            return as_written(read_frame(paths, names), self._written_types(names))
         target = pa.schema([self.schema.arrow_schema.field(c) for c in values])
         # files of different schema versions: align before concatenating
         aligned = [
@@ -329,6 +331,10 @@ class SplitReader:
             for t in (self._read_file(split, f, kv_names[len(self.key_columns) :]) for f in section)
         ]
         return pa.concat_tables(aligned)
+
+    def _written_types(self, names: Sequence[str]) -> pa.Schema:
+        """The columns ``names`` as data files of the current schema hold them."""
+        return pa.schema([self._file_schema.field(n) for n in names])
 
     def _whole_files_exact(self, files: Sequence[DataFileMeta]) -> bool:
         """Whether polars may read ``files`` whole (``filestore.polars_parquet``): local,
