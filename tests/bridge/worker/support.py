@@ -3,6 +3,7 @@ and `dts worker` subprocesses."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,20 +260,31 @@ class BackgroundProducer:
         self.barriers: list[int] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self._turn = threading.Lock()  # held while a barrier is written, and by paused()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for w, log in self.followers:
-                    w.write(log.batch(self.rows))
-                [barrier] = produce(self.writer, self.log, 1, self.rows)
-                for w, log in self.followers:
-                    log.close_barrier(w.barrier(barrier))
-                self.barriers.append(barrier)
+                with self._turn:
+                    if self._stop.is_set():
+                        break
+                    for w, log in self.followers:
+                        w.write(log.batch(self.rows))
+                    [barrier] = produce(self.writer, self.log, 1, self.rows)
+                    for w, log in self.followers:
+                        log.close_barrier(w.barrier(barrier))
+                    self.barriers.append(barrier)
                 self._stop.wait(self.pause_s)
         except BaseException as exc:  # surfaced by stop()
             self.error = exc
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No barrier is written inside, and none is half-written on entry (it waits for
+        the one in flight)."""
+        with self._turn:
+            yield
 
     def __enter__(self) -> BackgroundProducer:
         self._thread.start()
