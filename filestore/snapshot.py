@@ -150,10 +150,12 @@ class SnapshotManager:
         first, skipping ones expired meanwhile. Files are read one at a time as the caller
         goes on: a walk that stops early costs what it read, not the table's history."""
         latest = self.latest_id() if start is None else start
-        lowest = self.earliest_id() if down_to is None else down_to
-        if latest is None or lowest is None:
+        earliest = self.earliest_id()
+        if latest is None or earliest is None:
             return
-        for n in range(latest, max(lowest, 1) - 1, -1):
+        # never below the earliest: a stream far behind would try-read every expired id
+        lowest = earliest if down_to is None else max(down_to, earliest)
+        for n in range(latest, lowest - 1, -1):
             data = self.io.try_read_bytes(self.paths.snapshot(n))
             if data is not None:
                 yield Snapshot.from_json(json.loads(data))
