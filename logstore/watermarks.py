@@ -26,12 +26,18 @@ STALE_METADATA_S = 30.0
 #: how long the metadata request of a retry may take
 REFRESH_TIMEOUT_S = 5.0
 
-# the broker's answers a failover causes
+# the broker's answers a failover causes; Kafka's protocol calls them retriable, but
+# librdkafka's error objects do not all say so (``retriable()`` is False for them)
 _TRANSIENT = {
     KafkaError.REQUEST_TIMED_OUT,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.BROKER_NOT_AVAILABLE,
+    # a new leader whose high watermark has not caught up since its election (the
+    # cluster test's Spark stream died of it right after the leader was killed)
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
 }
 # what a retry cannot cure, or what a failover of one node does not cause (no broker
 # answers at all: the caller's own "unreachable" error says so at once)

@@ -19,6 +19,9 @@ from logstore.watermarks import is_transient, watermark
         (KafkaError._DESTROY_BROKER, True),  # its handle went as the cluster changed
         (KafkaError.NOT_LEADER_FOR_PARTITION, True),
         (KafkaError.LEADER_NOT_AVAILABLE, True),
+        (KafkaError.OFFSET_NOT_AVAILABLE, True),  # a new leader's high watermark lags
+        (KafkaError.FENCED_LEADER_EPOCH, True),
+        (KafkaError.UNKNOWN_LEADER_EPOCH, True),
         (KafkaError._ALL_BROKERS_DOWN, False),  # nothing answers: say so now
         (KafkaError.UNKNOWN_TOPIC_OR_PART, False),
         (KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
@@ -48,8 +51,14 @@ class _Flaky:
 
 
 def test_a_query_asks_again_through_a_failover_and_not_past_a_definite_error() -> None:
-    flaky = _Flaky([KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION])
-    assert watermark(flaky, "t", 0) == (3, 9) and flaky.calls == 3
+    flaky = _Flaky(
+        [
+            KafkaError._TIMED_OUT,
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError.OFFSET_NOT_AVAILABLE,
+        ]
+    )
+    assert watermark(flaky, "t", 0) == (3, 9) and flaky.calls == 4
     with pytest.raises(KafkaException):
         watermark(_Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART]), "t", 0)
     with pytest.raises(KafkaException):  # still failing when the failover window closes
