@@ -6,9 +6,10 @@ Debezium 2.x MySQL change events as the JsonConverter writes them without a sche
 (``source`` block, ``ts_ms``, ``transaction``; a DECIMAL in ``precise`` mode as base64,
 a DATETIME as epoch microseconds; 80% creates, 20% updates):
 
-- raw confluent-kafka consume of the topic (assign, read_committed, no decode, the same
-  fetch sizes as the ingest: 16 MB per partition, larger than the 1 MB default that
-  halves a raw consumer's rate on these ~0.5 KB events): the ceiling of any consumer;
+- raw confluent-kafka consume of the topic in a fresh process (`bench.raw_consume`: assign,
+  read_committed, no decode, the same fetch sizes as the ingest: 16 MB per partition,
+  larger than the 1 MB default that halves a raw consumer's rate on these ~0.5 KB
+  events): the ceiling of any consumer;
 - `dts ingest` in this process (``logstore.ingest.Ingestor``): records/s from its first
   consume to the last barrier committed (decode, re-encode for the table, transactional
   produce with the source offsets), its start-up (from nothing to the first record), and
@@ -36,10 +37,12 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bench.bench_worker import cpu_seconds
+from bench.raw_consume import raw_consume
 from bench.results import save_results
+from bridge.commands.heap import freeze_start_up_objects
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
@@ -48,6 +51,9 @@ from logstore.topics import create_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
+#: the ingest's fetch size (16 MB a partition), also the raw consume's: the 1 MB default
+#: halves a raw consumer's rate on these ~0.5 KB events
+FETCH_BYTES = 16 << 20
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False),
@@ -128,23 +134,6 @@ def produce_source(bootstrap: str, topic: str, n: int) -> float:
     return time.monotonic() - started
 
 
-def bench_raw_consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
-    config = {"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}",
-              "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3,
-              "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20}  # fmt: skip
-    consumer = Consumer(config)
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got, started, cpu0 = 0, time.monotonic(), time.process_time()
-    while got < n and time.monotonic() - started < 300:
-        for m in consumer.consume(20_000, 0.2):
-            if m.error() is None and m.value() is not None:
-                got += 1
-    elapsed = time.monotonic() - started
-    cpu = time.process_time() - cpu0
-    consumer.close()
-    return {"rows": got, "seconds": elapsed, "rows_per_s": got / elapsed, "cpu_s": cpu}
-
-
 def make_table(warehouse: str) -> Table:
     name = f"bench.orders_{uuid.uuid4().hex[:8]}"
     return Catalog(warehouse).create_table(
@@ -161,6 +150,7 @@ def bench_ingestor(
     ingestor = Ingestor(
         bootstrap, topic, log_spec_for(table), bucketer_for(table), barrier_interval_s=1.0
     )
+    freeze_start_up_objects()  # as `dts ingest` does before its copy
     built = time.monotonic() - t0
     first: list[float] = []
     done: list[float] = []
@@ -243,7 +233,8 @@ def main() -> None:
         print(f"-- source: {n:,} Debezium MySQL events on {topic} ...", flush=True)
         print(f"   produced in {produce_source(broker.bootstrap, topic, n):.1f}s", flush=True)
         steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-            ("raw confluent-kafka consume", lambda: bench_raw_consume(broker.bootstrap, topic, n)),
+            ("raw confluent-kafka consume",
+             lambda: raw_consume(broker.bootstrap, topic, PARTITIONS, n, FETCH_BYTES)),
             ("dts ingest (Ingestor)",
              lambda: bench_ingestor(broker.bootstrap, warehouse, topic, n, broker.pid)),
             ("dts ingest (CLI)", lambda: bench_cli(broker.bootstrap, warehouse, topic, n)),

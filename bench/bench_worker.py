@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, TopicPartition
 
+from bench.raw_consume import raw_consume
 from bench.results import save_results
 from filestore import Catalog, Table, bucket_ids
 from logstore.broker import EmbeddedBroker
@@ -269,20 +269,6 @@ def bench_faust_counter(bootstrap: str, topic: str, n: int) -> dict[str, float]:
     return {"rows": n, "seconds": elapsed, "rows_per_s": n / elapsed}
 
 
-def bench_raw_consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})  # fmt: skip
-    c.assign([TopicPartition(topic, p, 0) for p in range(BUCKETS)])
-    got, started = 0, time.monotonic()
-    while got < n and time.monotonic() - started < 300:
-        for m in c.consume(10_000, 0.5):
-            if m.error() is None and m.value() is not None:
-                got += 1
-    elapsed = time.monotonic() - started
-    c.close()
-    return {"rows": got, "seconds": elapsed, "rows_per_s": got / elapsed}
-
-
 # --------------------------------------------------------------------------- freshness
 
 
@@ -370,7 +356,7 @@ def main() -> None:
         broker_pid = getattr(broker, "pid", None)
         profile = Path(tmp) / "worker.spy" if args.profile else None
         steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-            ("raw confluent-kafka consume", lambda: bench_raw_consume(broker.bootstrap, backlog.topic, n)),
+            ("raw confluent-kafka consume", lambda: raw_consume(broker.bootstrap, backlog.topic, BUCKETS, n)),
             ("bare Faust agent (count)",
              lambda: bench_faust_counter(broker.bootstrap, backlog.topic, args.faust_rows)),
             ("dts worker x1", lambda: bench_workers(

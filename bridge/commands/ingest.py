@@ -8,6 +8,7 @@ from types import FrameType
 
 import click
 
+from bridge.commands.heap import freeze_start_up_objects
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from filestore.errors import FileStoreError
@@ -132,6 +133,7 @@ def ingest(
         )
 
     ingestor = new_ingestor()  # before saying where it ingests: start-up is done then
+    freeze_start_up_objects()
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     click.echo(
         f"ingesting {from_topic} -> {log_spec_for(table).topic} ({table.name}) on {bootstrap}; "

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from bridge.commands.heap import freeze_start_up_objects
 from bridge.commands.signals import sigterm_interrupt
 from filestore import Catalog
 from logstore.localhost import free_port
@@ -185,6 +186,7 @@ def worker(
         if not sys.stdout.isatty():
             # Faust's start-up spinner writes cursor escape codes even into a file
             runner.spinner = None
+        freeze_start_up_objects()
         runner.execute_from_commandline()
     except KeyboardInterrupt:
         pass
