@@ -71,8 +71,11 @@ def commit_to_log(
     messages: list[Any],
     batch_id: int,
     barrier: int | None,
+    *,
+    truncate: bool = False,
 ) -> None:
-    """Driver side: one transaction with every staged row and the barrier markers."""
+    """Driver side: one transaction with every staged row and the barrier markers;
+    ``truncate`` (complete mode) empties the table first, in the same transaction."""
     from bridge.tables import open_log_writer  # LogWriter: driver side only (kafka_access)
 
     if not opts.common.bootstrap:
@@ -89,6 +92,8 @@ def commit_to_log(
         if barrier is not None and barrier <= writer.last_barrier:
             writer.close(final_barrier=False)  # replayed batch: already on the topic
         else:
+            if truncate:
+                writer.truncate()
             for path in _paths(messages):
                 with fs.open_input_file(path) as f:
                     data = pq.read_table(f)

@@ -6,7 +6,9 @@ snapshot. `abort` deletes the files the tasks wrote.
 
 Streaming: one snapshot per micro-batch, idempotent by (commit user
 `spark-<query id>`, identifier = batch id), carrying the barrier of the `dts`
-source offsets the batch ended at (see `bridge.spark.checkpoint`).
+source offsets the batch ended at (see `bridge.spark.checkpoint`). In complete mode
+that snapshot replaces the table (an OVERWRITE; into the log: a truncate record, then
+the rows, in the barrier's transaction).
 
 With option `meta.url` every write registers as a MetaService job
 (see `bridge.spark.meta_jobs`).
@@ -161,16 +163,19 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
                 "commits are keyed by the query id Spark keeps there)"
             )
         self.opts = opts
+        # complete mode: each micro-batch is the whole result, so its commit replaces the
+        # table (a group that left the result leaves the table), as Delta's sink does
+        self.overwrite = overwrite
         self.commit_user = opts.commit_user or f"spark-{query_id(opts.checkpoint or '')}"
         self.evolved: TableSchema | None = None  # see DtsBatchWriter.evolved
         table = self._table()
-        if (overwrite or opts.update_mode) and not table.primary_key:
-            mode = "complete" if overwrite else "update"
+        if opts.update_mode and not table.primary_key:
             raise OptionError(
-                f"outputMode('{mode}') into {table.name} needs a primary-key table: every "
-                "micro-batch writes its rows again and the sink upserts them by key; into a "
-                "table without one they would pile up. Write to a table with primary-key "
-                "columns (the grouping columns of an aggregation)"
+                f"outputMode('update') into {table.name} needs a primary-key table: each "
+                "micro-batch writes the groups it changed and the sink upserts them by key; "
+                "into a table without one they would pile up. Write to a table with "
+                "primary-key columns (the grouping columns of an aggregation), or use "
+                "outputMode('complete'), which replaces the table every micro-batch"
             )
         if opts.target_tier == "file":
             self.evolved = check_write_schema(table, schema, opts)
@@ -254,7 +259,15 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
                     "cut it); a log-tier sink writes whole barriers: use maxRowsPerTrigger or "
                     "maxBarriersPerTrigger on the source, or target.tier=file"
                 )
-            commit_to_log(self.opts, table, self.commit_user, list(messages), batchId, barrier)
+            commit_to_log(
+                self.opts,
+                table,
+                self.commit_user,
+                list(messages),
+                batchId,
+                barrier,
+                truncate=self.overwrite,
+            )
             return
         commit = table.new_commit(self.commit_user)
         msgs = commit_messages(list(messages))
@@ -272,7 +285,8 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         except BaseException:
             commit.abort(msgs)
             raise
-        snap = commit.commit(msgs, identifier=batchId, barrier=barrier)
+        kind = "OVERWRITE" if self.overwrite else "APPEND"
+        snap = commit.commit(msgs, identifier=batchId, barrier=barrier, kind=kind)
         meta_jobs.report(self.opts, job_id, snap)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -354,3 +354,64 @@ def test_log_normalize_false_streams_the_upserts_as_stored(
     )  # fmt: skip
     assert _kinds(batches[0]) == [("+I", 0, 10.0), ("+I", 1, 11.0), ("-D", 2, 1.0)]
     assert _kinds(batches[1]) == [("+I", 0, 20.0), ("+I", 2, 1.0)]
+
+
+def test_log_target_sink_in_complete_mode_truncates_then_writes_the_result(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """Complete mode into a table's log: each micro-batch's transaction holds a truncate
+    record on every partition, then the whole result, then the barrier's markers; so the
+    log after its last truncate is the aggregate, without a group that left it."""
+    from pyspark.sql import functions as F
+
+    from bridge.tables import log_spec_for
+    from logstore.reader import BarrierPassed, DataBatch, LogReader, Truncated
+
+    src, src_name = _table(warehouse)
+    dst_name = f"db.c{uuid.uuid4().hex[:8]}"
+    dst = make_table(
+        warehouse, dst_name, pk=False, buckets=2, **{"log.topic": f"dts-test-{dst_name}"}
+    )
+    commit(src, rows(12), barrier=100)  # groups a, a0, a1, a2
+    gone = [i for i in range(12) if i % 2 == 0 and i % 3 == 0]
+    sign = F.when(F.col("_row_kind").isin("-U", "-D"), -1).otherwise(1)
+
+    def run() -> None:
+        q = (
+            stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
+            .groupBy("k")
+            .agg(F.sum(sign).alias("id"), F.sum(sign * F.col("v")).alias("v"))
+            .where(F.col("id") > 0)
+            .writeStream.format("dts")
+            .outputMode("complete")
+            .option("warehouse", str(warehouse))
+            .option("target.tier", "log")
+            .option("bootstrap", broker.bootstrap)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start(dst_name)
+        )
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+
+    run()
+    deletes = rows(12).take(gone).append_column("_row_kind", pa.array(["-D"] * len(gone)))
+    commit(src, deletes, barrier=200)  # group a0 loses every row
+    run()
+    with LogReader(broker.bootstrap, log_spec_for(dst), stop_at_end=True, idle_timeout_s=10) as r:
+        events = list(r)
+    after: list[dict[str, Any]] = []
+    for p in range(2):  # per partition: its rows after its last truncate
+        marks = [i for i, e in enumerate(events) if isinstance(e, Truncated) and e.partition == p]
+        assert len(marks) == 2  # one per micro-batch
+        after += [
+            row
+            for e in events[marks[-1] + 1 :]
+            if isinstance(e, DataBatch)
+            for row in e.table.to_pylist()
+            if row["_partition"] == p
+        ]
+    assert {r["k"]: r["id"] for r in after} == {"a": 6, "a1": 2, "a2": 2}
+    assert len(after) == 3
+    marked = {(e.partition, e.barrier) for e in events if isinstance(e, BarrierPassed)}
+    assert sorted(marked) == [(p, b) for p in range(2) for b in (100, 200)]
