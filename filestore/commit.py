@@ -341,17 +341,27 @@ class SnapshotCommit:
         return snapshot, manifests, rebased
 
     def _check_barrier_order(self, latest: Snapshot | None, barrier: int | None) -> None:
-        if latest is None or barrier is None or latest.barrier is None:
+        held = self._newest_barrier(latest) if barrier is not None else None
+        if barrier is None or held is None or held.barrier is None:
             return
-        if barrier <= latest.barrier:
+        if barrier <= held.barrier:
             # barrier ids are strictly increasing per table: a repeated one would make
             # snapshot_at_barrier ambiguous and a consistent read see half a barrier
             raise BarrierOrderError(
                 f"table {self.ctx.name}: barrier {barrier} is not newer than the table's "
-                f"barrier {latest.barrier} (snapshot {latest.id}); barrier ids must strictly "
+                f"barrier {held.barrier} (snapshot {held.id}); barrier ids must strictly "
                 "increase per table (retry with the same commit identifier to make a commit "
                 "idempotent)"
             )
+
+    def _newest_barrier(self, latest: Snapshot | None) -> Snapshot | None:
+        """The newest snapshot carrying a barrier, from ``latest`` back: an APPEND without
+        one (a batch write) must not let an older barrier in after it, since readers of
+        barriers walk back from the latest snapshot and stop below the one they look for."""
+        if latest is None or latest.barrier is not None:
+            return latest
+        older = self.snapshots.iter_backwards(latest.id - 1)
+        return next((s for s in older if s.barrier is not None), None)
 
     def _write_manifests(
         self,

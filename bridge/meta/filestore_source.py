@@ -7,13 +7,13 @@ Every snapshot carries the barrier it completed, so the FileStore alone can answ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.versions import normalize_table_name
 from filestore import Catalog
-from filestore.snapshot import barrier_snapshots
+from filestore.snapshot import CommitKind, Snapshot, barrier_snapshots
 
 
 def snapshot_barriers(snapshots: Iterable[Any]) -> dict[int, BarrierPoint]:
@@ -38,29 +38,102 @@ def table_names(catalog: Catalog) -> list[str]:
 class FileStoreBarriers:
     """A :class:`~bridge.meta.consistency.BarrierSource` over a ``filestore.Catalog``.
 
-    Snapshots are read once per table per instance, so one answer sees one state.
+    Each table's snapshots are read newest first, once per instance and only as far as
+    the questions asked need (a table keeps an hour of snapshots by default: a strong
+    read at a recent barrier reads the snapshots since, not the hour), so one answer
+    sees one state. Barrier ids strictly increase per table (the commit refuses an
+    older one), which is what lets a walk stop below the barrier it looks for.
     """
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self._cache: dict[str, dict[int, BarrierPoint]] = {}
+        self._walks: dict[str, BarrierWalk] = {}
 
-    def points(self, table: str) -> dict[int, BarrierPoint]:
+    def _walk(self, table: str) -> BarrierWalk:
         name = normalize_table_name(table)
-        if name not in self._cache:
-            self._cache[name] = snapshot_barriers(self.catalog.get_table(name).snapshots())
-        return self._cache[name]
+        if name not in self._walks:
+            snapshots = self.catalog.get_table(name).snapshot_manager.iter_backwards()
+            self._walks[name] = BarrierWalk(snapshots)
+        return self._walks[name]
 
     def latest(self, table: str) -> BarrierPoint | None:
-        points = self.points(table)
-        return points[max(points)] if points else None
+        walk = self._walk(table)
+        newest = walk.newest()
+        return walk.point(newest) if newest is not None else None
 
     def greatest_common(self, tables: Sequence[str]) -> int | None:
-        common: set[int] | None = None
-        for t in tables:
-            ids = set(self.points(t))
-            common = ids if common is None else common & ids
-        return max(common) if common else None
+        walks = [self._walk(t) for t in tables]
+        newest = [w.newest() for w in walks]
+        if not walks or any(b is None for b in newest):
+            return None
+        # candidates: the barriers of the table that is furthest behind, newest first
+        lead = walks[newest.index(min(b for b in newest if b is not None))]
+        for b in lead.barriers():
+            if all(w.point(b) is not None for w in walks):
+                return b
+        return None
 
     def at(self, table: str, barrier: int) -> BarrierPoint | None:
-        return self.points(table).get(barrier)
+        return self._walk(table).point(barrier)
+
+
+class BarrierWalk:
+    """One table's completed barriers, read from its snapshots newest first on demand.
+
+    A barrier's point is the snapshot ``barrier_snapshots`` names (the first
+    non-compaction snapshot carrying it), so it is settled once the walk has passed
+    below every snapshot of that barrier.
+    """
+
+    def __init__(self, snapshots: Iterator[Snapshot]) -> None:
+        self._snapshots = snapshots
+        self._held: dict[int, Snapshot] = {}
+        self._order: list[int] = []  # barriers seen, newest first
+        self._done = False
+
+    def _step(self) -> bool:
+        """Read one more snapshot; False when there is none."""
+        snap = next(self._snapshots, None)
+        if snap is None:
+            self._done = True
+            return False
+        b = snap.barrier
+        if b is not None:
+            held = self._held.get(b)
+            if held is None:
+                self._order.append(b)
+            # walking back: an older non-compaction snapshot of the barrier replaces any
+            # newer one; a compaction replaces only a compaction
+            if (
+                held is None
+                or snap.commit_kind != CommitKind.COMPACT
+                or (held.commit_kind == CommitKind.COMPACT)
+            ):
+                self._held[b] = snap
+        return True
+
+    def _settle(self, barrier: int) -> None:
+        """Walk until every snapshot of ``barrier`` (and of newer ones) is read."""
+        while not self._done and (not self._order or self._order[-1] >= barrier):
+            self._step()
+
+    def newest(self) -> int | None:
+        while not self._order and self._step():
+            pass
+        return self._order[0] if self._order else None
+
+    def barriers(self) -> Iterator[int]:
+        """Every barrier, newest first, read as the caller goes on."""
+        i = 0
+        while True:
+            while i >= len(self._order) and self._step():
+                pass
+            if i >= len(self._order):
+                return
+            yield self._order[i]
+            i += 1
+
+    def point(self, barrier: int) -> BarrierPoint | None:
+        self._settle(barrier)
+        snap = self._held.get(barrier)
+        return BarrierPoint(barrier, snap.id, snap.time_millis) if snap is not None else None
