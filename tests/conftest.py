@@ -27,6 +27,24 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def snapshot_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The snapshot files read from now on (paths, in order): what a walk of a table's
+    history costs, which a table keeping an hour of snapshots makes matter."""
+    from filestore.fileio import FileIO
+
+    read: list[str] = []
+    try_read = FileIO.try_read_bytes
+
+    def counted(io: FileIO, path: str) -> bytes | None:
+        if "/snapshot/snapshot-" in path:
+            read.append(path)
+        return try_read(io, path)
+
+    monkeypatch.setattr(FileIO, "try_read_bytes", counted)
+    return read
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that uses the broker runs against Apache Kafka: `pytest -m apache_kafka`."""
     for item in items:

@@ -17,7 +17,6 @@ from bridge.consistency_read import resolve_version
 from bridge.meta.filestore_source import FileStoreBarriers, snapshot_barriers
 from filestore import Catalog
 from filestore.errors import BarrierOrderError
-from filestore.fileio import FileIO
 from filestore.snapshot import Snapshot
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
@@ -106,7 +105,7 @@ def _committed(t: object, barrier: int | None, i: int) -> None:
 
 
 def test_a_strong_read_reads_the_snapshots_since_the_common_barrier(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, snapshot_reads: list[str]
 ) -> None:
     """Two tables with 40 barriers each, one a barrier behind: a strong read reads the
     few newest snapshots of each, not their histories (a table keeps an hour of them)."""
@@ -119,15 +118,8 @@ def test_a_strong_read_reads_the_snapshots_since_the_common_barrier(
             _committed(derived, 1000 + i, i)
     want = {t.name: snapshot_barriers(t.snapshots())[1038].snapshot_id for t in (src, derived)}
     history = len(src.snapshots()) + len(derived.snapshots())
-    read: list[str] = []
-    try_read = FileIO.try_read_bytes
-
-    def counted(io: FileIO, path: str) -> bytes | None:
-        if "/snapshot/snapshot-" in path:
-            read.append(path)
-        return try_read(io, path)
-
-    monkeypatch.setattr(FileIO, "try_read_bytes", counted)
+    read = snapshot_reads
+    read.clear()  # what the set-up read does not count
     version = resolve_version(["db.src", "db.derived"], catalog=cat)
     assert version.barrier == 1038
     assert {v.table: v.snapshot_id for v in version.tables} == want

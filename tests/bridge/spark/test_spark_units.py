@@ -200,7 +200,7 @@ def test_a_write_without_a_meta_url_needs_no_metaservice_client_stack() -> None:
 
 
 def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, snapshot_reads: list[str]
 ) -> None:
     """Spark asks for the latest offset at every trigger, and a table keeps an hour of
     snapshots by default: a poll must read what is new, not the table's history."""
@@ -209,7 +209,6 @@ def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
 
     from bridge.spark.stream_file import FileStreamReader
     from filestore import Catalog
-    from filestore.fileio import FileIO
 
     t = Catalog(str(tmp_path)).create_table(
         "db.t", pa.schema([pa.field("id", pa.int64(), nullable=False)]), primary_key=["id"]
@@ -225,15 +224,8 @@ def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
     reader = FileStreamReader(
         ReadOptions.parse({"warehouse": str(tmp_path), "path": "db.t"}), schema
     )
-    read: list[str] = []
-    try_read = FileIO.try_read_bytes
-
-    def counted(io: FileIO, path: str) -> bytes | None:
-        if "/snapshot/snapshot-" in path:
-            read.append(path)
-        return try_read(io, path)
-
-    monkeypatch.setattr(FileIO, "try_read_bytes", counted)
+    read = snapshot_reads
+    read.clear()  # what the set-up read does not count
     start = FileOffset("db.t", latest.id - 2, 1000).to_json()
     end = FileOffset.from_json(reader.latestOffset(start, ReadAllAvailable()))
     assert (end.snapshot, end.barrier) == (latest.id, latest.barrier)
