@@ -165,17 +165,19 @@ def worker(
     # this handler while it runs.
     signal.signal(signal.SIGTERM, sigterm_interrupt)
     base = f"http://{web_host}:{port}"
-    click.echo(f"dts worker {config.worker_id} (group {group})")
-    click.echo(f"  broker     {bootstrap}")
-    click.echo(f"  warehouse  {warehouse}")
-    click.echo(f"  tables     {', '.join(sorted(app.status.tables))}")
-    click.echo(f"  status     {base}/status")
-    click.echo(f"  metrics    {base}/metrics")
-    click.echo(f"  meta       {meta_url or '(none)'}")
-    click.echo("  stop with Ctrl-C", nl=True)
-    level = log_level.upper()
-    logging.getLogger("bridge").setLevel(level)
+    # from here a SIGTERM is a KeyboardInterrupt: everything after it is inside the try,
+    # so one that lands while the addresses print still ends with the stop line
     try:
+        click.echo(f"dts worker {config.worker_id} (group {group})")
+        click.echo(f"  broker     {bootstrap}")
+        click.echo(f"  warehouse  {warehouse}")
+        click.echo(f"  tables     {', '.join(sorted(app.status.tables))}")
+        click.echo(f"  status     {base}/status")
+        click.echo(f"  metrics    {base}/metrics")
+        click.echo(f"  meta       {meta_url or '(none)'}")
+        click.echo("  stop with Ctrl-C", nl=True)
+        level = log_level.upper()
+        logging.getLogger("bridge").setLevel(level)
         runner = faust.Worker(
             app,
             loglevel=level,
