@@ -341,18 +341,19 @@ class SnapshotCommit:
         return snapshot, manifests, rebased
 
     def _check_barrier_order(self, latest: Snapshot | None, barrier: int | None) -> None:
-        held = self._newest_barrier(latest) if barrier is not None else None
-        if barrier is None or held is None or held.barrier is None:
+        if barrier is None:
             return
-        if barrier <= held.barrier:
-            # barrier ids are strictly increasing per table: a repeated one would make
-            # snapshot_at_barrier ambiguous and a consistent read see half a barrier
-            raise BarrierOrderError(
-                f"table {self.ctx.name}: barrier {barrier} is not newer than the table's "
-                f"barrier {held.barrier} (snapshot {held.id}); barrier ids must strictly "
-                "increase per table (retry with the same commit identifier to make a commit "
-                "idempotent)"
-            )
+        held = self._newest_barrier(latest)
+        if held is None or held.barrier is None or barrier > held.barrier:
+            return
+        # barrier ids are strictly increasing per table: a repeated one would make
+        # snapshot_at_barrier ambiguous and a consistent read see half a barrier
+        raise BarrierOrderError(
+            f"table {self.ctx.name}: barrier {barrier} is not newer than the table's "
+            f"barrier {held.barrier} (snapshot {held.id}); barrier ids must strictly "
+            "increase per table (retry with the same commit identifier to make a commit "
+            "idempotent)"
+        )
 
     def _newest_barrier(self, latest: Snapshot | None) -> Snapshot | None:
         """The newest snapshot carrying a barrier, from ``latest`` back: an APPEND without

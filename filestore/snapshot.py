@@ -178,22 +178,13 @@ class SnapshotManager:
 
     def for_barrier(self, barrier: int) -> Snapshot | None:
         """The snapshot committed for exactly ``barrier`` (see :func:`barrier_snapshots`)."""
-        found: Snapshot | None = None
+        carrying: list[Snapshot] = []
         for snap in self.iter_backwards():
-            if snap.barrier is None:
-                continue
-            if snap.barrier < barrier:
+            if snap.barrier is not None and snap.barrier < barrier:
                 break
-            if snap.barrier != barrier:
-                continue
-            # towards older ids: the first non-compaction wins, else the first compaction
-            if (
-                found is None
-                or snap.commit_kind != CommitKind.COMPACT
-                or found.commit_kind == CommitKind.COMPACT
-            ):
-                found = snap
-        return found
+            if snap.barrier == barrier:
+                carrying.append(snap)
+        return barrier_snapshots(carrying).get(barrier)
 
     def at_barrier(self, barrier: int) -> Snapshot | None:
         """Greatest snapshot whose barrier is known and <= barrier (what to read at it)."""

@@ -13,7 +13,7 @@ from typing import Any
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.versions import normalize_table_name
 from filestore import Catalog
-from filestore.snapshot import CommitKind, Snapshot, barrier_snapshots
+from filestore.snapshot import Snapshot, barrier_snapshots
 
 
 def snapshot_barriers(snapshots: Iterable[Any]) -> dict[int, BarrierPoint]:
@@ -80,60 +80,39 @@ class FileStoreBarriers:
 class BarrierWalk:
     """One table's completed barriers, read from its snapshots newest first on demand.
 
-    A barrier's point is the snapshot ``barrier_snapshots`` names (the first
-    non-compaction snapshot carrying it), so it is settled once the walk has passed
-    below every snapshot of that barrier.
+    A barrier's point is the snapshot ``barrier_snapshots`` names among those carrying
+    it, so it is settled once the walk has passed below every snapshot of that barrier.
     """
 
     def __init__(self, snapshots: Iterator[Snapshot]) -> None:
         self._snapshots = snapshots
-        self._held: dict[int, Snapshot] = {}
+        self._carrying: dict[int, list[Snapshot]] = {}  # barrier -> its snapshots
         self._order: list[int] = []  # barriers seen, newest first
-        self._done = False
 
     def _step(self) -> bool:
         """Read one more snapshot; False when there is none."""
         snap = next(self._snapshots, None)
         if snap is None:
-            self._done = True
             return False
-        b = snap.barrier
-        if b is not None:
-            held = self._held.get(b)
-            if held is None:
-                self._order.append(b)
-            # walking back: an older non-compaction snapshot of the barrier replaces any
-            # newer one; a compaction replaces only a compaction
-            if (
-                held is None
-                or snap.commit_kind != CommitKind.COMPACT
-                or (held.commit_kind == CommitKind.COMPACT)
-            ):
-                self._held[b] = snap
+        if snap.barrier is not None:
+            if snap.barrier not in self._carrying:
+                self._order.append(snap.barrier)
+            self._carrying.setdefault(snap.barrier, []).append(snap)
         return True
 
-    def _settle(self, barrier: int) -> None:
-        """Walk until every snapshot of ``barrier`` (and of newer ones) is read."""
-        while not self._done and (not self._order or self._order[-1] >= barrier):
-            self._step()
-
     def newest(self) -> int | None:
-        while not self._order and self._step():
-            pass
-        return self._order[0] if self._order else None
+        return next(self.barriers(), None)
 
     def barriers(self) -> Iterator[int]:
         """Every barrier, newest first, read as the caller goes on."""
         i = 0
-        while True:
-            while i >= len(self._order) and self._step():
-                pass
-            if i >= len(self._order):
-                return
-            yield self._order[i]
-            i += 1
+        while i < len(self._order) or self._step():
+            if i < len(self._order):
+                yield self._order[i]
+                i += 1
 
     def point(self, barrier: int) -> BarrierPoint | None:
-        self._settle(barrier)
-        snap = self._held.get(barrier)
-        return BarrierPoint(barrier, snap.id, snap.time_millis) if snap is not None else None
+        # every snapshot of ``barrier`` is read once one of an older barrier is
+        while (not self._order or self._order[-1] >= barrier) and self._step():
+            pass
+        return snapshot_barriers(self._carrying.get(barrier, [])).get(barrier)

@@ -39,6 +39,21 @@ def _collect(
     return got
 
 
+def _into_log(writer: Any, warehouse: Path, broker: Any, checkpoint: Path, table: str) -> None:
+    """Run a stream to its end into ``table``'s log (target.tier=log)."""
+    q = (
+        writer.format("dts")
+        .option("warehouse", str(warehouse))
+        .option("target.tier", "log")
+        .option("bootstrap", broker.bootstrap)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+
+
 def _table(warehouse: Path) -> tuple[Any, str]:
     name = f"db.l{uuid.uuid4().hex[:8]}"
     return make_table(warehouse, name, **{"log.topic": f"dts-test-{name}"}), name
@@ -220,18 +235,8 @@ def test_log_target_sink_writes_rows_and_source_barriers(
     commit(src, rows(4, start=8, k="b"), barrier=200)
 
     def run() -> None:
-        q = (
-            stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
-            .writeStream.format("dts")
-            .option("warehouse", str(warehouse))
-            .option("target.tier", "log")
-            .option("bootstrap", broker.bootstrap)
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .trigger(availableNow=True)
-            .start(dst_name)
-        )
-        assert q.awaitTermination(120)
-        assert q.exception() is None
+        source = stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
+        _into_log(source.writeStream, warehouse, broker, tmp_path / "ck", dst_name)
 
     run()
     commit(src, rows(2, start=20, k="c"), barrier=300)
@@ -377,22 +382,14 @@ def test_log_target_sink_in_complete_mode_truncates_then_writes_the_result(
     sign = F.when(F.col("_row_kind").isin("-U", "-D"), -1).otherwise(1)
 
     def run() -> None:
-        q = (
+        totals = (
             stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
             .groupBy("k")
             .agg(F.sum(sign).alias("id"), F.sum(sign * F.col("v")).alias("v"))
             .where(F.col("id") > 0)
-            .writeStream.format("dts")
-            .outputMode("complete")
-            .option("warehouse", str(warehouse))
-            .option("target.tier", "log")
-            .option("bootstrap", broker.bootstrap)
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .trigger(availableNow=True)
-            .start(dst_name)
         )
-        assert q.awaitTermination(120)
-        assert q.exception() is None
+        writer = totals.writeStream.outputMode("complete")
+        _into_log(writer, warehouse, broker, tmp_path / "ck", dst_name)
 
     run()
     deletes = rows(12).take(gone).append_column("_row_kind", pa.array(["-D"] * len(gone)))
