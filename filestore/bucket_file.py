@@ -60,6 +60,20 @@ def read_bucket_file(
         return pq.read_table(source)
 
 
+def read_for_lookup(
+    ctx: TableContext, partition: Partition, bucket: int, f: DataFileMeta
+) -> pa.Table:
+    """A data file a lookup reads, from the table handle's file cache when it is there
+    (``filestore.file_cache``); kept there once read."""
+    path = ctx.data_path(partition, bucket, f.file_name)
+    cached = ctx.file_cache.get(path)
+    if cached is not None:
+        return cached
+    data = read_bucket_file(ctx, partition, bucket, f)
+    ctx.file_cache.put(path, data, ctx.options.lookup_cache_max_memory)
+    return data
+
+
 def write_bucket_file(
     ctx: TableContext,
     schema: TableSchema,
@@ -95,6 +109,9 @@ def write_bucket_file(
         sorted_columns = [*(KEY_PREFIX + k for k in pk), SEQUENCE_NUMBER, VALUE_KIND, *pk]
         footer = write_parquet(data, out, opts.file_compression, sorted_columns)
         size = out.tell()
+    if prefix == "data" and schema.primary_key:
+        # the commit's lookup reads it next (and later commits' lookups): as written
+        ctx.file_cache.put(path, data, opts.lookup_cache_max_memory)
     stats, nulls = compute_value_stats(data, schema.column_names, footer)
     return DataFileMeta(
         file_name=name,

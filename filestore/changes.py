@@ -43,6 +43,7 @@ from filestore.context import Partition, TableContext
 from filestore.errors import SnapshotNotFound
 from filestore.levels import has_level0
 from filestore.manifest import ManifestEntry
+from filestore.merge import integer_keys
 from filestore.read import SplitReader
 from filestore.row_kind import (
     DELETE,
@@ -74,18 +75,51 @@ def indexed_frame(data: pa.Table, index: str) -> pl.DataFrame:
     return frame.with_row_index(index)
 
 
+Matches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""(old rows whose key is gone, new rows of new keys, old and new rows of common keys)."""
+
+
+def _sorted_unique(keys: np.ndarray | None) -> bool:
+    return keys is not None and bool((keys[1:] > keys[:-1]).all())
+
+
+def _match_sorted(ko: np.ndarray, kn: np.ndarray) -> Matches:
+    """Matches of two ascending unique integer key arrays: a binary search, no join."""
+    at = np.searchsorted(kn, ko)
+    inside = at < len(kn)
+    common = np.zeros(len(ko), dtype=bool)
+    common[inside] = kn[at[inside]] == ko[inside]
+    bo = np.flatnonzero(common)
+    bn = at[common]
+    fresh = np.ones(len(kn), dtype=bool)
+    fresh[bn] = False
+    return np.flatnonzero(~common), np.flatnonzero(fresh), bo, bn
+
+
+def _match_rows(old: pa.Table, new: pa.Table, keys: list[str]) -> Matches:
+    ko, kn = integer_keys(old, keys), integer_keys(new, keys)
+    if ko is not None and kn is not None and _sorted_unique(ko) and _sorted_unique(kn):
+        # the usual lookup: both sides are key-sorted runs of one integer key
+        return _match_sorted(ko, kn)
+    # only the keys go to polars (converting the values would copy every string)
+    o = indexed_frame(old.select(keys), _O)
+    n = indexed_frame(new.select(keys), _N)
+    joined = o.join(n, on=keys, how="full", coalesce=True, nulls_equal=True)
+    oi, ni = joined[_O], joined[_N]
+    both = joined.filter(oi.is_not_null() & ni.is_not_null())
+    return (
+        joined.filter(ni.is_null())[_O].to_numpy(),
+        joined.filter(oi.is_null())[_N].to_numpy(),
+        both[_O].to_numpy(),
+        both[_N].to_numpy(),
+    )
+
+
 def diff_states(old: pa.Table, new: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """-D for keys only in old, +I for keys only in new, -U/+U pairs for changed rows."""
     schema = new.schema
     keys = list(key_columns)
-    o = indexed_frame(old, _O).select([*keys, _O])
-    n = indexed_frame(new, _N).select([*keys, _N])
-    joined = o.join(n, on=keys, how="full", coalesce=True, nulls_equal=True)
-    oi, ni = joined[_O], joined[_N]
-    gone = joined.filter(ni.is_null())[_O].to_numpy()
-    born = joined.filter(oi.is_null())[_N].to_numpy()
-    both = joined.filter(oi.is_not_null() & ni.is_not_null())
-    bo, bn = both[_O].to_numpy(), both[_N].to_numpy()
+    gone, born, bo, bn = _match_rows(old, new, keys)
     before, after = old.take(pa.array(bo)), new.take(pa.array(bn))
     values = [c for c in schema.names if c not in keys]
     if values and len(bo):

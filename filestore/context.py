@@ -5,7 +5,7 @@ and the latest schema with its parsed options. Operations (scan, read, write,
 commit, compaction, expire, changes, rollback, tags, ...) take a context, never
 the ``Table`` facade, so the facade can sit on top of all of them.
 
-Nothing here caches snapshots across calls, and the schema is looked up on
+Nothing here caches snapshots across calls (immutable data files are: ``file_cache``), and the schema is looked up on
 every access (a new version published by another process is seen at once); a
 schema version's file is parsed only once (``SchemaManager`` keeps the parsed
 version while its file is unchanged), and so are its options.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from filestore.errors import TableNotFound
+from filestore.file_cache import FileCache
 from filestore.fileio import FileIO
 from filestore.manifest import ManifestEntry, ManifestStore, merge_entries
 from filestore.options import CoreOptions
@@ -36,6 +37,9 @@ class TableContext:
         self.schema_manager = SchemaManager(io, self.paths)
         self.snapshot_manager = SnapshotManager(io, self.paths)
         self.manifest_store = ManifestStore(io, self.paths)
+        # decoded data files for lookups (filestore.file_cache): a handle that commits
+        # again and again reads each file once
+        self.file_cache = FileCache()
 
     # -- schema ---------------------------------------------------------
     @property

@@ -11,8 +11,9 @@ are merged onto it with the table's merge engine (new), and the difference
   bucket's live files, stored with that commit (``filestore.commit_lookup``).
 
 Only the touched keys are merged: each old file is read and cut down to the rows
-of those keys (a polars semi-join) before the merge, so the cost is reading the
-bucket's files once, not merging its whole state.
+of those keys (a binary search, or a polars semi-join) before the merge, so the cost
+is reading the bucket's files once, not merging its whole state; a table handle that
+commits repeatedly reads each file once (``filestore.file_cache``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from filestore.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
+from filestore.bucket_file import align, key_value_schema, read_for_lookup, write_bucket_file
 from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
@@ -113,7 +114,7 @@ def _old_rows(
     wanted = _wanted_integers(probe)
 
     def one(f: DataFileMeta) -> pa.Table:
-        data = align(read_bucket_file(ctx, partition, bucket, f), kv)
+        data = align(read_for_lookup(ctx, partition, bucket, f), kv)
         return take_rows(data, _hit_positions(data, probe, wanted))
 
     if not files:
@@ -126,7 +127,11 @@ def _old_rows(
 def _wanted_integers(probe: pl.DataFrame) -> np.ndarray | None:
     """The probe's keys, sorted, when they are one integer column without nulls."""
     single = probe.width == 1 and probe.dtypes[0].is_integer() and probe.null_count().item() == 0
-    return np.unique(probe.to_series().to_numpy()) if single else None
+    if not single:
+        return None
+    keys = probe.to_series().to_numpy()
+    # one flushed file's keys (the usual probe) are ascending and unique already
+    return keys if bool((keys[1:] > keys[:-1]).all()) else np.unique(keys)
 
 
 def _hit_positions(data: pa.Table, probe: pl.DataFrame, wanted: np.ndarray | None) -> np.ndarray:
@@ -143,7 +148,7 @@ def _new_rows(
 ) -> tuple[pa.Table, np.ndarray]:
     """The new files' key-value rows (oldest file first) and where each file starts."""
     kv = key_value_schema(ctx.schema)
-    tables = [align(read_bucket_file(ctx, partition, bucket, f), kv) for f in files]
+    tables = [align(read_for_lookup(ctx, partition, bucket, f), kv) for f in files]
     starts = np.cumsum([0, *(t.num_rows for t in tables)])
     return pa.concat_tables(tables), starts
 
@@ -310,7 +315,7 @@ def _superseded(
     wanted = _wanted_integers(probe)
 
     def one(f: DataFileMeta) -> tuple[DataFileMeta | None, pa.Table]:
-        data = align(read_bucket_file(ctx, partition, bucket, f), kv)
+        data = align(read_for_lookup(ctx, partition, bucket, f), kv)
         hits = _hit_positions(data, probe, wanted)
         live = live_mask(f, hits, len(hits))
         if live is not None:

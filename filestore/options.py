@@ -58,6 +58,7 @@ KNOWN_OPTIONS = frozenset(
         "changelog-producer",
         "change-tracking",
         "deletion-vectors.enabled",
+        "lookup.cache-max-memory-size",
         "aggregation.remove-record-on-delete",
         "barrier.interval",
         "log.topic",
@@ -182,6 +183,8 @@ class CoreOptions:
     change_tracking: bool = True
     # merge-on-write: commits mark superseded rows, reads merge nothing (deletion_vectors.py)
     deletion_vectors: bool = False
+    # decoded data files a table handle keeps for its commits' lookups (file_cache.py)
+    lookup_cache_max_memory: int = 128 << 20
     log_consistency: str = "transactional"
     log_changelog_mode: str = "auto"
     barrier_interval_ms: int = 1000
@@ -221,6 +224,9 @@ class CoreOptions:
             changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),
             deletion_vectors=_bool(raw, "deletion-vectors.enabled", False),
+            lookup_cache_max_memory=parse_size(
+                raw.get("lookup.cache-max-memory-size", "128 mb"), "lookup.cache-max-memory-size"
+            ),
             log_consistency=_choice(
                 raw, "log.consistency", "transactional", ("transactional", "eventual")
             ),

@@ -1,0 +1,60 @@
+"""Decoded data files kept in memory for a long-lived writer's lookups.
+
+A commit that stores its changelog (``changelog-producer=auto``) or writes deletion
+vectors looks up the old rows of the keys it touches in the bucket's live files, and so
+does a compaction with ``changelog-producer=lookup``. Read from disk each time, that is
+a read of every touched bucket per commit: a cost that grows with the table, not with
+the change. Data files never change once written (their names are unique), so a table
+handle that commits again and again (the worker's, a Python session's) keeps the files
+it wrote or looked up, decoded, up to ``lookup.cache-max-memory-size`` (least recently
+used out first), as Paimon's lookup changelog producer keeps its local lookup files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import pyarrow as pa
+
+
+class FileCache:
+    """Decoded files by path, within a byte budget; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._files: OrderedDict[str, pa.Table] = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def get(self, path: str) -> pa.Table | None:
+        with self._lock:
+            table = self._files.get(path)
+            if table is None:
+                self.misses += 1
+                return None
+            self._files.move_to_end(path)
+            self.hits += 1
+            return table
+
+    def put(self, path: str, table: pa.Table, budget: int) -> None:
+        """Keep ``table`` as the content of ``path``, dropping the least recently used
+        files beyond ``budget`` bytes (a file larger than the budget is not kept)."""
+        size = table.nbytes
+        with self._lock:
+            if path in self._files or size > budget:
+                return
+            self._files[path] = table
+            self.nbytes += size
+            while self.nbytes > budget:
+                _, old = self._files.popitem(last=False)
+                self.nbytes -= old.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+            self.nbytes = 0

@@ -1,0 +1,149 @@
+"""A table handle keeps the data files its commits look up (``filestore.file_cache``):
+a handle that commits again and again reads each file from disk once at most, within
+``lookup.cache-max-memory-size``, and the changelog it stores is the same without it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import filestore.bucket_file as bucket_file
+from filestore import Catalog, Table
+from filestore.changes import _match_rows, diff_states
+from filestore.file_cache import FileCache
+
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())]
+)
+
+
+def _rows(ids: list[int], tag: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "v": [f"{tag}{i}" for i in ids],
+            "n": pa.array([len(tag) * i for i in ids], pa.int64()),
+        }
+    )
+
+
+def _table(warehouse: Path, name: str, **options: str) -> Table:
+    opts = {"bucket": "2", "auto-compaction": "false", **options}
+    return Catalog(str(warehouse)).create_table(name, SCHEMA, primary_key=["id"], options=opts)
+
+
+@pytest.fixture
+def disk_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The data files read from disk (every read of a bucket file goes through here)."""
+    reads: list[str] = []
+    real = bucket_file.read_bucket_file
+
+    def counting(ctx: Any, partition: Any, bucket: int, f: Any) -> pa.Table:
+        reads.append(f.file_name)
+        return real(ctx, partition, bucket, f)
+
+    monkeypatch.setattr(bucket_file, "read_bucket_file", counting)
+    return reads
+
+
+def _upserts(t: Table, rounds: int, seed: int) -> list[int]:
+    rnd = random.Random(seed)
+    w = t.new_write("w")
+    w.write(_rows(list(range(200)), "base"))
+    snaps = [w.commit()]
+    for r in range(rounds):
+        w.write(_rows(rnd.sample(range(300), 40), f"u{r}-"))
+        snaps.append(w.commit())
+    w.close()
+    return [s.id for s in snaps if s is not None]
+
+
+def _changes(t: Table, snaps: list[int]) -> list[tuple[Any, ...]]:
+    rows = t.changes(snaps[0], snaps[-1]).to_pylist()
+    return sorted((r["_row_kind"], r["id"], r["v"], r["n"]) for r in rows)
+
+
+def test_a_handle_that_commits_repeatedly_reads_no_file_back(
+    warehouse: Path, disk_reads: list[str]
+) -> None:
+    t = _table(warehouse, "db.cached")
+    snaps = _upserts(t, rounds=4, seed=1)
+    # every file the lookups needed was written through this handle: none read back
+    assert disk_reads == []
+    assert t.file_cache.hits > 0 and len(t.file_cache) > 0
+    assert _changes(t, snaps)  # the updates were looked up: -U/+U pairs stored
+    assert all(s.changelog_record_count for s in t.snapshots()[1:])
+
+
+def test_another_handle_reads_each_file_once(warehouse: Path, disk_reads: list[str]) -> None:
+    _upserts(_table(warehouse, "db.t"), rounds=2, seed=2)
+    other = Catalog(str(warehouse)).get_table("db.t")
+    w = other.new_write("other")
+    for r in range(3):
+        w.write(_rows(list(range(0, 300, 3)), f"o{r}-"))
+        w.commit()
+    w.close()
+    assert disk_reads, "the first commit of a new handle reads the old files"
+    assert len(disk_reads) == len(set(disk_reads)), "no file read twice"
+
+
+def test_without_a_cache_the_stored_changelog_is_the_same(
+    warehouse: Path, disk_reads: list[str]
+) -> None:
+    cached = _table(warehouse, "db.cached")
+    uncached = _table(warehouse, "db.uncached", **{"lookup.cache-max-memory-size": "0"})
+    assert uncached.options.lookup_cache_max_memory == 0
+    got_cached = _changes(cached, _upserts(cached, rounds=5, seed=3))
+    reads_before = len(disk_reads)
+    got_uncached = _changes(uncached, _upserts(uncached, rounds=5, seed=3))
+    assert len(uncached.file_cache) == 0
+    assert len(disk_reads) > reads_before  # the lookups read from disk each time
+    assert got_cached == got_uncached and got_cached
+
+
+def test_the_cache_keeps_the_most_recently_used_within_its_budget() -> None:
+    cache = FileCache()
+    tables = {name: pa.table({"x": np.arange(1000)}) for name in "abcd"}
+    size = tables["a"].nbytes
+    for name in "abc":
+        cache.put(name, tables[name], budget=3 * size)
+    assert cache.get("a") is tables["a"]  # a is now the most recently used
+    cache.put("d", tables["d"], budget=3 * size)
+    assert cache.get("b") is None  # the least recently used went
+    assert {n for n in "acd" if cache.get(n) is not None} == set("acd")
+    assert cache.nbytes == 3 * size
+    cache.put("big", pa.table({"x": np.arange(10_000)}), budget=3 * size)
+    assert cache.get("big") is None  # larger than the whole budget: not kept
+    cache.put("e", tables["a"], budget=0)
+    assert cache.get("e") is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_matching_sorted_keys_by_search_equals_the_join(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    old_keys = np.sort(rng.choice(500, rng.integers(0, 200), replace=False))
+    new_keys = np.sort(rng.choice(500, rng.integers(0, 200), replace=False))
+    old = pa.table({"id": old_keys, "v": rng.integers(0, 3, len(old_keys))})
+    new = pa.table({"id": new_keys, "v": rng.integers(0, 3, len(new_keys))})
+    searched = _match_rows(old, new, ["id"])
+    shuffled = rng.permutation(len(new_keys))  # unsorted: the polars join
+    joined = _match_rows(old, new.take(shuffled), ["id"])
+
+    def pairs(m: tuple[np.ndarray, ...], new_order: np.ndarray) -> tuple[Any, ...]:
+        gone, born, bo, bn = m
+        return (
+            sorted(old_keys[gone].tolist()),
+            sorted(new_keys[new_order[born]].tolist()),
+            sorted(zip(old_keys[bo].tolist(), new_keys[new_order[bn]].tolist(), strict=True)),
+        )
+
+    assert pairs(searched, np.arange(len(new_keys))) == pairs(joined, shuffled)
+    got = diff_states(old, new, ["id"]).to_pylist()
+    want = diff_states(old, new.take(shuffled), ["id"]).to_pylist()
+    key = lambda r: (r["_row_kind"], r["id"], r["v"])  # noqa: E731
+    assert sorted(got, key=key) == sorted(want, key=key)
