@@ -79,8 +79,14 @@ Matches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """(old rows whose key is gone, new rows of new keys, old and new rows of common keys)."""
 
 
-def _sorted_unique(keys: np.ndarray | None) -> bool:
-    return keys is not None and bool((keys[1:] > keys[:-1]).all())
+def _unique_order(keys: np.ndarray) -> np.ndarray | None:
+    """The permutation sorting integer ``keys`` (no copy work when they already ascend),
+    or None when a key repeats."""
+    if bool((keys[1:] > keys[:-1]).all()):
+        return np.arange(len(keys))
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    return order if bool((ranked[1:] > ranked[:-1]).all()) else None
 
 
 def _match_sorted(ko: np.ndarray, kn: np.ndarray) -> Matches:
@@ -98,10 +104,19 @@ def _match_sorted(ko: np.ndarray, kn: np.ndarray) -> Matches:
 
 def _match_rows(old: pa.Table, new: pa.Table, keys: list[str]) -> Matches:
     ko, kn = integer_keys(old, keys), integer_keys(new, keys)
-    if ko is not None and kn is not None and _sorted_unique(ko) and _sorted_unique(kn):
-        # the usual lookup: both sides are key-sorted runs of one integer key
-        return _match_sorted(ko, kn)
-    # only the keys go to polars (converting the values would copy every string)
+    oo = None if ko is None or kn is None else _unique_order(ko)
+    on = None if oo is None or kn is None else _unique_order(kn)
+    if ko is not None and kn is not None and oo is not None and on is not None:
+        # the usual lookup: one integer key, once per side (sorted runs already, or old
+        # rows of several files)
+        gone, born, bo, bn = _match_sorted(ko[oo], kn[on])
+        return oo[gone], on[born], oo[bo], on[bn]
+    return _match_joined(old, new, keys)
+
+
+def _match_joined(old: pa.Table, new: pa.Table, keys: list[str]) -> Matches:
+    """Matches by a polars join; only the keys go to polars (converting the values
+    would copy every string)."""
     o = indexed_frame(old.select(keys), _O)
     n = indexed_frame(new.select(keys), _N)
     joined = o.join(n, on=keys, how="full", coalesce=True, nulls_equal=True)

@@ -14,7 +14,7 @@ import pytest
 
 import filestore.bucket_file as bucket_file
 from filestore import Catalog, Table
-from filestore.changes import _match_rows, diff_states
+from filestore.changes import _match_joined, _match_rows, diff_states
 from filestore.file_cache import FileCache
 
 SCHEMA = pa.schema(
@@ -124,26 +124,33 @@ def test_the_cache_keeps_the_most_recently_used_within_its_budget() -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_matching_sorted_keys_by_search_equals_the_join(seed: int) -> None:
+def test_matching_integer_keys_by_search_equals_the_join(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    old_keys = np.sort(rng.choice(500, rng.integers(0, 200), replace=False))
-    new_keys = np.sort(rng.choice(500, rng.integers(0, 200), replace=False))
+    old_keys = rng.choice(500, rng.integers(0, 200), replace=False)
+    new_keys = rng.choice(500, rng.integers(0, 200), replace=False)
+    if seed % 2:  # sorted runs (a lookup's usual sides) and shuffled ones
+        old_keys, new_keys = np.sort(old_keys), np.sort(new_keys)
     old = pa.table({"id": old_keys, "v": rng.integers(0, 3, len(old_keys))})
     new = pa.table({"id": new_keys, "v": rng.integers(0, 3, len(new_keys))})
-    searched = _match_rows(old, new, ["id"])
-    shuffled = rng.permutation(len(new_keys))  # unsorted: the polars join
-    joined = _match_rows(old, new.take(shuffled), ["id"])
 
-    def pairs(m: tuple[np.ndarray, ...], new_order: np.ndarray) -> tuple[Any, ...]:
+    def pairs(m: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
         gone, born, bo, bn = m
         return (
             sorted(old_keys[gone].tolist()),
-            sorted(new_keys[new_order[born]].tolist()),
-            sorted(zip(old_keys[bo].tolist(), new_keys[new_order[bn]].tolist(), strict=True)),
+            sorted(new_keys[born].tolist()),
+            sorted(zip(old_keys[bo].tolist(), new_keys[bn].tolist(), strict=True)),
         )
 
-    assert pairs(searched, np.arange(len(new_keys))) == pairs(joined, shuffled)
-    got = diff_states(old, new, ["id"]).to_pylist()
-    want = diff_states(old, new.take(shuffled), ["id"]).to_pylist()
-    key = lambda r: (r["_row_kind"], r["id"], r["v"])  # noqa: E731
-    assert sorted(got, key=key) == sorted(want, key=key)
+    searched, joined = _match_rows(old, new, ["id"]), _match_joined(old, new, ["id"])
+    assert pairs(searched) == pairs(joined)
+    assert all(a == b for a, b in pairs(searched)[2])  # pairs share their key
+    kinds = [r["_row_kind"] for r in diff_states(old, new, ["id"]).to_pylist()]
+    changed = sum(1 for i, j in zip(*searched[2:], strict=True) if old["v"][i] != new["v"][j])
+    assert kinds.count("-U") == kinds.count("+U") == changed
+    assert kinds.count("-D") == len(searched[0]) and kinds.count("+I") == len(searched[1])
+
+
+def test_repeated_keys_are_matched_by_the_join() -> None:
+    old = pa.table({"id": [1, 1, 2], "v": [0, 1, 2]})
+    new = pa.table({"id": [2, 3], "v": [5, 3]})
+    assert [len(m) for m in _match_rows(old, new, ["id"])] == [2, 1, 1, 1]
