@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from bridge.spark.options import ReadOptions
 from filestore import Catalog, Table
+from filestore.file_cache import FileCache
+
+# Spark runs a streaming sink's commit in a Python worker it reuses from micro-batch to
+# micro-batch, on a freshly unpickled writer: a handle opened per commit would read every
+# file its changelog lookup touches again each batch, a cost that grows with the table.
+# Data files never change once written (unique names), so their decoded copies are kept
+# for the worker's life, one cache per table directory, each within its table's
+# lookup.cache-max-memory-size.
+_COMMIT_FILES: dict[str, FileCache] = {}
 
 
 def open_catalog(warehouse: str) -> Catalog:
@@ -12,6 +21,14 @@ def open_catalog(warehouse: str) -> Catalog:
 
 def open_table(warehouse: str, name: str) -> Table:
     return open_catalog(warehouse).get_table(name)
+
+
+def open_table_for_commits(warehouse: str, name: str) -> Table:
+    """A handle for a commit that recurs in this process (a streaming sink's): its lookups
+    share the files earlier commits of the table decoded here."""
+    table = open_table(warehouse, name)
+    table.file_cache = _COMMIT_FILES.setdefault(table.paths.root, FileCache())
+    return table
 
 
 def resolve_snapshot_id(table: Table, opts: ReadOptions) -> int | None:

@@ -234,3 +234,44 @@ def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
     current = FileOffset("db.t", latest.id, latest.barrier).to_json()
     assert reader.latestOffset(current, ReadAllAvailable()) == current
     assert len(read) <= 1, read
+
+
+def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streaming sink's commits run in one reused Python worker, each on a new handle
+    (`open_table_for_commits`): the second looks up nothing from disk the first read."""
+    import filestore.bucket_file as bucket_file
+    from bridge.spark.catalog import open_table_for_commits
+    from filestore import Catalog
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    options = {"bucket": "1", "auto-compaction": "false"}
+    Catalog(str(warehouse)).create_table("db.t", schema, primary_key=["id"], options=options)
+    writer = Catalog(str(warehouse)).get_table("db.t")  # an executor's: its own handle
+    reads: list[str] = []
+    real = bucket_file.read_bucket_file
+    monkeypatch.setattr(
+        bucket_file,
+        "read_bucket_file",
+        lambda ctx, p, b, f: reads.append(f.file_name) or real(ctx, p, b, f),
+    )
+
+    def micro_batch(i: int, ids: list[int]) -> None:
+        w = writer.new_write("sink")
+        w.write(pa.table({"id": ids, "v": [f"{i}-{k}" for k in ids]}, schema))
+        messages = w.prepare()
+        w.close()
+        table = open_table_for_commits(str(warehouse), "db.t")
+        table.new_commit("sink").commit(messages, identifier=i)
+
+    micro_batch(1, list(range(100)))
+    writer.file_cache.clear()  # the commits must not lean on the writer's copies
+    micro_batch(2, [1, 2, 3])
+    first = list(reads)
+    assert first, "the first commit with a lookup reads the old file"
+    micro_batch(3, [4, 5])
+    assert not set(reads[len(first) :]) & set(first), "files read once stay decoded"
+    assert open_table_for_commits(str(warehouse), "db.t").file_cache.hits > 0
+    rows = Catalog(str(warehouse)).get_table("db.t").read().to_pylist()
+    assert {r["id"]: r["v"] for r in rows}[4] == "3-4" and len(rows) == 100
