@@ -123,6 +123,19 @@ class WorkerMetrics:
             ("table", "job", "kind"),
             registry=r,
         )
+        self.lookup_cache_bytes = Gauge(
+            "dts_worker_lookup_cache_bytes",
+            "Decoded data files the table's commits keep for their lookups "
+            "(lookup.cache-max-memory-size bounds it)",
+            _T,
+            registry=r,
+        )
+        self.lookup_cache_reads = Counter(
+            "dts_worker_lookup_cache_reads",
+            "Data files the table's commit lookups read, from the cache (hit) or disk (miss)",
+            ("table", "job", "result"),
+            registry=r,
+        )
         self.meta_pending_reports = Gauge(
             "dts_worker_meta_pending_reports",
             "Barrier reports waiting to be sent to the MetaService",

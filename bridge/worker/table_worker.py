@@ -25,6 +25,7 @@ from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableC
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
+from filestore.file_cache import FileCache
 from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
 from logstore.codec import Decoded, DecodeFailure
 from logstore.markers import Marker
@@ -56,6 +57,8 @@ class TableHooks:
     # (bucket, snapshot id to seed its state from) -> normalizer; None: rows go in as stored
     new_normalizer: Callable[[int, int | None], BucketNormalizer] | None = None
     snapshot_id_at: Callable[[int], int | None] | None = None  # barrier -> its snapshot id
+    # the files the table's commits decoded for their lookups (reported as metrics)
+    lookup_cache: Callable[[], FileCache] | None = None
 
 
 # (table, barrier, snapshot id): a barrier was committed (the MetaService report)
@@ -90,6 +93,7 @@ class TableWorker:
         self.on_barrier = on_barrier
         self.buckets: dict[int, BucketWriter] = {}
         self.committer: TableCommitter | None = None
+        self._cache_reads = (0, 0)  # the lookup cache's hits and misses already counted
 
     # -- ownership -----------------------------------------------------------------
 
@@ -270,10 +274,23 @@ class TableWorker:
         snapshot_id: int | None,
     ) -> None:
         self.metrics.commit_duration.labels(self.name, self.metrics.job).observe(seconds)
+        self._report_lookup_cache()
         self._set_committed(barrier)
         self.status.last_commit_ms = max((r.written_ms for r in records), default=None)
         if self.on_barrier is not None:
             self.on_barrier(self.name, barrier, snapshot_id)
+
+    def _report_lookup_cache(self) -> None:
+        if self.hooks.lookup_cache is None:
+            return
+        cache = self.hooks.lookup_cache()
+        job = self.metrics.job
+        self.metrics.lookup_cache_bytes.labels(self.name, job).set(cache.nbytes)
+        seen_hits, seen_misses = self._cache_reads
+        reads = self.metrics.lookup_cache_reads
+        reads.labels(self.name, job, "hit").inc(max(0, cache.hits - seen_hits))
+        reads.labels(self.name, job, "miss").inc(max(0, cache.misses - seen_misses))
+        self._cache_reads = (cache.hits, cache.misses)
 
     def _set_committed(self, barrier: int | None) -> None:
         if barrier is None:

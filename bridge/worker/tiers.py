@@ -186,6 +186,7 @@ def build_table_worker(
             else None
         ),
         snapshot_id_at=lambda b: snapshot_id_at(table, b),
+        lookup_cache=lambda: table.file_cache,
     )
     tstatus = TableStatus(table.name, spec.topic, spec.buckets)
     status.tables[table.name] = tstatus

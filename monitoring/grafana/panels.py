@@ -306,6 +306,28 @@ PIPELINE = Dashboard(
                     [(f"dts_filestore_latest_barrier_age_ms{{{TABLE}}}", "{{table}}")],
                     unit="ms",
                 ),
+                Panel(
+                    "Commit lookups: files from the cache",
+                    [
+                        (
+                            "sum by (table) (rate(dts_worker_lookup_cache_reads_total"
+                            f'{{{TABLE},result="hit"}}[$__rate_interval])) / sum by (table) '
+                            f"(rate(dts_worker_lookup_cache_reads_total{{{TABLE}}}[$__rate_interval]))",
+                            "{{table}}",
+                        )
+                    ],
+                    unit="percentunit",
+                    description="Share of the data files the commits' changelog lookups read "
+                    "that were already decoded in memory; a low share on a busy table: raise "
+                    "lookup.cache-max-memory-size.",
+                ),
+                Panel(
+                    "Commit lookups: cache bytes",
+                    [(f"sum by (table) (dts_worker_lookup_cache_bytes{{{TABLE}}})", "{{table}}")],
+                    unit="bytes",
+                    description="Decoded data files kept per table (bounded by "
+                    "lookup.cache-max-memory-size).",
+                ),
             ],
         ),
     ],

@@ -85,7 +85,19 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
         assert 'dts_worker_barrier_last_committed_id{job="' in metrics
         assert "dts_worker_records_in_total" in metrics
         assert "dts_worker_commit_duration_seconds_bucket" in metrics
+        # the commits' lookups read the files the worker wrote from its cache
+        assert _metric(metrics, "dts_worker_lookup_cache_bytes", table.name) > 0
+        assert _metric(metrics, "dts_worker_lookup_cache_reads_total", table.name, "hit") > 0
     finally:
         writer.close(final_barrier=False)
         code = worker.stop()
     assert code == 0, worker.tail()
+
+
+def _metric(text: str, name: str, table: str, result: str | None = None) -> float:
+    """The value of one sample of the worker's exposition (its table's, or ``result``'s)."""
+    for line in text.splitlines():
+        ours = line.startswith(name + "{") and f'table="{table}"' in line
+        if ours and (result is None or f'result="{result}"' in line):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} sample for {table} {result or ''}")
