@@ -6,9 +6,10 @@ from bridge.spark.options import ReadOptions
 from filestore import Catalog, Table
 from filestore.file_cache import FileCache
 
-# Spark runs a streaming sink's commit in a Python worker it reuses from micro-batch to
-# micro-batch, on a freshly unpickled writer: a handle opened per commit would read every
-# file its changelog lookup touches again each batch, a cost that grows with the table.
+# Spark runs a sink's commit (a batch write's, a streaming micro-batch's) in a Python
+# worker it reuses from one commit to the next, on a freshly unpickled writer: a handle
+# opened per commit would read every file its changelog lookup touches again each time,
+# a cost that grows with the table.
 # Data files never change once written (unique names), so their decoded copies are kept
 # for the worker's life, one cache per table directory, each within its table's
 # lookup.cache-max-memory-size.
@@ -24,8 +25,8 @@ def open_table(warehouse: str, name: str) -> Table:
 
 
 def open_table_for_commits(warehouse: str, name: str) -> Table:
-    """A handle for a commit that recurs in this process (a streaming sink's): its lookups
-    share the files earlier commits of the table decoded here."""
+    """A handle for a sink's commit, which recurs in this process: its lookups share the
+    files earlier commits of the table decoded here."""
     table = open_table(warehouse, name)
     table.file_cache = _COMMIT_FILES.setdefault(table.paths.root, FileCache())
     return table

@@ -121,7 +121,7 @@ class DtsBatchWriter(DataSourceArrowWriter):
         return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        table = self._table()
+        table = open_table_for_commits(self.opts.common.warehouse, self.opts.common.table)
         kind = "OVERWRITE" if self.overwrite else "APPEND"
         msgs = commit_messages(list(messages))
         try:
