@@ -42,6 +42,7 @@ from filestore.row_kind import (
     parse_row_kinds,
 )
 from filestore.schema import KEY_PREFIX
+from filestore.snapshot import Snapshot
 
 _ROW = "__dts_row"
 
@@ -122,6 +123,30 @@ def _old_rows(
     workers = min(len(files), os.cpu_count() or 1)
     with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
         return pa.concat_tables(list(pool.map(one, files)))
+
+
+def rows_of_keys(ctx: TableContext, snapshot: Snapshot, bucket: int, keys: pa.Table) -> pa.Table:
+    """The rows (table columns) a reader of ``snapshot`` sees for ``keys`` (the primary-key
+    columns) in one bucket: each key's versions in the bucket's live files, merged.
+
+    A point lookup, not a scan: the files come from the handle's file cache, so a handle
+    that looks up again and again (a log-tier stream's tasks) reads each file once.
+    """
+    schema = ctx.schema
+    kv_keys = [KEY_PREFIX + k for k in schema.primary_key]
+    probe = pl.from_arrow(keys.select(list(schema.primary_key)).rename_columns(kv_keys))
+    assert isinstance(probe, pl.DataFrame)
+    files: dict[Partition, list[DataFileMeta]] = {}
+    for e in ctx.live_entries(snapshot):
+        if e.bucket == bucket:
+            files.setdefault(e.partition, []).append(e.file)
+    found = [_old_rows(ctx, part, bucket, fs, probe) for part, fs in files.items()]
+    if probe.is_empty() or not found:
+        return schema.arrow_schema.empty_table()
+    # every version of the keys, merged as a read merges them (deletion vectors only
+    # spare a read that merge: a read through them equals the merge read)
+    merged = merge(pa.concat_tables(found), kv_keys, schema.core_options, drop_deletes=True)
+    return merged.select(schema.column_names)
 
 
 def _wanted_integers(probe: pl.DataFrame) -> np.ndarray | None:

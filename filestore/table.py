@@ -28,6 +28,7 @@ from filestore.expire import (
     expire_snapshots,
     remove_orphans,
 )
+from filestore.lookup import rows_of_keys
 from filestore.maintenance import TableCommit, compact
 from filestore.read import SplitReader
 from filestore.rollback import RollbackResult, rollback_to
@@ -175,6 +176,11 @@ class Table(TableContext):
         reader = SplitReader(self, self.schema, columns, filter)
         batches = reader.read_all(scan.plan())
         return pa.Table.from_batches(batches, schema=reader.output_schema())
+
+    def rows_of_keys(self, keys: pa.Table, bucket: int, snapshot_id: int) -> pa.Table:
+        """The current rows of ``keys`` (primary-key columns) in one bucket at a snapshot,
+        by point lookups in the files this handle decoded (``filestore.file_cache``)."""
+        return rows_of_keys(self, self.snapshot(snapshot_id), bucket, keys)
 
     def changes(self, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:
         """Rows that changed after start up to end, with ``_row_kind`` (+I, -U, +U, -D).

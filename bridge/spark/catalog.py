@@ -7,13 +7,13 @@ from filestore import Catalog, Table
 from filestore.file_cache import FileCache
 
 # Spark runs a sink's commit (a batch write's, a streaming micro-batch's) in a Python
-# worker it reuses from one commit to the next, on a freshly unpickled writer: a handle
-# opened per commit would read every file its changelog lookup touches again each time,
-# a cost that grows with the table.
-# Data files never change once written (unique names), so their decoded copies are kept
-# for the worker's life, one cache per table directory, each within its table's
-# lookup.cache-max-memory-size.
-_COMMIT_FILES: dict[str, FileCache] = {}
+# worker it reuses from one commit to the next, on a freshly unpickled writer, and a
+# log-tier stream's tasks (which look up the old rows of the keys they normalize) in
+# reused workers too: a handle opened each time would read every file a lookup touches
+# again, a cost that grows with the table. Data files never change once written (unique
+# names), so their decoded copies are kept for the worker's life, one cache per table
+# directory, each within its table's lookup.cache-max-memory-size.
+_LOOKUP_FILES: dict[str, FileCache] = {}
 
 
 def open_catalog(warehouse: str) -> Catalog:
@@ -24,11 +24,11 @@ def open_table(warehouse: str, name: str) -> Table:
     return open_catalog(warehouse).get_table(name)
 
 
-def open_table_for_commits(warehouse: str, name: str) -> Table:
-    """A handle for a sink's commit, which recurs in this process: its lookups share the
-    files earlier commits of the table decoded here."""
+def open_table_for_lookups(warehouse: str, name: str) -> Table:
+    """A handle whose lookups share the files earlier lookups of the table decoded in this
+    process (a sink's commits, a log-tier stream's normalizing tasks)."""
     table = open_table(warehouse, name)
-    table.file_cache = _COMMIT_FILES.setdefault(table.paths.root, FileCache())
+    table.file_cache = _LOOKUP_FILES.setdefault(table.paths.root, FileCache())
     return table
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
 from bridge.spark.read_parts import LogStateRef
@@ -67,27 +66,18 @@ def check_replayable(refs: dict[int, LogStateRef], earliest: dict[int, int], top
 
 
 def committed_rows(ref: LogStateRef, bucket: int, keys: pl.DataFrame, spec: LogSpec) -> pa.Table:
-    """The bucket's rows of `keys` at the snapshot `ref` names (none without one)."""
-    from bridge.spark.catalog import open_table
+    """The bucket's rows of `keys` at the snapshot `ref` names (none without one): point
+    lookups in the files this worker process already decoded (`open_table_for_lookups`),
+    so a stream's micro-batches read each file of the table once, not a scan per batch."""
+    from bridge.spark.catalog import open_table_for_lookups
 
-    values = list(spec.schema.names)
     if ref.snapshot_id is None or keys.is_empty():
         return spec.schema.empty_table()
-    table = open_table(ref.warehouse, ref.table)
-    key = list(spec.primary_key)
-    wanted = None
-    if len(key) == 1:  # pushed into the scan: row groups without the keys are skipped
-        wanted = pc.field(key[0]).isin(keys.get_column(key[0]).to_arrow())
-    scan = table.new_scan(ref.snapshot_id, wanted, values, buckets=[bucket])
-    batches = [b for split in scan.plan() for b in table.read_split(split, values, wanted)]
-    if not batches:
-        return spec.schema.empty_table()
-    rows = pa.Table.from_batches(batches, schema=spec.schema)
-    if len(key) > 1:
-        found = pl.from_arrow(rows)
-        assert isinstance(found, pl.DataFrame)
-        rows = found.join(keys, on=key, how="semi").to_arrow()
-    return rows
+    table = open_table_for_lookups(ref.warehouse, ref.table)
+    rows = table.rows_of_keys(keys.to_arrow(), bucket, ref.snapshot_id)
+    return pa.Table.from_arrays(
+        [rows.column(f.name).cast(f.type) for f in spec.schema], schema=spec.schema
+    )
 
 
 def normalized(

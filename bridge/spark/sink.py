@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from bridge.spark import meta_jobs
 from bridge.spark.arrow_schema import spark_arrow_schema
-from bridge.spark.catalog import open_catalog, open_table, open_table_for_commits
+from bridge.spark.catalog import open_catalog, open_table, open_table_for_lookups
 from bridge.spark.checkpoint import ends_inside_barrier, query_id, source_barrier, source_tables
 from bridge.spark.errors import OptionError
 from bridge.spark.log_sink import abort_staged, commit_to_log, stage_task
@@ -121,7 +121,7 @@ class DtsBatchWriter(DataSourceArrowWriter):
         return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        table = open_table_for_commits(self.opts.common.warehouse, self.opts.common.table)
+        table = open_table_for_lookups(self.opts.common.warehouse, self.opts.common.table)
         kind = "OVERWRITE" if self.overwrite else "APPEND"
         msgs = commit_messages(list(messages))
         try:
@@ -242,7 +242,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         return self.commit_user.removeprefix("spark-")
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        table = open_table_for_commits(self.opts.common.warehouse, self.opts.common.table)
+        table = open_table_for_lookups(self.opts.common.warehouse, self.opts.common.table)
         # a batch holding part of a source barrier completes none: no barrier to stamp
         partial = (
             self.opts.barrier is None

@@ -240,9 +240,9 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The streaming sink's commits run in one reused Python worker, each on a new handle
-    (`open_table_for_commits`): the second looks up nothing from disk the first read."""
+    (`open_table_for_lookups`): the second looks up nothing from disk the first read."""
     import filestore.bucket_file as bucket_file
-    from bridge.spark.catalog import open_table_for_commits
+    from bridge.spark.catalog import open_table_for_lookups
     from filestore import Catalog
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -262,7 +262,7 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
         w.write(pa.table({"id": ids, "v": [f"{i}-{k}" for k in ids]}, schema))
         messages = w.prepare()
         w.close()
-        table = open_table_for_commits(str(warehouse), "db.t")
+        table = open_table_for_lookups(str(warehouse), "db.t")
         table.new_commit("sink").commit(messages, identifier=i)
 
     micro_batch(1, list(range(100)))
@@ -272,6 +272,6 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
     assert first, "the first commit with a lookup reads the old file"
     micro_batch(3, [4, 5])
     assert not set(reads[len(first) :]) & set(first), "files read once stay decoded"
-    assert open_table_for_commits(str(warehouse), "db.t").file_cache.hits > 0
+    assert open_table_for_lookups(str(warehouse), "db.t").file_cache.hits > 0
     rows = Catalog(str(warehouse)).get_table("db.t").read().to_pylist()
     assert {r["id"]: r["v"] for r in rows}[4] == "3-4" and len(rows) == 100
