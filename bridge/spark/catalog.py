@@ -5,6 +5,7 @@ from __future__ import annotations
 from bridge.spark.options import ReadOptions
 from filestore import Catalog, Table
 from filestore.file_cache import FileCache
+from filestore.manifest import ManifestStore
 
 # Spark runs a sink's commit (a batch write's, a streaming micro-batch's) in a Python
 # worker it reuses from one commit to the next, on a freshly unpickled writer, and a
@@ -12,8 +13,9 @@ from filestore.file_cache import FileCache
 # reused workers too: a handle opened each time would read every file a lookup touches
 # again, a cost that grows with the table. Data files never change once written (unique
 # names), so their decoded copies are kept for the worker's life, one cache per table
-# directory, each within its table's lookup.cache-max-memory-size.
-_LOOKUP_FILES: dict[str, FileCache] = {}
+# directory, each within its table's lookup.cache-max-memory-size; so are the parsed
+# manifests (immutable too) that name the live files.
+_LOOKUP_CACHES: dict[str, tuple[FileCache, ManifestStore]] = {}
 
 
 def open_catalog(warehouse: str) -> Catalog:
@@ -28,7 +30,8 @@ def open_table_for_lookups(warehouse: str, name: str) -> Table:
     """A handle whose lookups share the files earlier lookups of the table decoded in this
     process (a sink's commits, a log-tier stream's normalizing tasks)."""
     table = open_table(warehouse, name)
-    table.file_cache = _LOOKUP_FILES.setdefault(table.paths.root, FileCache())
+    shared = (FileCache(), table.manifest_store)
+    table.file_cache, table.manifest_store = _LOOKUP_CACHES.setdefault(table.paths.root, shared)
     return table
 
 

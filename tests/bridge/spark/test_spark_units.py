@@ -272,6 +272,8 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
     assert first, "the first commit with a lookup reads the old file"
     micro_batch(3, [4, 5])
     assert not set(reads[len(first) :]) & set(first), "files read once stay decoded"
-    assert open_table_for_lookups(str(warehouse), "db.t").file_cache.hits > 0
+    again, other = (open_table_for_lookups(str(warehouse), "db.t") for _ in range(2))
+    assert again.file_cache.hits > 0
+    assert again.manifest_store is other.manifest_store  # parsed manifests shared too
     rows = Catalog(str(warehouse)).get_table("db.t").read().to_pylist()
     assert {r["id"]: r["v"] for r in rows}[4] == "3-4" and len(rows) == 100
