@@ -104,13 +104,13 @@ def _match_sorted(ko: np.ndarray, kn: np.ndarray) -> Matches:
 
 def _match_rows(old: pa.Table, new: pa.Table, keys: list[str]) -> Matches:
     ko, kn = integer_keys(old, keys), integer_keys(new, keys)
-    oo = None if ko is None or kn is None else _unique_order(ko)
-    on = None if oo is None or kn is None else _unique_order(kn)
-    if ko is not None and kn is not None and oo is not None and on is not None:
-        # the usual lookup: one integer key, once per side (sorted runs already, or old
-        # rows of several files)
-        gone, born, bo, bn = _match_sorted(ko[oo], kn[on])
-        return oo[gone], on[born], oo[bo], on[bn]
+    if ko is not None and kn is not None:
+        # the usual lookup: one integer key, once per side (sorted runs already, or the
+        # old rows of several files)
+        oo, on = _unique_order(ko), _unique_order(kn)
+        if oo is not None and on is not None:
+            gone, born, bo, bn = _match_sorted(ko[oo], kn[on])
+            return oo[gone], on[born], oo[bo], on[bn]
     return _match_joined(old, new, keys)
 
 

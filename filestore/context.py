@@ -5,10 +5,12 @@ and the latest schema with its parsed options. Operations (scan, read, write,
 commit, compaction, expire, changes, rollback, tags, ...) take a context, never
 the ``Table`` facade, so the facade can sit on top of all of them.
 
-Nothing here caches snapshots across calls (immutable data files are: ``file_cache``), and the schema is looked up on
+Nothing here caches snapshots across calls, and the schema is looked up on
 every access (a new version published by another process is seen at once); a
 schema version's file is parsed only once (``SchemaManager`` keeps the parsed
-version while its file is unchanged), and so are its options.
+version while its file is unchanged), and so are its options. Immutable files are
+kept once parsed: manifests (``ManifestStore``) and, for lookups, decoded data files
+(``file_cache``).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from filestore.changes import diff_states, indexed_frame, with_row_kind
 from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
 from filestore.deletion_vectors import live_mask, with_deleted
+from filestore.errors import FileStoreError
 from filestore.merge import integer_keys, merge, take_rows, winner_indices
 from filestore.row_kind import (
     INSERT,
@@ -133,15 +134,19 @@ def rows_of_keys(ctx: TableContext, snapshot: Snapshot, bucket: int, keys: pa.Ta
     that looks up again and again (a log-tier stream's tasks) reads each file once.
     """
     schema = ctx.schema
+    if not schema.primary_key:
+        raise FileStoreError(f"table {ctx.name} has no primary key: rows have no key to look up")
     kv_keys = [KEY_PREFIX + k for k in schema.primary_key]
     probe = pl.from_arrow(keys.select(list(schema.primary_key)).rename_columns(kv_keys))
     assert isinstance(probe, pl.DataFrame)
+    if probe.is_empty():
+        return schema.arrow_schema.empty_table()
     files: dict[Partition, list[DataFileMeta]] = {}
     for e in ctx.live_entries(snapshot):
         if e.bucket == bucket:
             files.setdefault(e.partition, []).append(e.file)
     found = [_old_rows(ctx, part, bucket, fs, probe) for part, fs in files.items()]
-    if probe.is_empty() or not found:
+    if not found:
         return schema.arrow_schema.empty_table()
     # every version of the keys, merged as a read merges them (deletion vectors only
     # spare a read that merge: a read through them equals the merge read)

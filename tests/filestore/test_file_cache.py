@@ -203,3 +203,16 @@ def test_rows_of_composite_keys(warehouse: Path) -> None:
     keys = pa.table({"a": ["x", "y", "z"], "b": [2, 1, 1]})
     got = t.rows_of_keys(keys, 0, snap.id).to_pylist()
     assert sorted((r["a"], r["b"], r["v"]) for r in got) == [("x", 2, 20), ("y", 1, 3)]
+
+
+def test_rows_of_keys_needs_a_primary_key(warehouse: Path) -> None:
+    from filestore.errors import FileStoreError
+
+    t = Catalog(str(warehouse)).create_table("db.log", SCHEMA)
+    w = t.new_write("w")
+    w.write(_rows([1], "a"))
+    snap = w.commit()
+    w.close()
+    assert snap is not None
+    with pytest.raises(FileStoreError, match="no primary key"):
+        t.rows_of_keys(pa.table({"id": [1]}), 0, snap.id)
