@@ -267,9 +267,8 @@ class LogFetcher:
         if errors:
             self._check_errors(errors)
             msgs = [m for m in msgs if m.error() is None]
-        if msgs and self._link_error is not None and self.link is not None:
-            self._link_error = None  # records arrive: a broker answers
-            self.link.reached()
+        # records do not end an outage here: librdkafka hands out what it fetched before
+        # the brokers went down after saying so, and says so only once; the probe decides
         by_topic: dict[str, list[Any]] = {}
         topics = [m.topic() for m in msgs]
         if topics and topics[0] == topics[-1] and len(set(topics)) == 1:

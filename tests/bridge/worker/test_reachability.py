@@ -8,6 +8,7 @@ import logging
 import threading
 
 import pytest
+from confluent_kafka import KafkaError
 
 from bridge.worker.fetch import LogFetcher
 from bridge.worker.log_repeats import RepeatLimiter
@@ -120,3 +121,21 @@ def test_repeated_client_lines_once_a_minute_with_a_count() -> None:
     again = record("Unable connect to node with id %s: %s", 1, refused.format(9092))
     assert limiter.filter(again)
     assert again.getMessage().endswith("(and 2 more like it in 62 s, not shown)")
+
+
+class _Fetched:
+    """A record librdkafka fetched before the outage, handed out after it."""
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return "db.not-assigned"
+
+
+def test_records_fetched_before_an_outage_do_not_end_it() -> None:
+    link = Recorder()  # reached() fails the test
+    fetcher = LogFetcher(f"127.0.0.1:{free_port()}", link=link)  # never started
+    fetcher._on_client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "all brokers down"))
+    fetcher._deliver([_Fetched()])
+    assert fetcher._link_error == "all brokers down"  # the probe still runs and decides
