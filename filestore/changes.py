@@ -43,7 +43,7 @@ from filestore.context import Partition, TableContext
 from filestore.errors import SnapshotNotFound
 from filestore.levels import has_level0
 from filestore.manifest import ManifestEntry
-from filestore.merge import integer_keys
+from filestore.merge import integer_keys, strictly_increasing
 from filestore.read import SplitReader
 from filestore.row_kind import (
     DELETE,
@@ -82,11 +82,10 @@ Matches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 def _unique_order(keys: np.ndarray) -> np.ndarray | None:
     """The permutation sorting integer ``keys`` (no copy work when they already ascend),
     or None when a key repeats."""
-    if bool((keys[1:] > keys[:-1]).all()):
+    if strictly_increasing(keys):
         return np.arange(len(keys))
     order = np.argsort(keys, kind="stable")
-    ranked = keys[order]
-    return order if bool((ranked[1:] > ranked[:-1]).all()) else None
+    return order if strictly_increasing(keys[order]) else None
 
 
 def _match_sorted(ko: np.ndarray, kn: np.ndarray) -> Matches:

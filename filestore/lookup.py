@@ -33,7 +33,7 @@ from filestore.context import Partition, TableContext
 from filestore.data_file import DataFileMeta, FileSource
 from filestore.deletion_vectors import live_mask, with_deleted
 from filestore.errors import FileStoreError
-from filestore.merge import integer_keys, merge, take_rows, winner_indices
+from filestore.merge import integer_keys, merge, strictly_increasing, take_rows, winner_indices
 from filestore.row_kind import (
     INSERT,
     ROW_KIND_COLUMN,
@@ -161,14 +161,14 @@ def _wanted_integers(probe: pl.DataFrame) -> np.ndarray | None:
         return None
     keys = probe.to_series().to_numpy()
     # one flushed file's keys (the usual probe) are ascending and unique already
-    return keys if bool((keys[1:] > keys[:-1]).all()) else np.unique(keys)
+    return keys if strictly_increasing(keys) else np.unique(keys)
 
 
 def _hit_positions(data: pa.Table, probe: pl.DataFrame, wanted: np.ndarray | None) -> np.ndarray:
     """Row positions of ``data`` (key-value rows) whose key is in ``probe``, in order."""
     kv_keys = list(probe.columns)
     keys = integer_keys(data, kv_keys) if wanted is not None else None
-    if keys is not None and wanted is not None and bool((keys[1:] > keys[:-1]).all()):
+    if keys is not None and wanted is not None and strictly_increasing(keys):
         return _integer_hits(keys, wanted)
     return _positions_with_keys(data, probe, kv_keys)
 

@@ -66,6 +66,11 @@ def integer_keys(table: pa.Table, key_columns: Sequence[str]) -> np.ndarray | No
     return np.asarray(col.to_numpy())
 
 
+def strictly_increasing(values: np.ndarray) -> bool:
+    """Whether ``values`` ascend with no repeat (a sorted run's keys, one row per key)."""
+    return bool((values[1:] > values[:-1]).all())
+
+
 def _ties(sorted_keys: np.ndarray) -> bool:
     return bool((sorted_keys[1:] == sorted_keys[:-1]).any())
 
@@ -208,7 +213,7 @@ def merge(
         chosen = winner_indices(
             table, key_columns, drop_deletes=drop_deletes, in_order=in_sequence_order
         )
-        if len(chosen) == table.num_rows and bool((chosen[1:] > chosen[:-1]).all()):
+        if len(chosen) == table.num_rows and strictly_increasing(chosen):
             return table  # already sorted, nothing to drop
         return take_rows(table, chosen)
     order = sort_order(table, key_columns, in_sequence_order=in_sequence_order)
