@@ -41,6 +41,11 @@ class FileCache:
             self.hits += 1
             return table
 
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` is kept (counts neither a hit nor a miss)."""
+        with self._lock:
+            return path in self._files
+
     def put(self, path: str, table: pa.Table, budget: int) -> None:
         """Keep ``table`` as the content of ``path``, dropping the least recently used
         files beyond ``budget`` bytes (a file larger than the budget is not kept)."""

@@ -19,9 +19,10 @@ commits repeatedly reads each file once (``filestore.file_cache``).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -44,6 +45,8 @@ from filestore.row_kind import (
 )
 from filestore.schema import KEY_PREFIX
 from filestore.snapshot import Snapshot
+
+_T = TypeVar("_T")
 
 _ROW = "__dts_row"
 
@@ -104,6 +107,27 @@ def _integer_hits(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return hits
 
 
+def _per_file(
+    ctx: TableContext,
+    partition: Partition,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    one: Callable[[DataFileMeta], _T],
+) -> list[_T]:
+    """``one`` of each file, in order: in threads (one per core) when some file must be
+    decoded from disk; in this thread when the file cache holds them all, where the
+    work is a search and a gather and starting threads cost more (a log-tier task's
+    lookup of a few keys: ~6 ms to start the pool, more on a busy core)."""
+    cache = ctx.file_cache
+    if len(files) <= 1 or all(
+        cache.holds(ctx.data_path(partition, bucket, f.file_name)) for f in files
+    ):
+        return [one(f) for f in files]
+    workers = min(len(files), os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
+        return list(pool.map(one, files))
+
+
 def _old_rows(
     ctx: TableContext,
     partition: Partition,
@@ -121,9 +145,7 @@ def _old_rows(
 
     if not files:
         return kv.empty_table()
-    workers = min(len(files), os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
-        return pa.concat_tables(list(pool.map(one, files)))
+    return pa.concat_tables(_per_file(ctx, partition, bucket, files, one))
 
 
 def rows_of_keys(ctx: TableContext, snapshot: Snapshot, bucket: int, keys: pa.Table) -> pa.Table:
@@ -354,8 +376,6 @@ def _superseded(
             return None, kv.empty_table()
         return with_deleted(f, hits), take_rows(data, hits)
 
-    workers = max(1, min(len(files), os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
-        found = list(pool.map(one, files))
+    found = _per_file(ctx, partition, bucket, files, one)
     rows = pa.concat_tables([kv.empty_table(), *(t for _, t in found)])
     return tuple(m for m, _ in found if m is not None), rows.select(schema.column_names)

@@ -91,7 +91,10 @@ def normalized(
     keys = pl.from_arrow(rows.select(key))
     assert isinstance(keys, pl.DataFrame)
     keys = keys.unique()
-    normalizer = Normalizer(spec)
+    # one shard: the state is this range's keys only, gone with the task; the default 32
+    # (for a long-lived state that spills) cost a filter, a join and a concat per shard
+    # per step, ~100 ms of a 100-row range (most of a log-tier micro-batch's Python)
+    normalizer = Normalizer(spec, shards=1)
     try:
         normalizer.seed(committed_rows(ref, bucket, keys, spec))
         if replay.num_rows:

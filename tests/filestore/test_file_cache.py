@@ -216,3 +216,44 @@ def test_rows_of_keys_needs_a_primary_key(warehouse: Path) -> None:
     assert snap is not None
     with pytest.raises(FileStoreError, match="no primary key"):
         t.rows_of_keys(pa.table({"id": [1]}), 0, snap.id)
+
+
+def test_lookups_in_cached_files_start_no_threads(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads pay off for decoding Parquet only: a lookup whose files the cache holds
+    runs in the caller's thread (a log-tier task looks a few keys up every micro-batch);
+    one that must read a file from disk still reads in threads."""
+    import filestore.lookup as lookup
+
+    t = _table(warehouse, "db.t")
+    snaps = _upserts(t, rounds=3, seed=4)
+    pools: list[int] = []
+    real = lookup.ThreadPoolExecutor
+
+    def counted(workers: int, **kw: Any) -> Any:
+        pools.append(workers)
+        return real(workers, **kw)
+
+    monkeypatch.setattr(lookup, "ThreadPoolExecutor", counted)
+    keys = pa.table({"id": pa.array(list(range(0, 300, 7)), pa.int64())})
+    want = _rows_in(t, keys, snaps[-1])
+    assert sorted(_got(t, keys, snaps[-1])) == want  # every file written by this handle
+    assert pools == []
+    fresh = Catalog(str(warehouse)).get_table("db.t")  # an empty cache: files from disk
+    assert sorted(_got(fresh, keys, snaps[-1])) == want
+    assert pools, "reading files from disk uses the threads"
+    pools.clear()
+    assert sorted(_got(fresh, keys, snaps[-1])) == want  # now cached
+    assert pools == []
+
+
+def _got(t: Table, keys: pa.Table, snap: int) -> list[tuple[Any, ...]]:
+    rows = [t.rows_of_keys(keys, b, snap).to_pylist() for b in range(2)]
+    return [(r["id"], r["v"], r["n"]) for part in rows for r in part]
+
+
+def _rows_in(t: Table, keys: pa.Table, snap: int) -> list[tuple[Any, ...]]:
+    wanted = set(keys["id"].to_pylist())
+    rows = t.read(snapshot_id=snap).to_pylist()
+    return sorted((r["id"], r["v"], r["n"]) for r in rows if r["id"] in wanted)
