@@ -124,6 +124,7 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
     deadline = time.monotonic() + timeout_s
     last = p.start - 1
     pending, kept.ahead = kept.ahead, []
+    polled = False
     while last < p.end - 1:
         if not pending:
             if time.monotonic() > deadline:
@@ -131,9 +132,12 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
                     f"{p.spec.topic}[{p.partition}]: could not read up to offset {p.end} in "
                     f"{timeout_s:.0f} s"
                 )
-            # consume() waits its whole timeout unless it fills the batch: short waits,
-            # so a small range returns as soon as its records are in
-            pending = kept.consumer.consume(num_messages=10000, timeout=POLL_S)
+            # consume() waits its whole timeout unless it fills the batch: first take
+            # what the kept consumer fetched ahead (usually the whole range), then short
+            # waits, so a small range returns as soon as its records are in
+            wait = POLL_S if polled else 0.0
+            polled = True
+            pending = kept.consumer.consume(num_messages=10000, timeout=wait)
         for i, msg in enumerate(pending):
             if msg.error() is not None:
                 raise LogScanError(f"{p.spec.topic}[{p.partition}]: {msg.error()}")
