@@ -89,9 +89,9 @@ class WriterFencedError(WriterError):
 
 
 class WriterStuckError(WriterError):
-    """The Kafka client did not return from a transactional call in time: the writer is
-    unusable, and a new writer with the same transactional id fences it (its open barrier
-    is aborted), so making one and going on loses and duplicates nothing."""
+    """The Kafka client is unusable (it did not return from a transactional call in time,
+    or hit a fatal error): a new writer with the same transactional id fences it (its open
+    barrier is aborted), so making one and going on loses and duplicates nothing."""
 
 
 class BarrierError(LogStoreError, ValueError):

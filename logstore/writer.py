@@ -358,10 +358,11 @@ class LogWriter:
             in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
             or "fenc" in str(err).lower()
         )
+        fatal = isinstance(err, KafkaError) and err.fatal()
         if self._in_txn:
-            # a fenced producer cannot abort (the call only times out); the broker
-            # aborts its transaction when the new writer initialises
-            if not fenced:
+            # a fenced or failed producer cannot abort (the call only times out or
+            # fails); the broker aborts its transaction when the new writer initialises
+            if not (fenced or fatal):
                 with contextlib.suppress(KafkaException):
                     self._producer.abort_transaction(15)
             self._in_txn = False
@@ -371,6 +372,15 @@ class LogWriter:
             return WriterFencedError(
                 f"{self.spec.topic}: another writer with transactional id "
                 f"{self.transactional_id!r} took over; this writer's open barrier was aborted"
+            )
+        if fatal:
+            # the client refuses every further call (even a flush on close), e.g.
+            # INVALID_TXN_STATE when the transaction coordinator died mid-commit; the
+            # next writer's init_transactions aborts the open barrier
+            self._closed = True
+            return WriterStuckError(
+                f"{self.spec.topic}: the Kafka client hit a fatal error ({exc}); the "
+                "open barrier is aborted when a new writer starts"
             )
         return WriterError(f"{self.spec.topic}: barrier aborted, nothing of it is visible: {exc}")
 

@@ -238,3 +238,50 @@ def test_a_wedged_offsets_call_ends_the_writer_and_the_next_one_fences_it(  # ty
     again.close()
     committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
     assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]
+
+
+def test_a_fatal_client_error_ends_the_writer_and_the_next_one_goes_on(  # type: ignore[no-untyped-def]
+    broker: EmbeddedBroker,
+) -> None:
+    """A transaction coordinator killed mid-commit left librdkafka's producer in a fatal
+    state (INVALID_TXN_STATE, seen in tests/bridge/worker/test_worker_kafka_cluster.py):
+    it refuses every call, even the flush of close(), which then crashed `dts ingest`
+    instead of letting it restart. The writer now says the client is unusable
+    (WriterStuckError, what the ingest restarts on), close() asks nothing more of it, and a
+    new writer with the same id aborts the barrier and goes on."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from logstore.errors import WriterStuckError
+
+    spec = LogSpec(unique_topic("fatal"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    w = writer(broker, spec, transactional_id=f"fatal-{uuid.uuid4().hex[:6]}")
+
+    class Broken:
+        def __init__(self, real: Producer) -> None:
+            self._real = real
+
+        def commit_transaction(self, *args: object) -> None:
+            raise KafkaException(KafkaError(KafkaError.INVALID_TXN_STATE, fatal=True))
+
+        def abort_transaction(self, *args: object) -> None:
+            raise AssertionError("a fatal client is asked nothing more")
+
+        def flush(self, *args: object) -> int:
+            raise AssertionError("a fatal client is asked nothing more")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._real, name)
+
+    real = w._producer
+    w._producer = Broken(real)  # type: ignore[assignment]
+    w.write(table_rows([1], "lost"))
+    with pytest.raises(WriterStuckError, match="fatal error"):
+        w.barrier()
+    w.close()  # returns at once
+    again = writer(broker, spec, transactional_id=w.transactional_id)
+    again.write(table_rows([2], "kept"))
+    again.barrier()
+    again.close()
+    real.flush(0)  # the first producer's own threads end with the test
+    committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
+    assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]
