@@ -64,8 +64,7 @@ def enriched(orders: Any, customers: Any) -> Any:
     """Filter + size band + the customer's city, each change keeping its row kind.
 
     The customers are broadcast, so the join keeps the stream's partitions as they are;
-    one task then gives the sink every key's changes in order (as the demo's
-    ``spark_enriched``)."""
+    one sink task per micro-batch, as the demo's ``spark_enriched`` (which says why)."""
     from pyspark.sql import functions as F
 
     city = F.broadcast(customers.select("customer_id", "city"))
