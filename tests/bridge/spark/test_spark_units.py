@@ -282,10 +282,10 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
 @pytest.mark.parametrize("eof", [True, False])
 def test_log_consumers_never_let_the_broker_hold_a_fetch_long(eof: bool) -> None:
     """A consumer's seek waits for its fetch in flight: with librdkafka's default (the
-    broker holds an empty fetch 500 ms) each log-tier task that replayed from its
-    snapshot's offset waited ~300 ms for an idle kept consumer (addBatch 2.1 s -> 1.2 s
-    at 250 changes/s in the pipeline benchmark); the driver's scan learns a partition's
-    end only from an empty fetch."""
+    broker holds an empty fetch 500 ms) a log-tier task whose range did not start where
+    its worker's kept consumer stopped (two queries read the same partitions) waited
+    ~300 ms for it (addBatch 2.1 s -> 1.2 s at 250 changes/s in the pipeline benchmark);
+    the driver's scan learns a partition's end only from an empty fetch."""
     from bridge.spark.kafka_access import FETCH_WAIT_MS, consumer_config
 
     config = consumer_config("127.0.0.1:9", eof=eof, isolation="read_committed")
