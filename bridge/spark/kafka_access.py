@@ -14,7 +14,8 @@ from typing import Any
 #: kept consumer (`read_log`) re-positioned for a range that does not start where its last
 #: one ended (another query's range of the partition, a replay, a task that moved between
 #: Python workers) waited ~300 ms on average; and the driver's marker scan learns the end
-#: of a partition only from an empty fetch. Idle consumers ask 40 times a second: cheap next to a micro-batch's latency.
+#: of a partition only from an empty fetch. Idle consumers ask 40 times a second: cheap
+#: next to a micro-batch's latency.
 FETCH_WAIT_MS = 25
 
 

@@ -181,11 +181,7 @@ def test_rows_of_keys_are_what_a_read_of_the_snapshot_shows(
     fresh = Catalog(str(warehouse)).get_table(f"db.k{seed}")  # a reader's own handle
     for snap in t.snapshots():
         keys = pa.table({"id": pa.array(rnd.sample(range(90), 25), pa.int64())})
-        got = [r for b in range(2) for r in fresh.rows_of_keys(keys, b, snap.id).to_pylist()]
-        wanted = set(keys["id"].to_pylist())
-        want = [r for r in t.read(snapshot_id=snap.id).to_pylist() if r["id"] in wanted]
-        key = lambda r: r["id"]  # noqa: E731
-        assert sorted(got, key=key) == sorted(want, key=key), snap.id
+        assert sorted(_got(fresh, keys, snap.id)) == _rows_in(t, keys, snap.id), snap.id
     assert fresh.file_cache.hits > 0  # later snapshots share files the earlier ones read
 
 
