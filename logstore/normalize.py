@@ -99,6 +99,16 @@ class Normalizer:
             self._spilled_rows[s] = rows
             self.spills += 1
 
+    def retract_all(self) -> pa.Table:
+        """Every row the state holds, as a full ``-D`` (a truncate removed them), and then
+        forget them: what a reader of the changelog sees of a truncate."""
+        held = [self._shard(s) for s in sorted({*self._mem, *self._spilled})]
+        rows = pl.concat(held, how="vertical_relaxed") if held else self._empty_state()
+        self.clear()
+        out = rows.select(self.values).to_arrow()
+        kinds = pa.repeat(pa.scalar("-D", pa.string()), out.num_rows)
+        return self._conform(out).append_column(ROW_KIND, kinds)
+
     def clear(self) -> None:
         """Forget every key (the table was truncated)."""
         self._mem.clear()

@@ -15,21 +15,27 @@ that bucket's rows of the range's keys at that snapshot, then replays the log re
 between the snapshot's offset and the range (usually none, or one barrier: the worker
 commits each barrier before the next is complete), and normalizes the range on top.
 So a stream on the log tier is exact as soon as the table's worker commits; without
-any committed snapshot the replay starts at offset 0.
+any committed snapshot the replay starts at offset 0. A truncate record becomes the `-D`
+of every row the bucket held (then the state is the whole bucket, read once).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
 from bridge.spark.read_parts import LogStateRef
+from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from filestore.table import Table
+    from logstore.normalize import Normalizer
     from logstore.spec import LogSpec
 
 
@@ -65,44 +71,96 @@ def check_replayable(refs: dict[int, LogStateRef], earliest: dict[int, int], top
             )
 
 
-def committed_rows(ref: LogStateRef, bucket: int, keys: pl.DataFrame, spec: LogSpec) -> pa.Table:
+def committed_rows(
+    ref: LogStateRef, bucket: int, keys: pl.DataFrame | None, spec: LogSpec
+) -> pa.Table:
     """The bucket's rows of `keys` at the snapshot `ref` names (none without one): point
     lookups in the files this worker process already decoded (`open_table_for_lookups`),
-    so a stream's micro-batches read each file of the table once, not a scan per batch."""
+    so a stream's micro-batches read each file of the table once, not a scan per batch.
+    With `keys` None, every row of the bucket (a scan: a truncate removes them all)."""
     from bridge.spark.catalog import open_table_for_lookups
 
-    if ref.snapshot_id is None or keys.is_empty():
+    if ref.snapshot_id is None or (keys is not None and keys.is_empty()):
         return spec.schema.empty_table()
     table = open_table_for_lookups(ref.warehouse, ref.table)
-    rows = table.rows_of_keys(keys.to_arrow(), bucket, ref.snapshot_id)
+    if keys is None:
+        columns = spec.schema.names
+        scan = table.new_scan(ref.snapshot_id, columns=columns, buckets=[bucket])
+        batches = [b for split in scan.plan() for b in table.read_split(split, columns)]
+        if not batches:
+            return spec.schema.empty_table()
+        found = pa.Table.from_batches(batches)
+    else:
+        found = table.rows_of_keys(keys.to_arrow(), bucket, ref.snapshot_id)
     return pa.Table.from_arrays(
-        [rows.column(f.name).cast(f.type) for f in spec.schema], schema=spec.schema
+        [found.column(f.name).cast(f.type) for f in spec.schema], schema=spec.schema
     )
 
 
 def normalized(
-    rows: pa.Table, replay: pa.Table, ref: LogStateRef, bucket: int, spec: LogSpec
+    rows: pa.Table,
+    replay: pa.Table,
+    ref: LogStateRef,
+    bucket: int,
+    spec: LogSpec,
+    *,
+    truncates: Sequence[int] = (),
+    replay_truncated_at: int | None = None,
 ) -> pa.Table:
     """`rows` (one partition's range, in offset order, as decoded) as a full changelog:
-    state = the committed rows of their keys, then the replayed records of those keys."""
+    state = the committed rows of their keys, then the replayed records of those keys.
+
+    A truncate record removes every row of the partition before it. `truncates` (the
+    offsets of the range's, ascending) become full `-D` rows of every row then live, at
+    the truncate's offset, so the state must hold the whole bucket, not only the range's
+    keys. After a truncate in the replay (`replay_truncated_at`, its last) the snapshot's
+    rows are gone: the state is the replayed records after it.
+    """
     from logstore.normalize import Normalizer
 
     key = list(spec.primary_key)
-    keys = pl.from_arrow(rows.select(key))
-    assert isinstance(keys, pl.DataFrame)
-    keys = keys.unique()
+    keys: pl.DataFrame | None = None
+    if not truncates:
+        found = pl.from_arrow(rows.select(key))
+        assert isinstance(found, pl.DataFrame)
+        keys = found.unique()
+    if replay_truncated_at is not None:
+        replay = replay.filter(pc.greater(replay.column(OFFSET_COLUMN), replay_truncated_at))
     # one shard: the state is this range's keys only, gone with the task; the default 32
     # (for a long-lived state that spills) cost a filter, a join and a concat per shard
     # per step, ~100 ms of a 100-row range (most of a log-tier micro-batch's Python)
     normalizer = Normalizer(spec, shards=1)
     try:
-        normalizer.seed(committed_rows(ref, bucket, keys, spec))
+        if replay_truncated_at is None:
+            normalizer.seed(committed_rows(ref, bucket, keys, spec))
         if replay.num_rows:
             before = pl.from_arrow(replay)
             assert isinstance(before, pl.DataFrame)
-            mine = before.join(keys, on=key, how="semi")
+            mine = before if keys is None else before.join(keys, on=key, how="semi")
             if len(mine):
                 normalizer.process(mine.to_arrow())  # only its state matters
-        return normalizer.process(rows)
+        return _through_truncates(normalizer, rows, truncates, bucket)
     finally:
         normalizer.close()
+
+
+def _through_truncates(
+    normalizer: Normalizer, rows: pa.Table, truncates: Sequence[int], bucket: int
+) -> pa.Table:
+    """The range normalized, with each truncate's `-D` rows between the rows around it."""
+    if not truncates:
+        return normalizer.process(rows)
+    cuts = np.searchsorted(rows.column(OFFSET_COLUMN).to_numpy(), np.asarray(truncates))
+    parts, lo = [], 0
+    for offset, cut in zip(truncates, cuts.tolist(), strict=True):
+        parts.append(normalizer.process(rows.slice(lo, cut - lo)))
+        removed = normalizer.retract_all()
+        n = removed.num_rows
+        parts.append(
+            removed.append_column(
+                PARTITION_COLUMN, pa.repeat(pa.scalar(bucket, pa.int32()), n)
+            ).append_column(OFFSET_COLUMN, pa.repeat(pa.scalar(offset, pa.int64()), n))
+        )
+        lo = cut
+    parts.append(normalizer.process(rows.slice(lo)))
+    return pa.concat_tables([p.select(rows.schema.names).cast(rows.schema) for p in parts])

@@ -89,12 +89,21 @@ def read_log_range(p: LogPartition, timeout_s: float = 60.0) -> Iterator[pa.Reco
     if not records:
         return
     decoded = decode_records(records, p.spec)
-    _refuse_truncates(decoded, p)
     table = decoded.table
-    if p.state is not None:
+    if p.state is None:
+        _refuse_truncates(decoded, p)
+    else:
+        # normalizing keeps the bucket's rows, so a truncate becomes their -D rows
         before = decode_records(replay, p.spec)
-        _refuse_truncates(before, p)
-        table = normalized(table, before.table, p.state, p.partition, p.spec)
+        table = normalized(
+            table,
+            before.table,
+            p.state,
+            p.partition,
+            p.spec,
+            truncates=sorted(t.offset for t in decoded.truncates),
+            replay_truncated_at=max((t.offset for t in before.truncates), default=None),
+        )
     yield from _tag(table, p)
 
 
@@ -108,12 +117,14 @@ def _replay_range(p: LogPartition) -> LogPartition:
 
 def _refuse_truncates(decoded: Any, p: LogPartition) -> None:
     if decoded.truncates:
-        # a log row cannot say "every row before me is gone"; the file tier can (-D rows)
+        # without normalizing, no state says which rows the truncate removed; the file
+        # tier's changes do (-D rows), as does a normalizing read (log.normalize=true)
         first = decoded.truncates[0]
         raise LogTruncated(
             f"{p.spec.topic}[{p.partition}]: the table was truncated at offset {first.offset}; "
-            "a log-tier read cannot show it. Read this range with tier=file (its changes "
-            "hold the removed rows as -D) or restart the stream from a snapshot after it"
+            "a log-tier read without log.normalize cannot show it. Read this range with "
+            "tier=file (its changes hold the removed rows as -D) or restart the stream from "
+            "a snapshot after it"
         )
 
 

@@ -76,3 +76,30 @@ def test_key_only_delete_emits_full_row_from_state() -> None:
     finally:
         norm.close()
     assert out.to_pylist() == [{"id": 2, "name": "b", "n": 6, "_row_kind": "-D"}]  # 9: unknown
+
+
+def test_retract_all_gives_every_live_row_spilled_or_not_then_forgets_them(
+    tmp_path: Path,
+) -> None:
+    batches = upsert_batches(seed=2, batches=6, size=40, keys=150)
+    unbounded = Normalizer(SPEC)
+    bounded = Normalizer(SPEC, max_rows_in_memory=20, spill_dir=tmp_path, shards=8)
+    try:
+        for batch in batches:
+            unbounded.process(batch)
+            bounded.process(batch)
+        assert bounded.spills > 0
+        live = unbounded.state_rows
+        got, want = bounded.retract_all(), unbounded.retract_all()
+        assert got.num_rows == live > 0
+        assert got.sort_by("id").equals(want.sort_by("id"))
+        assert got.schema.names == [*SCHEMA.names, "_row_kind"]
+        assert set(got.column("_row_kind").to_pylist()) == {"-D"}
+        # the state is empty: every key is new again, and no spill file is left
+        assert bounded.state_rows == 0 and not list(tmp_path.glob("shard-*.arrow"))
+        again = random_rows(random.Random(3), SCHEMA, list(range(150)))  # each key once
+        kinds = bounded.process(again).column("_row_kind").to_pylist()
+        assert kinds == ["+I"] * 150
+    finally:
+        bounded.close()
+        unbounded.close()

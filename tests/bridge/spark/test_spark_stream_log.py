@@ -348,6 +348,37 @@ def test_an_upsert_log_streams_as_a_full_changelog(
     assert _kinds(batches[1]) == [("+I", 2, 1.0), ("+U", 0, 20.0), ("-U", 0, 10.0)]
 
 
+def test_a_truncate_streams_as_the_removal_of_every_row_then_held(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """A truncate in the log (Debezium's `op: t`, a complete-mode sink) reaches a log-tier
+    stream as full -D rows of every row the table held, the committed ones its range never
+    names included; rows after it are new (+I)."""
+    from bridge.tables import open_log_writer
+
+    t, name = _table(warehouse)
+    with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
+        w.write(rows(4))
+        w.barrier(1000)
+        _commit_as_worker(t, broker, rows(4), 1000)
+        w.write(_changes(rows(1).set_column(2, "v", pa.array([10.0])), "+U"))
+        w.truncate()
+        w.write(rows(2, start=10))
+        w.barrier(2000)
+        w.write(_changes(rows(1, start=10).set_column(2, "v", pa.array([7.0])), "+U"))
+        w.barrier(3000)
+    batches = _collect(
+        dts, warehouse, broker, name, "log", tmp_path / "ck",
+        maxBarriersPerTrigger=1, **{"scan.mode": "from-barrier", "scan.barrier": 1000},
+    )  # fmt: skip
+    assert [sorted(set(b.column("_barrier").to_pylist())) for b in batches] == [[2000], [3000]]
+    assert _kinds(batches[0]) == [
+        ("+I", 10, 5.0), ("+I", 11, 5.5), ("+U", 0, 10.0),
+        ("-D", 0, 10.0), ("-D", 1, 0.5), ("-D", 2, 1.0), ("-D", 3, 1.5), ("-U", 0, 0.0),
+    ]  # fmt: skip
+    assert _kinds(batches[1]) == [("+U", 10, 7.0), ("-U", 10, 5.0)]
+
+
 def test_log_normalize_false_streams_the_upserts_as_stored(
     dts: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
@@ -412,3 +443,45 @@ def test_log_target_sink_in_complete_mode_truncates_then_writes_the_result(
     assert len(after) == 3
     marked = {(e.partition, e.barrier) for e in events if isinstance(e, BarrierPassed)}
     assert sorted(marked) == [(p, b) for p in range(2) for b in (100, 200)]
+
+
+def test_a_complete_mode_log_read_back_on_the_log_tier_folds_to_the_result(
+    dts: Any, warehouse: Path, broker: Any, tmp_path: Path
+) -> None:
+    """Complete mode into a primary-key table's log truncates it every micro-batch; a
+    log-tier stream of that table (no worker has committed it: the state is the log from
+    offset 0) reads each truncate as the removal of the previous result, so folding its
+    changelog gives the last result, without the rows that left it."""
+    from pyspark.sql import functions as F
+
+    src, src_name = _table(warehouse)
+    _, dst_name = _table(warehouse)
+    commit(src, rows(12), barrier=100)
+    gone = [i for i in range(12) if i % 3 == 0]
+    sign = F.when(F.col("_row_kind").isin("-U", "-D"), -1).otherwise(1)
+
+    def run() -> None:
+        live = (
+            stream_from_first_snapshot(dts, warehouse, src_name, one_barrier_per_batch=True)
+            .groupBy("id")
+            .agg(F.max("k").alias("k"), F.sum(sign * F.col("v")).alias("v"), F.sum(sign).alias("n"))
+            .where(F.col("n") > 0)
+            .drop("n")
+        )
+        _into_log(
+            live.writeStream.outputMode("complete"), warehouse, broker, tmp_path / "ck", dst_name
+        )
+
+    run()
+    deletes = rows(12).take(gone).append_column("_row_kind", pa.array(["-D"] * len(gone)))
+    commit(src, deletes, barrier=200)
+    run()
+    batches = _collect(dts, warehouse, broker, dst_name, "log", tmp_path / "read")
+    folded: dict[int, float] = {}
+    for r in pa.concat_tables(batches).sort_by([("_barrier", "ascending")]).to_pylist():
+        if r["_row_kind"] in ("+I", "+U"):
+            assert r["id"] not in folded  # a changelog never inserts a live key again
+            folded[r["id"]] = r["v"]
+        else:
+            assert folded.pop(r["id"]) == r["v"]  # retracts exactly the row it held
+    assert folded == {i: i * 0.5 for i in range(12) if i not in gone}
