@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,28 @@ def into_dts(df: Any, warehouse: Path, target: str, checkpoint: Path, timeout_s:
     assert q.awaitTermination(timeout_s)
     assert q.exception() is None, q.exception()
     return q
+
+
+def committed_ends(
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0
+) -> dict[int, int]:
+    """Per partition, the end a read_committed reader sees once the committed transactions'
+    markers are in the log. Kafka answers a commit before it writes them, so the end asked
+    right after `LogWriter.barrier()` can still be the transaction's first record: as a
+    snapshot's log offsets it made a stream read that barrier again."""
+    from bridge.spark.kafka_access import consumer
+    from logstore.watermarks import watermarks
+
+    committed = consumer(bootstrap, eof=False)
+    raw = consumer(bootstrap, eof=False, isolation="read_uncommitted")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            ends = {p: hi for p, (_lo, hi) in watermarks(committed, topic, partitions).items()}
+            if ends == {p: hi for p, (_lo, hi) in watermarks(raw, topic, partitions).items()}:
+                return ends
+            assert time.monotonic() < deadline, f"{topic}: commit markers not in {timeout_s} s"
+            time.sleep(0.02)  # a marker the coordinator is writing now
+    finally:
+        committed.close()
+        raw.close()

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import log_tier_reader, make_table, rows, sort
+from tests.bridge.spark.support import committed_ends, log_tier_reader, make_table, rows, sort
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -39,7 +39,6 @@ def _available_now(reader: Any, name: str, ck: Path) -> list[pa.Table]:
 def test_starting_offsets_latest_and_json(
     spark: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
-    from bridge.spark.kafka_access import watermarks
     from bridge.tables import log_spec_for, open_log_writer
 
     t, name = _table(warehouse)
@@ -47,9 +46,7 @@ def test_starting_offsets_latest_and_json(
     with open_log_writer(t, broker.bootstrap, barrier_interval_s=None) as w:
         w.write(rows(6))
         w.barrier(1000)
-        after_first = {
-            p: hi for p, (_lo, hi) in watermarks(broker.bootstrap, spec.topic, 2).items()
-        }
+        after_first = committed_ends(broker.bootstrap, spec.topic, 2)
         w.write(rows(3, start=6))
         w.barrier(2000)
     latest = _available_now(

@@ -10,7 +10,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.bridge.spark.support import commit, make_table, rows, sort, stream_from_first_snapshot
+from tests.bridge.spark.support import (
+    commit,
+    committed_ends,
+    make_table,
+    rows,
+    sort,
+    stream_from_first_snapshot,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -90,14 +97,14 @@ def test_log_tier_micro_batches_end_on_barriers(
 def _commit_as_worker(t: Any, broker: Any, data: pa.Table, barrier: int) -> None:
     """What the worker does at a barrier: a snapshot of `data` with the log offsets after
     the barrier's markers."""
-    from bridge.spark.kafka_access import watermarks
     from bridge.tables import log_spec_for
 
     spec = log_spec_for(t)
-    marks = watermarks(broker.bootstrap, spec.topic, spec.buckets)
     tw = t.new_write("worker")
     tw.write(data)
-    tw.commit(barrier=barrier, log_offsets={p: hi for p, (_lo, hi) in marks.items()})
+    tw.commit(
+        barrier=barrier, log_offsets=committed_ends(broker.bootstrap, spec.topic, spec.buckets)
+    )
 
 
 def test_hybrid_switches_from_snapshot_to_log_without_gap_or_overlap(
