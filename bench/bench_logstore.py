@@ -2,6 +2,8 @@
 
 Measures, in one run on the embedded broker:
 - codec only: encode rows -> records, decode records -> rows (no broker; best of 3);
+- normalize: an upsert log's rows -> a full changelog (`logstore.normalize`), the state
+  holding every key, in batches of 100 rows (a small micro-batch) and of 50,000 (no broker);
 - produce: LogWriter (encode + transactional produce + barriers) vs raw
   confluent-kafka produce of the same pre-encoded bytes (same producer settings);
 - consume: LogReader (read_committed, decode, barrier gate) vs raw
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from logstore.broker import EmbeddedBroker
@@ -85,6 +88,29 @@ def bucketer(buckets: int):  # type: ignore[no-untyped-def]
         return lambda t: (np.asarray(t["id"]) % buckets).astype(np.int32)
 
 
+def normalize_rates(data: pa.Table, spec: LogSpec) -> dict[str, float]:
+    """Rows/s of updates to existing keys through a Normalizer seeded with every key (the
+    default 32 shards), in small and in large batches."""
+    from logstore.normalize import Normalizer
+
+    state = data.drop_columns(["_row_kind"])
+    rng = np.random.default_rng(11)
+    out: dict[str, float] = {}
+    for name, size, steps in (("normalize_small", 100, 200), ("normalize_large", BATCH, 4)):
+        picked = state.take(rng.integers(0, state.num_rows, size * steps))
+        updates = picked.set_column(2, "amount", pc.add(picked.column("amount"), 1.0))
+        normalizer = Normalizer(spec)
+        try:
+            normalizer.seed(state)
+            t0 = time.perf_counter()
+            for i in range(steps):
+                normalizer.process(updates.slice(i * size, size))
+            out[f"{name}_rows_per_s"] = rate(size * steps, time.perf_counter() - t0)
+        finally:
+            normalizer.close()
+    return out
+
+
 def rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("inf")
 
@@ -126,6 +152,7 @@ def bench(rows: int, buckets: int, codec_only: bool = False) -> dict[str, float 
         best = min(best, time.perf_counter() - t0)
     out["decode_rows_per_s"] = rate(decoded_rows, best)
     del raw
+    out.update(normalize_rates(data, spec))
     if codec_only:
         return out
 
@@ -214,6 +241,8 @@ def main() -> None:
     codec_lines = [
         ("codec encode (rows/s)", res["encode_rows_per_s"], ""),
         ("codec decode (rows/s)", res["decode_rows_per_s"], ""),
+        ("normalize, 100-row batches (rows/s)", res["normalize_small_rows_per_s"], ""),
+        ("normalize, 50k-row batches (rows/s)", res["normalize_large_rows_per_s"], ""),
     ]
     if args.codec_only:
         print(f"\n{'measure':<40}{'rate':>14}")

@@ -126,9 +126,8 @@ def normalized(
         keys = found.unique()
     if replay_truncated_at is not None:
         replay = replay.filter(pc.greater(replay.column(OFFSET_COLUMN), replay_truncated_at))
-    # one shard: the state is this range's keys only, gone with the task; the default 32
-    # (for a long-lived state that spills) cost a filter, a join and a concat per shard
-    # per step, ~100 ms of a 100-row range (most of a log-tier micro-batch's Python)
+    # one shard: the state is gone with the task and never spills, so splitting it by
+    # shard (the default 32, for a long-lived state) would only cost a split per step
     normalizer = Normalizer(spec, shards=1)
     try:
         if replay_truncated_at is None:

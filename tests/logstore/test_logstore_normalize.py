@@ -31,10 +31,12 @@ def upsert_batches(seed: int, batches: int, size: int, keys: int) -> list[pa.Tab
 def test_spilled_state_gives_the_same_changelog(tmp_path: Path) -> None:
     batches = upsert_batches(seed=1, batches=12, size=40, keys=150)
     unbounded = Normalizer(SPEC)
+    one_shard = Normalizer(SPEC, shards=1)
     bounded = Normalizer(SPEC, max_rows_in_memory=20, spill_dir=tmp_path, shards=8)
     try:
         for batch in batches:
             want = unbounded.process(batch)
+            assert one_shard.process(batch).equals(want)  # sharding changes no output
             got = bounded.process(batch)
             assert got.equals(want)
             assert bounded.rows_in_memory <= 20 + batch.num_rows  # bounded after each batch
@@ -47,6 +49,7 @@ def test_spilled_state_gives_the_same_changelog(tmp_path: Path) -> None:
     finally:
         bounded.close()
         unbounded.close()
+        one_shard.close()
     assert not list(tmp_path.glob("shard-*.arrow"))  # close removes its spill files
 
 
