@@ -71,6 +71,9 @@ def connector_jars(where: Path) -> list[str]:
     return sorted(str(j) for j in where.glob("*.jar") if artifact(j.name) not in shipped)
 
 
+CHECKPOINT_FS = "org.apache.hadoop.fs.local.RawLocalFs"
+
+
 def session(app: str, work: Path, conf: dict[str, str] | None = None) -> Any:
     """A local[2] SparkSession on 127.0.0.1, quiet, scratch space under `work`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -90,6 +93,9 @@ def session(app: str, work: Path, conf: dict[str, str] | None = None) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        # as dts's local_session does: every system's streams write their checkpoints
+        # alike (without Hadoop's .crc files)
+        .config("spark.hadoop.fs.AbstractFileSystem.file.impl", CHECKPOINT_FS)
         .config("spark.sql.warehouse.dir", str(work / "spark-warehouse"))
         .config("spark.local.dir", str(work / "spark-local"))
         .config(

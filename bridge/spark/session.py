@@ -100,6 +100,13 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
+        # Streaming checkpoints (offset and commit logs, state stores) are written through
+        # Hadoop's FileContext, which on local disk also wrote and renamed a .crc file per
+        # file: the pipeline benchmark's derived micro-batches spent 212-222 ms p50 on their
+        # two log files, 101-115 ms without (of ~1 s). Renames stay atomic.
+        .config(
+            "spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs"
+        )
     )
     if work_dir is not None:
         work_dir.mkdir(parents=True, exist_ok=True)

@@ -119,6 +119,10 @@ def test_stream_rows_carry_row_kind_and_barrier(dts: Any, warehouse: Path, tmp_p
         (1, "+I", 7),
         (2, "+I", 7),
     ]
+    # local_session's checkpoints are written without Hadoop's .crc files beside them
+    assert (tmp_path / "ckm" / "offsets" / "0").is_file()
+    assert (tmp_path / "ckm" / "commits" / "0").is_file()
+    assert not list((tmp_path / "ckm").rglob("*.crc"))
 
 
 def test_a_batch_of_compaction_snapshots_only_stamps_no_barrier_again(
