@@ -335,6 +335,18 @@ def _upsert_history(t: Any, broker: Any) -> None:
         w.barrier(3000)
 
 
+def _barriers_2000_and_3000(
+    dts: Any, warehouse: Path, broker: Any, name: str, ck: Path
+) -> list[pa.Table]:
+    """A log-tier stream from barrier 1000 on, one barrier a micro-batch: 2000, then 3000."""
+    batches = _collect(
+        dts, warehouse, broker, name, "log", ck,
+        maxBarriersPerTrigger=1, **{"scan.mode": "from-barrier", "scan.barrier": 1000},
+    )  # fmt: skip
+    assert [sorted(set(b.column("_barrier").to_pylist())) for b in batches] == [[2000], [3000]]
+    return batches
+
+
 def test_an_upsert_log_streams_as_a_full_changelog(
     dts: Any, warehouse: Path, broker: Any, tmp_path: Path
 ) -> None:
@@ -344,11 +356,7 @@ def test_an_upsert_log_streams_as_a_full_changelog(
     aggregation that retracts needs."""
     t, name = _table(warehouse)
     _upsert_history(t, broker)
-    batches = _collect(
-        dts, warehouse, broker, name, "log", tmp_path / "ck",
-        maxBarriersPerTrigger=1, **{"scan.mode": "from-barrier", "scan.barrier": 1000},
-    )  # fmt: skip
-    assert [sorted(set(b.column("_barrier").to_pylist())) for b in batches] == [[2000], [3000]]
+    batches = _barriers_2000_and_3000(dts, warehouse, broker, name, tmp_path / "ck")
     assert _kinds(batches[0]) == [
         ("+U", 0, 10.0), ("+U", 1, 11.0), ("-D", 2, 1.0), ("-U", 0, 0.0), ("-U", 1, 0.5),
     ]  # fmt: skip
@@ -374,11 +382,7 @@ def test_a_truncate_streams_as_the_removal_of_every_row_then_held(
         w.barrier(2000)
         w.write(_changes(rows(1, start=10).set_column(2, "v", pa.array([7.0])), "+U"))
         w.barrier(3000)
-    batches = _collect(
-        dts, warehouse, broker, name, "log", tmp_path / "ck",
-        maxBarriersPerTrigger=1, **{"scan.mode": "from-barrier", "scan.barrier": 1000},
-    )  # fmt: skip
-    assert [sorted(set(b.column("_barrier").to_pylist())) for b in batches] == [[2000], [3000]]
+    batches = _barriers_2000_and_3000(dts, warehouse, broker, name, tmp_path / "ck")
     assert _kinds(batches[0]) == [
         ("+I", 10, 5.0), ("+I", 11, 5.5), ("+U", 0, 10.0),
         ("-D", 0, 10.0), ("-D", 1, 0.5), ("-D", 2, 1.0), ("-D", 3, 1.5), ("-U", 0, 0.0),
