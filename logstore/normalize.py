@@ -31,6 +31,7 @@ from logstore.spec import ROW_KIND, LogSpec
 
 _SHARD = "__dts_shard"
 _IDX = "__dts_i"
+_PART = "__dts_part"
 
 
 class Normalizer:
@@ -42,7 +43,10 @@ class Normalizer:
         max_rows_in_memory: int = 1_000_000,
         spill_dir: str | Path | None = None,
         shards: int = 32,
+        partition_column: str | None = None,
     ) -> None:
+        """``partition_column``: the input column naming each row's log partition, kept in
+        the state so that ``retract_partition`` can remove one partition's rows."""
         if not spec.primary_key:
             raise LogSpecError(f"{spec.topic}: normalizing an upsert log needs a primary key")
         self.spec = spec
@@ -50,6 +54,9 @@ class Normalizer:
         self.values = list(spec.schema.names)
         self.max_rows_in_memory = max_rows_in_memory
         self.shards = shards
+        self.partition_column = partition_column
+        # what the state keeps of a row: its values, and its partition when asked to
+        self._kept = [*self.values, *([_PART] if partition_column else [])]
         self._own_dir = spill_dir is None
         self._dir = Path(spill_dir) if spill_dir is not None else None
         # in-memory shards: the state's rows and their shard (_SHARD), so that one frame of
@@ -73,7 +80,15 @@ class Normalizer:
     def _empty_state(self) -> pl.DataFrame:
         df = pl.from_arrow(self.spec.schema.empty_table())
         assert isinstance(df, pl.DataFrame)
-        return df.with_columns(pl.lit(0, pl.Int64).alias(_SHARD))
+        return self._with_partition(df).with_columns(pl.lit(0, pl.Int64).alias(_SHARD))
+
+    def _with_partition(self, df: pl.DataFrame) -> pl.DataFrame:
+        """``df`` with the state's partition column, if it keeps one (null when unknown)."""
+        if self.partition_column is None:
+            return df
+        given = self.partition_column in df.columns
+        part = pl.col(self.partition_column) if given else pl.lit(None)
+        return df.with_columns(part.cast(pl.Int64).alias(_PART))
 
     def _shard(self, s: int) -> pl.DataFrame:
         if s in self._mem:
@@ -117,6 +132,23 @@ class Normalizer:
         forget them: what a reader of the changelog sees of a truncate."""
         rows = self._held(sorted({*self._mem, *self._spilled}))
         self.clear()
+        return self._as_deletes(rows)
+
+    def retract_partition(self, partition: int) -> pa.Table:
+        """The state's rows of one log partition as full ``-D`` rows, then forget them (a
+        truncate record removes its partition's rows; the others stay). Needs the
+        ``partition_column``."""
+        if self.partition_column is None:
+            raise LogSpecError(
+                f"{self.spec.topic}: this normalizer keeps no partitions (partition_column)"
+            )
+        shards = sorted({*self._mem, *self._spilled})
+        held = self._held(shards)
+        gone = pl.col(_PART) == partition
+        self._replace(held.filter(gone.not_().fill_null(True)), shards)
+        return self._as_deletes(held.filter(gone))
+
+    def _as_deletes(self, rows: pl.DataFrame) -> pa.Table:
         out = rows.select(self.values).to_arrow()
         kinds = pa.repeat(pa.scalar("-D", pa.string()), out.num_rows)
         return self._conform(out).append_column(ROW_KIND, kinds)
@@ -161,7 +193,7 @@ class Normalizer:
         df = pl.from_arrow(self._conform(table.select(self.values)))
         assert isinstance(df, pl.DataFrame)
         df = self._with_shards(df.with_columns(pl.lit("+I").alias(ROW_KIND)).with_row_index(_IDX))
-        self._update_state(df, sorted(df[_SHARD].unique().to_list()))
+        self._update_state(self._with_partition(df), sorted(df[_SHARD].unique().to_list()))
 
     def process(self, table: pa.Table) -> pa.Table:
         """Normalize one batch (value columns, ``_row_kind`` and any meta columns)."""
@@ -191,7 +223,9 @@ class Normalizer:
         touched = sorted(df[_SHARD].unique().to_list())
         lookup = None
         if touched:
-            state = self._held(touched).drop(_SHARD).with_columns(pl.lit(True).alias("__found"))
+            state = (
+                self._held(touched).select(self.values).with_columns(pl.lit(True).alias("__found"))
+            )
             lookup = firsts.join(state, on=self.key, how="left", nulls_equal=False).sort(_IDX)
         m = 0 if lookup is None else len(lookup)
 
@@ -237,7 +271,7 @@ class Normalizer:
         if extra:
             out = pl.concat([out, df.select(extra)[rec]], how="horizontal")
 
-        self._update_state(df, touched)
+        self._update_state(self._with_partition(df), touched)
         result = out.to_arrow()
         target = pa.schema(
             [*self.spec.schema, pa.field(ROW_KIND, pa.string())]
@@ -249,9 +283,12 @@ class Normalizer:
         """Each key's last row of the batch replaces its state row (a -D removes it)."""
         last = df.filter(pl.col(_IDX) == pl.col(_IDX).max().over(self.key))
         kept = self._held(touched).join(last.select(self.key), on=self.key, how="anti")
-        ups = last.filter(pl.col(ROW_KIND) != "-D").select([*self.values, _SHARD])
-        state = pl.concat([kept, ups], how="vertical_relaxed")
+        ups = last.filter(pl.col(ROW_KIND) != "-D").select([*self._kept, _SHARD])
+        self._replace(pl.concat([kept, ups], how="vertical_relaxed"), touched)
+
+    def _replace(self, state: pl.DataFrame, shards: list[int]) -> None:
+        """``state`` (rows of ``shards``, with _SHARD) becomes those shards' state."""
         split = state.partition_by(_SHARD, as_dict=True)
-        for s in touched:
+        for s in shards:
             self._mem[s] = split.get((s,), self._empty)
-        self._spill_if_needed(set(touched))
+        self._spill_if_needed(set(shards))

@@ -12,7 +12,10 @@ rebuilds the full changelog from them with a ``Normalizer`` (-U/+U pairs, full
 gate releases, so aborted rows never reach its state. ``normalize=False`` gives
 the stored records as they are. A truncate record is a ``Truncated`` event in
 its place (rows of its partition released before it are removed); a normalizing
-reader forgets its state there, so the first change of a key after it is a +I. A reader that starts mid-log knows nothing of
+reader first gives the full -D of every row of that partition it holds (a
+``DataBatch`` at the truncate's offset), so its changelog alone says what the
+truncate removed, and the first change of a key after it is a +I. Other partitions'
+rows stay in its state (their truncate records come when they come). A reader that starts mid-log knows nothing of
 earlier rows: the first change of a key it sees is a +I (hybrid reads start
 from a snapshot whose rows the caller already has).
 
@@ -33,6 +36,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 
 from logstore.client_config import confluent_config
@@ -42,7 +46,7 @@ from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredE
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
 from logstore.normalize import Normalizer
 from logstore.scan import scan_range
-from logstore.spec import LogSpec
+from logstore.spec import BARRIER_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, LogSpec
 from logstore.watermarks import watermark
 
 Start = str | dict[str, Any]
@@ -104,7 +108,12 @@ class LogReader:
         if normalize is None:
             normalize = spec.effective_changelog_mode == "upsert"
         self.normalizer = (
-            Normalizer(spec, max_rows_in_memory=normalize_state_rows, spill_dir=spill_dir)
+            Normalizer(
+                spec,
+                max_rows_in_memory=normalize_state_rows,
+                spill_dir=spill_dir,
+                partition_column=PARTITION_COLUMN,
+            )
             if normalize
             else None
         )
@@ -268,8 +277,10 @@ class LogReader:
                 if rows.num_rows:
                     out.append(DataBatch(rows))
             elif isinstance(ev, Truncated):
-                # the table is emptied: what the state knows of it is gone
-                self.normalizer.clear()
+                # the partition is emptied: its rows leave the changelog as -D rows
+                removed = self.normalizer.retract_partition(ev.partition)
+                if removed.num_rows:
+                    out.append(DataBatch(_removed_at(removed, ev)))
                 out.append(ev)
             else:
                 out.append(ev)
@@ -320,3 +331,13 @@ class LogReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _removed_at(removed: pa.Table, ev: Truncated) -> pa.Table:
+    """The -D rows of a truncate, with the columns a released batch carries."""
+    n = removed.num_rows
+    return (
+        removed.append_column(PARTITION_COLUMN, pa.repeat(pa.scalar(ev.partition, pa.int32()), n))
+        .append_column(OFFSET_COLUMN, pa.repeat(pa.scalar(ev.offset, pa.int64()), n))
+        .append_column(BARRIER_COLUMN, pa.repeat(pa.scalar(ev.barrier, pa.int64()), n))
+    )

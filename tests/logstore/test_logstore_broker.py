@@ -29,7 +29,7 @@ from logstore.errors import (
     TopicMismatchError,
     WriterFencedError,
 )
-from logstore.gate import BarrierPassed, DataBatch
+from logstore.gate import BarrierPassed, DataBatch, Truncated
 from logstore.markers import marker_headers
 from logstore.normalize import Normalizer
 from logstore.reader import LogReader
@@ -149,6 +149,52 @@ def test_upsert_log_normalized_back_to_full_changelog(broker: EmbeddedBroker) ->
         assert {(r["id"], r["name"], r["_row_kind"]) for r in table.to_pylist()} == want
         assert table.num_rows == 6
     assert out.column_names[-4:] == ["_row_kind", "_partition", "_offset", "_barrier"]
+
+
+def test_a_normalizing_reader_gives_a_truncate_as_the_removal_of_its_partition_rows(
+    broker: EmbeddedBroker,
+) -> None:
+    """Each partition's truncate comes with the -D of that partition's rows only: a
+    partition whose truncate record the reader meets later still updates its keys (the
+    gate releases partition by partition), so its update before the truncate is a
+    -U/+U, not a +I."""
+    spec = LogSpec(unique_topic("trunc"), PK_SCHEMA, ["id"], 2)  # upsert
+    day = pa.array([1] * 6, pa.int32()).cast(pa.date32())
+    first = pa.table({"id": list(range(6)), "name": [f"a{i}" for i in range(6)], "d": day})
+    changed = first.set_column(1, "name", pa.array([f"b{i}" for i in range(6)]))
+    with writer(broker, spec) as w:
+        w.write(first)
+        w.barrier()
+        w.write(changed)  # every key updated, in both partitions, before the truncate
+        w.truncate()
+        w.write(first.slice(0, 1))
+        b = w.barrier()
+    events = []
+    with LogReader(broker.bootstrap, spec, until_barrier=b, idle_timeout_s=20) as r:
+        events = [e for e in r if not isinstance(e, BarrierPassed)]
+    rows: dict[int, list[tuple[str, int, str]]] = {}
+    for e in events:
+        if isinstance(e, Truncated):
+            rows.setdefault(e.partition, []).append(("truncate", -1, ""))
+            continue
+        for row in e.table.to_pylist():
+            rows.setdefault(row["_partition"], []).append(
+                (row["_row_kind"], row["id"], row["name"])
+            )
+    assert sorted(rows) == [0, 1]
+    for seen in rows.values():
+        cut = seen.index(("truncate", -1, ""))
+        ids = sorted({i for _k, i, _n in seen[:cut]})
+        assert ids  # both partitions hold keys
+        # first barrier: +I; then each key's update as -U/+U; then the -D of the new value
+        assert sorted(seen[:cut]) == sorted(
+            [("+I", i, f"a{i}") for i in ids]
+            + [("-U", i, f"a{i}") for i in ids]
+            + [("+U", i, f"b{i}") for i in ids]
+            + [("-D", i, f"b{i}") for i in ids]
+        )
+        assert [k for k, _i, _n in seen[:cut]][-len(ids) :] == ["-D"] * len(ids)
+        assert seen[cut + 1 :] == ([("+I", 0, "a0")] if 0 in ids else [])
 
 
 def test_reader_normalizer_spills_bounded_state(broker: EmbeddedBroker, tmp_path: Path) -> None:

@@ -106,3 +106,23 @@ def test_retract_all_gives_every_live_row_spilled_or_not_then_forgets_them(
     finally:
         bounded.close()
         unbounded.close()
+
+
+def test_retract_partition_removes_that_partitions_rows_only(tmp_path: Path) -> None:
+    norm = Normalizer(
+        SPEC, max_rows_in_memory=3, spill_dir=tmp_path, shards=4, partition_column="_partition"
+    )
+    try:
+        rows = random_rows(random.Random(4), SCHEMA, list(range(8)))
+        parts = pa.array([i % 2 for i in range(8)], pa.int32())
+        norm.process(rows.append_column("_partition", parts))
+        assert norm.spills > 0
+        gone = norm.retract_partition(1)
+        assert sorted(gone.column("id").to_pylist()) == [1, 3, 5, 7]
+        assert set(gone.column("_row_kind").to_pylist()) == {"-D"}
+        assert norm.state_rows == 4 and norm.retract_partition(1).num_rows == 0
+        # partition 0's keys are still known: re-inserting one unchanged emits nothing
+        again = rows.slice(0, 1).append_column("_partition", pa.array([0], pa.int32()))
+        assert norm.process(again).num_rows == 0
+    finally:
+        norm.close()
