@@ -85,19 +85,26 @@ def main() -> None:
         done = subprocess.run(ingest, capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
         print(done.stdout.strip())
 
-    # each source transaction sits in one barrier of the log; the truncate in its place
+    # each source transaction sits in one barrier of the log; the truncate in its place,
+    # after the -D of every order it removed (the reader normalizes the upsert log)
     barriers_of: dict[int, set[int]] = defaultdict(set)  # source transaction -> barriers
+    removed = 0
     with LogReader(BOOTSTRAP, log_spec_for(table), stop_at_end=True, idle_timeout_s=10) as log:
         for event in log:
             if isinstance(event, Truncated):
                 print(f"truncate on partition {event.partition} in barrier {event.barrier}")
             elif isinstance(event, DataBatch):
-                for order, barrier in zip(event.table["order_id"].to_pylist(),
-                                          event.table["_barrier"].to_pylist(), strict=True):  # fmt: skip
-                    if order <= 16:
+                t = event.table
+                for order, barrier, kind in zip(t["order_id"].to_pylist(), t["_barrier"].to_pylist(),
+                                                t["_row_kind"].to_pylist(), strict=True):  # fmt: skip
+                    if kind == "-D":  # the source deleted nothing: the truncate's removals
+                        removed += 1
+                    elif order <= 16:
                         barriers_of[0 if order <= 5 else 1 if order <= 13 else 2].add(barrier)
     print(f"barriers of each source transaction: {dict(barriers_of)}")
+    print(f"the truncate removed {removed} orders (-D rows before it)")
     assert len(barriers_of) == 3 and all(len(b) == 1 for b in barriers_of.values())
+    assert removed == 16
 
     worker = subprocess.Popen(
         [sys.executable, "-m", "bridge.cli", "worker", "--warehouse", WAREHOUSE,
