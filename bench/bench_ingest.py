@@ -10,6 +10,11 @@ a DATETIME as epoch microseconds; 80% creates, 20% updates):
   read_committed, no decode, the same fetch sizes as the ingest: 16 MB per partition,
   larger than the 1 MB default that halves a raw consumer's rate on these ~0.5 KB
   events): the ceiling of any consumer;
+- raw confluent-kafka copy in a fresh process (`bench.raw_consume.raw_copy`): the same
+  consume, each record's bytes produced as they are into a 4-partition topic with the log
+  writer's producer settings, one transaction a second (the ingest's barriers), no
+  decode: the ceiling of any Python ingest that re-writes every record, and with the
+  broker's CPU, the 2-core bound of such a copy;
 - `dts ingest` in this process (``logstore.ingest.Ingestor``): records/s from its first
   consume to the last barrier committed (decode, re-encode for the table, transactional
   produce with the source offsets), its start-up (from nothing to the first record), and
@@ -40,7 +45,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from bench.bench_worker import cpu_seconds
-from bench.raw_consume import raw_consume
+from bench.raw_consume import raw_consume, raw_copy
 from bench.results import save_results
 from bridge.commands.heap import freeze_start_up_objects
 from bridge.tables import bucketer_for, log_spec_for
@@ -48,6 +53,7 @@ from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
 from logstore.ingest import Ingestor, IngestStats
 from logstore.topics import create_topic
+from logstore.writer import PRODUCER_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
@@ -193,6 +199,21 @@ def bench_ingestor(
     }
 
 
+def bench_raw_copy(bootstrap: str, topic: str, n: int, broker_pid: int | None) -> dict[str, float]:
+    """A raw transactional copy of the topic (no decode), with the broker's CPU for it."""
+    sink = f"{topic}.copy"
+    create_topic(bootstrap, sink, PARTITIONS, {})
+    producer = {**PRODUCER_DEFAULTS, "transaction.timeout.ms": 60_000}
+    broker0 = cpu_seconds(broker_pid) if broker_pid else 0.0
+    out = raw_copy(bootstrap, topic, PARTITIONS, n, FETCH_BYTES, sink, producer)
+    broker_cpu = cpu_seconds(broker_pid) - broker0 if broker_pid else float("nan")
+    return {
+        **out,
+        "broker_cpu_s": broker_cpu,
+        "bound_rows_per_s": 2 * out["rows"] / (out["cpu_s"] + broker_cpu),
+    }
+
+
 def bench_cli(bootstrap: str, warehouse: str, topic: str, n: int) -> dict[str, float]:
     """`dts ingest` in a fresh process: start-up until it prints where it ingests."""
     table = make_table(warehouse)
@@ -235,6 +256,8 @@ def main() -> None:
         steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             ("raw confluent-kafka consume",
              lambda: raw_consume(broker.bootstrap, topic, PARTITIONS, n, FETCH_BYTES)),
+            ("raw confluent-kafka copy",
+             lambda: bench_raw_copy(broker.bootstrap, topic, n, broker.pid)),
             ("dts ingest (Ingestor)",
              lambda: bench_ingestor(broker.bootstrap, warehouse, topic, n, broker.pid)),
             ("dts ingest (CLI)", lambda: bench_cli(broker.bootstrap, warehouse, topic, n)),
@@ -261,6 +284,11 @@ def report(results: dict[str, Any]) -> None:
           f"{results['raw confluent-kafka consume']['cpu_s'] / raw_rows * 1e6:.1f}s; "
           f"2-core bound {ingest['bound_rows_per_s']:,.0f} records/s = "
           f"{ingest['bound_rows_per_s'] / raw:.2f}x raw")  # fmt: skip
+    copy = results["raw confluent-kafka copy"]
+    print(f"raw copy (no decode) CPU per 1M records: {copy['cpu_s'] / copy['rows'] * 1e6:.1f}s "
+          f"(python) + {copy['broker_cpu_s'] / copy['rows'] * 1e6:.1f}s (broker); 2-core bound "
+          f"{copy['bound_rows_per_s']:,.0f} records/s = {copy['bound_rows_per_s'] / raw:.2f}x "
+          "raw consume: what any ingest that re-writes every record can reach here")  # fmt: skip
     print(f"dts ingest / raw consume: {ingest['rows_per_s'] / raw:.2f} (target >= 0.70); "
           f"start-up {ingest['startup_s']:.2f}s in process, "
           f"{results['dts ingest (CLI)']['startup_s']:.2f}s as a command (target < 2 s); "
