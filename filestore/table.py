@@ -177,6 +177,15 @@ class Table(TableContext):
         batches = reader.read_all(scan.plan())
         return pa.Table.from_batches(batches, schema=reader.output_schema())
 
+    def read_bucket(
+        self, bucket: int, snapshot_id: int, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Every current row of one bucket (all partitions) at a snapshot: the state a
+        reader of that bucket's log resumes from."""
+        scan = self.new_scan(snapshot_id, columns=columns, buckets=[bucket])
+        reader = SplitReader(self, self.schema, columns, None)
+        return pa.Table.from_batches(reader.read_all(scan.plan()), schema=reader.output_schema())
+
     def rows_of_keys(self, keys: pa.Table, bucket: int, snapshot_id: int) -> pa.Table:
         """The current rows of ``keys`` (primary-key columns) in one bucket at a snapshot,
         by point lookups in the files this handle decoded (``filestore.file_cache``)."""

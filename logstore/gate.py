@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 
 from logstore.codec import Decoded
 from logstore.markers import Marker, Truncate
-
-BARRIER_COLUMN = "_barrier"
+from logstore.spec import BARRIER_COLUMN
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from logstore.errors import LogSpecError
-from logstore.spec import ROW_KIND, LogSpec
+from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN, ROW_KIND, LogSpec
 
 _SHARD = "__dts_shard"
 _IDX = "__dts_i"
@@ -292,3 +292,12 @@ class Normalizer:
         for s in shards:
             self._mem[s] = split.get((s,), self._empty)
         self._spill_if_needed(set(shards))
+
+
+def at_truncate(removed: pa.Table, partition: int, offset: int) -> pa.Table:
+    """A truncate's ``-D`` rows (``retract_*``) with the log position they take: its
+    partition and offset, as decoded rows carry them."""
+    n = removed.num_rows
+    return removed.append_column(
+        PARTITION_COLUMN, pa.repeat(pa.scalar(partition, pa.int32()), n)
+    ).append_column(OFFSET_COLUMN, pa.repeat(pa.scalar(offset, pa.int64()), n))

@@ -44,9 +44,9 @@ from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
-from logstore.normalize import Normalizer
+from logstore.normalize import Normalizer, at_truncate
 from logstore.scan import scan_range
-from logstore.spec import BARRIER_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, LogSpec
+from logstore.spec import BARRIER_COLUMN, PARTITION_COLUMN, LogSpec
 from logstore.watermarks import watermark
 
 Start = str | dict[str, Any]
@@ -335,9 +335,5 @@ class LogReader:
 
 def _removed_at(removed: pa.Table, ev: Truncated) -> pa.Table:
     """The -D rows of a truncate, with the columns a released batch carries."""
-    n = removed.num_rows
-    return (
-        removed.append_column(PARTITION_COLUMN, pa.repeat(pa.scalar(ev.partition, pa.int32()), n))
-        .append_column(OFFSET_COLUMN, pa.repeat(pa.scalar(ev.offset, pa.int64()), n))
-        .append_column(BARRIER_COLUMN, pa.repeat(pa.scalar(ev.barrier, pa.int64()), n))
-    )
+    barrier = pa.repeat(pa.scalar(ev.barrier, pa.int64()), removed.num_rows)
+    return at_truncate(removed, ev.partition, ev.offset).append_column(BARRIER_COLUMN, barrier)

@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
 from bridge.spark.read_parts import LogStateRef
-from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN
+from logstore.normalize import at_truncate
+from logstore.spec import OFFSET_COLUMN
 
 if TYPE_CHECKING:
     from filestore.table import Table
@@ -84,12 +85,7 @@ def committed_rows(
         return spec.schema.empty_table()
     table = open_table_for_lookups(ref.warehouse, ref.table)
     if keys is None:
-        columns = spec.schema.names
-        scan = table.new_scan(ref.snapshot_id, columns=columns, buckets=[bucket])
-        batches = [b for split in scan.plan() for b in table.read_split(split, columns)]
-        if not batches:
-            return spec.schema.empty_table()
-        found = pa.Table.from_batches(batches)
+        found = table.read_bucket(bucket, ref.snapshot_id, spec.schema.names)
     else:
         found = table.rows_of_keys(keys.to_arrow(), bucket, ref.snapshot_id)
     return pa.Table.from_arrays(
@@ -153,13 +149,7 @@ def _through_truncates(
     parts, lo = [], 0
     for offset, cut in zip(truncates, cuts.tolist(), strict=True):
         parts.append(normalizer.process(rows.slice(lo, cut - lo)))
-        removed = normalizer.retract_all()
-        n = removed.num_rows
-        parts.append(
-            removed.append_column(
-                PARTITION_COLUMN, pa.repeat(pa.scalar(bucket, pa.int32()), n)
-            ).append_column(OFFSET_COLUMN, pa.repeat(pa.scalar(offset, pa.int64()), n))
-        )
+        parts.append(at_truncate(normalizer.retract_all(), bucket, offset))
         lo = cut
     parts.append(normalizer.process(rows.slice(lo)))
     return pa.concat_tables([p.select(rows.schema.names).cast(rows.schema) for p in parts])

@@ -116,10 +116,7 @@ def new_normalizer(
     """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
     normalizer = Normalizer(spec, max_rows_in_memory=state_rows)
     if snapshot_id is not None:
-        columns = list(spec.schema.names)
-        for split in table.new_scan(snapshot_id, buckets=[bucket]).plan():
-            for batch in table.read_split(split, columns=columns):
-                normalizer.seed(batch)
+        normalizer.seed(table.read_bucket(bucket, snapshot_id, spec.schema.names))
     return normalizer
 
 
