@@ -129,24 +129,36 @@ class Normalizer:
 
     def retract_all(self) -> pa.Table:
         """Every row the state holds, as a full ``-D`` (a truncate removed them), and then
-        forget them: what a reader of the changelog sees of a truncate."""
-        rows = self._held(sorted({*self._mem, *self._spilled}))
+        forget them: what a reader of the changelog sees of a truncate. Spilled shards are
+        read one at a time, never loaded back into the state."""
+        removed = []
+        for s in sorted({*self._mem, *self._spilled}):
+            path = self._spilled.get(s)
+            rows = self._mem[s] if path is None else pl.read_ipc(path)
+            removed.append(self._as_deletes(rows))
         self.clear()
-        return self._as_deletes(rows)
+        return self._concat_deletes(removed)
 
     def retract_partition(self, partition: int) -> pa.Table:
         """The state's rows of one log partition as full ``-D`` rows, then forget them (a
         truncate record removes its partition's rows; the others stay). Needs the
-        ``partition_column``."""
+        ``partition_column``. Shard by shard, spilling again as it goes: the state stays
+        within ``max_rows_in_memory`` however much of it was spilled."""
         if self.partition_column is None:
             raise LogSpecError(
                 f"{self.spec.topic}: this normalizer keeps no partitions (partition_column)"
             )
-        shards = sorted({*self._mem, *self._spilled})
-        held = self._held(shards)
         gone = pl.col(_PART) == partition
-        self._replace(held.filter(gone.not_().fill_null(True)), shards)
-        return self._as_deletes(held.filter(gone))
+        removed = []
+        for s in sorted({*self._mem, *self._spilled}):
+            held = self._shard(s)
+            self._mem[s] = held.filter(gone.not_().fill_null(True))
+            removed.append(self._as_deletes(held.filter(gone)))
+            self._spill_if_needed(set())
+        return self._concat_deletes(removed)
+
+    def _concat_deletes(self, removed: list[pa.Table]) -> pa.Table:
+        return pa.concat_tables(removed) if removed else self._as_deletes(self._empty)
 
     def _as_deletes(self, rows: pl.DataFrame) -> pa.Table:
         out = rows.select(self.values).to_arrow()

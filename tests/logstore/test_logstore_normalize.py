@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -106,6 +107,35 @@ def test_retract_all_gives_every_live_row_spilled_or_not_then_forgets_them(
     finally:
         bounded.close()
         unbounded.close()
+
+
+class _PeakMemory(Normalizer):
+    """Records the most rows held in memory whenever a shard is brought in."""
+
+    peak = 0
+
+    def _shard(self, s: int) -> pl.DataFrame:
+        df = super()._shard(s)
+        self.peak = max(self.peak, self.rows_in_memory)
+        return df
+
+
+def test_retract_partition_brings_spilled_shards_back_one_at_a_time(tmp_path: Path) -> None:
+    norm = _PeakMemory(
+        SPEC, max_rows_in_memory=5, spill_dir=tmp_path, shards=8, partition_column="_partition"
+    )
+    try:
+        rows = random_rows(random.Random(5), SCHEMA, list(range(200)))
+        parts = pa.array([i % 2 for i in range(200)], pa.int32())
+        norm.process(rows.append_column("_partition", parts))
+        assert norm.spills > 0 and norm.state_rows == 200
+        norm.peak = 0
+        assert norm.retract_partition(0).num_rows == 100
+        # the bound and one shard (~25 rows), never the whole state
+        assert 0 < norm.peak <= 5 + 60
+        assert norm.rows_in_memory <= 5 and norm.state_rows == 100
+    finally:
+        norm.close()
 
 
 def test_retract_partition_removes_that_partitions_rows_only(tmp_path: Path) -> None:
