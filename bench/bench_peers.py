@@ -60,6 +60,7 @@ from typing import Any
 from bench.peers_data import (
     BATCHES,
     BUCKETS,
+    Stopwatch,
     batches,
     expected,
     generate,
@@ -120,9 +121,9 @@ def phase_dts_write(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
     warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w), [d]))
     t = _dts_table(work)
-    started = time.perf_counter()
+    watch = Stopwatch()
     _dts_write_all(t, [base])
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def phase_dts_write_snappy(data: Path, work: Path) -> dict[str, Any]:
@@ -130,9 +131,9 @@ def phase_dts_write_snappy(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
     warmup(base, work, lambda d, w: _dts_write_all(_dts_table(w, compression="snappy"), [d]))
     t = _dts_table(work, compression="snappy")
-    started = time.perf_counter()
+    watch = Stopwatch()
     _dts_write_all(t, [base])
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def _dts_merge_setup(
@@ -146,8 +147,8 @@ def _dts_merge_setup(
 
 def phase_dts_read(data: Path, work: Path) -> dict[str, Any]:
     t, _ = _dts_merge_setup(data, work)
-    seconds, first, result = timed_read(t.read)
-    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
+    elapsed, first, result = timed_read(t.read)
+    return {**elapsed, "first_seconds": first, **read_result(result)}
 
 
 def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
@@ -157,9 +158,9 @@ def phase_dts_read_dv(data: Path, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     _dts_write_all(t, batches(data))
     writing = time.perf_counter() - started
-    seconds, first, result = timed_read(t.read)
+    elapsed, first, result = timed_read(t.read)
     return {
-        "seconds": seconds,
+        **elapsed,
         "first_seconds": first,
         **read_result(result),
         "write_seconds": writing,
@@ -247,9 +248,9 @@ def phase_raw_write(data: Path, work: Path) -> dict[str, Any]:
 
     base = load(data, "base.parquet")
     warmup(base, work, lambda d, w: pq.write_table(d, w / "raw.parquet", compression="zstd"))
-    started = time.perf_counter()
+    watch = Stopwatch()
     pq.write_table(base, work / "raw.parquet", compression="zstd")
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def phase_raw_read(data: Path, work: Path) -> dict[str, Any]:
@@ -263,8 +264,8 @@ def phase_raw_read(data: Path, work: Path) -> dict[str, Any]:
     pq.write_table(
         pa.concat_tables(tables).slice(0, merged_rows), work / "raw.parquet", compression="zstd"
     )
-    seconds, first, result = timed_read(lambda: pq.read_table(work / "raw.parquet"))
-    return {"seconds": seconds, "first_seconds": first, "rows": result.num_rows}
+    elapsed, first, result = timed_read(lambda: pq.read_table(work / "raw.parquet"))
+    return {**elapsed, "first_seconds": first, "rows": result.num_rows}
 
 
 PHASES = {

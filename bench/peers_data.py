@@ -80,8 +80,24 @@ def warmup(data: Any, work: Path, write: Callable[[Any, Path], object]) -> None:
     write(data.slice(0, WARMUP_ROWS), work / "warmup")
 
 
-def timed_read(read: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(seconds of a second read, seconds of the first, what the second returned), for
+class Stopwatch:
+    """Wall and CPU seconds since it was made. CPU is every thread of this process, so
+    ``cpu_seconds / seconds`` is the cores the timed section kept busy: on this 2-core
+    machine, a phase near 2 is bounded by the cores, not by waiting."""
+
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def elapsed(self) -> dict[str, float]:
+        return {
+            "seconds": time.perf_counter() - self._wall,
+            "cpu_seconds": time.process_time() - self._cpu,
+        }
+
+
+def timed_read(read: Callable[[], Any]) -> tuple[dict[str, float], float, Any]:
+    """(``Stopwatch.elapsed`` of a second read, seconds of the first, what the second returned), for
     every system alike. The second read is the figure: like ``warmup`` for writes, it
     measures a read in a process that has read before, not what the first one costs
     for reasons unrelated to reading. The first depends on what the process did
@@ -91,6 +107,6 @@ def timed_read(read: Callable[[], Any]) -> tuple[float, float, Any]:
     started = time.perf_counter()
     read()
     first = time.perf_counter() - started
-    started = time.perf_counter()
+    watch = Stopwatch()
     result = read()
-    return time.perf_counter() - started, first, result
+    return watch.elapsed(), first, result

@@ -110,9 +110,19 @@ def _met(value: float | None, target: float | None) -> str:
     return "" if target is None or value is None else ("yes" if value >= target else "NO")
 
 
+#: CPU seconds of every thread of the phase's process over its wall seconds, timed section
+#: only (``peers_data.Stopwatch``): near the machine's cores, the phase is bounded by them
+CORES = "cores busy"
+
+
+def _cores(r: dict[str, Any]) -> str:
+    cpu = r.get("cpu_seconds")
+    return "" if cpu is None or not r["seconds"] else f"{cpu / r['seconds']:.2f}"
+
+
 def _rate_cells(r: dict[str, Any]) -> list[str]:
     if "error" in r:
-        return ["-", "-", "-", "failed", "-", "-"]
+        return ["-", "-", "-", "failed", "-", "-", "-"]
     written = r.get("parquet_bytes")
     first = r.get("first_seconds")
     return [
@@ -120,6 +130,7 @@ def _rate_cells(r: dict[str, Any]) -> list[str]:
         f"{r['seconds']:.2f}",
         "" if first is None else f"{first:.2f}",
         f"{r['rows_per_s']:,.0f}",
+        _cores(r),
         f"{r['peak_rss_bytes'] / 2**20:,.0f}",
         "" if written is None else f"{written / 2**20:,.1f}",
     ]
@@ -132,7 +143,8 @@ def report(
     from rich.table import Table as RichTable
 
     rates = RichTable(title=f"peer benchmark, {args.rows:,} rows, {BUCKETS} buckets")
-    for c in ("phase", "rows", "seconds", FIRST_READ, "rows/s", "peak RSS MiB", "Parquet MiB"):
+    columns = ("phase", "rows", "seconds", FIRST_READ, "rows/s", CORES, "peak RSS MiB")
+    for c in (*columns, "Parquet MiB"):
         rates.add_column(c, justify="right")
     for name, r in results.items():
         rates.add_row(name, *_rate_cells(r))
@@ -205,9 +217,9 @@ def markdown(doc: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"| phase | rows | seconds | {FIRST_READ} | rows/s | peak RSS MiB | Parquet MiB |",
+        f"| phase | rows | seconds | {FIRST_READ} | rows/s | {CORES} | peak RSS MiB | Parquet MiB |",
     ]
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     lines += [f"| {name} | " + " | ".join(_rate_cells(r)) + " |" for name, r in results.items()]
     lines += ["", "| comparison (this project / peer, rows/s) | ratio | target met |"]
     lines.append("|---|---:|---|")

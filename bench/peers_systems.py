@@ -7,11 +7,10 @@ imported at module level: each system is imported inside its phase.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.peers_data import BUCKETS, batches, load, read_result, timed_read, warmup
+from bench.peers_data import BUCKETS, Stopwatch, batches, load, read_result, timed_read, warmup
 
 # -- pypaimon (pure Python) -----------------------------------------------------
 
@@ -56,9 +55,9 @@ def phase_paimon_write(data: Path, work: Path) -> dict[str, Any]:
 
     warmup(base, work, paimon_once)
     table, schema = _paimon_table(work)
-    started = time.perf_counter()
+    watch = Stopwatch()
     _paimon_write(table, schema, base)
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def phase_paimon_read(data: Path, work: Path) -> dict[str, Any]:
@@ -70,8 +69,8 @@ def phase_paimon_read(data: Path, work: Path) -> dict[str, Any]:
         builder = table.new_read_builder()
         return builder.new_read().to_arrow(builder.new_scan().plan().splits())
 
-    seconds, first, result = timed_read(read)
-    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
+    elapsed, first, result = timed_read(read)
+    return {**elapsed, "first_seconds": first, **read_result(result)}
 
 
 # -- pypaimon-rust (Apache Paimon's Rust core) ----------------------------------
@@ -110,9 +109,9 @@ def phase_paimon_rust_write(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
     warmup(base, work, lambda d, w: _rust_write(_rust_table(w), d))
     table = _rust_table(work)
-    started = time.perf_counter()
+    watch = Stopwatch()
     _rust_write(table, base)
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def phase_paimon_rust_read(data: Path, work: Path) -> dict[str, Any]:
@@ -126,8 +125,8 @@ def phase_paimon_rust_read(data: Path, work: Path) -> dict[str, Any]:
         builder = table.new_read_builder()
         return pa.Table.from_batches(builder.new_read().read(builder.new_scan().plan().splits()))
 
-    seconds, first, result = timed_read(read)
-    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
+    elapsed, first, result = timed_read(read)
+    return {**elapsed, "first_seconds": first, **read_result(result)}
 
 
 # -- deltalake --------------------------------------------------------------------
@@ -157,9 +156,9 @@ def phase_delta_write(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
     warmup(base, work, lambda d, w: _delta_merge(_delta_create(w, d.schema), d))
     path = _delta_create(work, base.schema)
-    started = time.perf_counter()
+    watch = Stopwatch()
     _delta_merge(path, base)
-    return {"seconds": time.perf_counter() - started, "rows": base.num_rows}
+    return {**watch.elapsed(), "rows": base.num_rows}
 
 
 def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
@@ -169,8 +168,8 @@ def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
     path = _delta_create(work, base.schema)
     for batch in [base, *batches(data)]:
         _delta_merge(path, batch)
-    seconds, first, result = timed_read(lambda: DeltaTable(path).to_pyarrow_table())
-    return {"seconds": seconds, "first_seconds": first, **read_result(result)}
+    elapsed, first, result = timed_read(lambda: DeltaTable(path).to_pyarrow_table())
+    return {**elapsed, "first_seconds": first, **read_result(result)}
 
 
 PEER_PHASES = {

@@ -79,6 +79,7 @@ def test_readme_section(tmp_path: Path) -> None:
     results = {name: {**_rate(1000.0), "peak_rss_bytes": 2**20} for name in ("dts_write",)}
     results["paimon_rust_write"] = {**_rate(2000.0), "peak_rss_bytes": 2**21}
     results["dts_read"] = {**_rate(4000.0), "first_seconds": 0.75, "peak_rss_bytes": 2**20}
+    results["dts_read"]["cpu_seconds"] = 0.45  # 0.25 s wall: 1.8 cores busy
     results["delta_read"] = {"error": "boom"}
     doc = {
         "rows": 1000,
@@ -95,10 +96,10 @@ def test_readme_section(tmp_path: Path) -> None:
     }
     text = markdown(doc)
     assert "`python -m bench.bench_peers --rows 1000`" in text  # no paths of this machine
-    assert "| paimon_rust_write | 1,000 | 0.50 |  | 2,000 | 2 |  |" in text
+    assert "| paimon_rust_write | 1,000 | 0.50 |  | 2,000 |  | 2 |  |" in text
     # a read phase's figure is its second read; the first is shown beside it
-    assert "| dts_read | 1,000 | 0.25 | 0.75 | 4,000 | 1 |  |" in text
-    assert "| delta_read | - | - | - | failed | - | - |" in text
+    assert "| dts_read | 1,000 | 0.25 | 0.75 | 4,000 | 1.80 | 1 |  |" in text
+    assert "| delta_read | - | - | - | failed | - | - | - |" in text
     assert "| write vs pypaimon-rust (>= 1x) | 0.50x | NO |" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"# head\n{BEGIN}\nold\n{END}\ntail\n")
@@ -125,5 +126,7 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
     for name in [*phases, *peers]:
         assert "error" not in doc["results"][name], doc["results"][name]
         assert doc["results"][name]["rows_per_s"] > 0
+        # the timed section's CPU, every thread of the phase's process
+        assert doc["results"][name]["cpu_seconds"] > 0
     assert doc["results"]["dts_read"]["rows"] == doc["expected"]["rows"] == 2000 + 5 * 200
     assert "| dts_read | 3,000 |" in readme.read_text()
