@@ -18,7 +18,8 @@ throughput rather than one-time start-up):
   runs per bucket, as this project's read does with auto-compaction off);
   raw = ``read_table`` of the same number of rows;
   ``dts_read_dv``: the same table with ``deletion-vectors.enabled`` (no merge on read;
-  ``write_seconds`` is what the five upserts, vectors included, cost). Every merge-read
+  ``write_seconds`` is what the five upserts, vectors included, cost; deltalake's and
+  pypaimon-rust's read phases time their five upserts the same way). Every merge-read
   must return the input's rows (the last write of each key) and ``sum(amount)``: a run
   that does not exits non-zero;
 - changes (this project): ``Table.changes()`` between the first and the last snapshot,

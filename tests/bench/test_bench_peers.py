@@ -65,7 +65,19 @@ def test_ratios_carry_the_issue_targets() -> None:
         "delta_read": _rate(2000.0),
         "paimon_rust_read": _rate(3000.0),
     }
-    got = ratios(results, 1000)
+    # the five upserts, timed by the phases that then read (write_seconds)
+    results["dts_changes"] = {**_rate(5000.0), "write_seconds": 2.0}
+    results["dts_read_dv"]["write_seconds"] = 2.5
+    results["delta_read"]["write_seconds"] = 10.0
+    results["paimon_rust_read"]["write_seconds"] = 3.0
+    got = ratios(results)
+    assert got["upserts, stored changelog, vs deltalake MERGE"] == (pytest.approx(5.0), None)
+    assert got["upserts, stored changelog, vs pypaimon-rust"] == (pytest.approx(1.5), None)
+    assert got["upserts, deletion vectors, vs deltalake MERGE"] == (pytest.approx(4.0), None)
+    assert got["upserts, deletion vectors, vs pypaimon-rust"] == (pytest.approx(1.2), None)
+    assert got["upserts with deletion vectors vs without (stored changelog both)"][
+        0
+    ] == pytest.approx(0.8)
     assert got["write vs deltalake merge (>= 1.2x)"] == (pytest.approx(1.2), 1.2)
     assert got["write vs pypaimon-rust (>= 1x)"] == (pytest.approx(0.8), 1.0)
     assert got["merge-read vs deltalake (>= 1.5x)"] == (pytest.approx(1.5), 1.5)
