@@ -120,14 +120,20 @@ class _PeakMemory(Normalizer):
         return df
 
 
+def _in_two_partitions(norm: Normalizer, keys: int, seed: int) -> pa.Table:
+    """Keys 0..keys-1 processed once, even keys from log partition 0, odd from 1; the rows."""
+    rows = random_rows(random.Random(seed), SCHEMA, list(range(keys)))
+    parts = pa.array([i % 2 for i in range(keys)], pa.int32())
+    norm.process(rows.append_column("_partition", parts))
+    return rows
+
+
 def test_retract_partition_brings_spilled_shards_back_one_at_a_time(tmp_path: Path) -> None:
     norm = _PeakMemory(
         SPEC, max_rows_in_memory=5, spill_dir=tmp_path, shards=8, partition_column="_partition"
     )
     try:
-        rows = random_rows(random.Random(5), SCHEMA, list(range(200)))
-        parts = pa.array([i % 2 for i in range(200)], pa.int32())
-        norm.process(rows.append_column("_partition", parts))
+        _in_two_partitions(norm, 200, seed=5)
         assert norm.spills > 0 and norm.state_rows == 200
         norm.peak = 0
         assert norm.retract_partition(0).num_rows == 100
@@ -143,9 +149,7 @@ def test_retract_partition_removes_that_partitions_rows_only(tmp_path: Path) -> 
         SPEC, max_rows_in_memory=3, spill_dir=tmp_path, shards=4, partition_column="_partition"
     )
     try:
-        rows = random_rows(random.Random(4), SCHEMA, list(range(8)))
-        parts = pa.array([i % 2 for i in range(8)], pa.int32())
-        norm.process(rows.append_column("_partition", parts))
+        rows = _in_two_partitions(norm, 8, seed=4)
         assert norm.spills > 0
         gone = norm.retract_partition(1)
         assert sorted(gone.column("id").to_pylist()) == [1, 3, 5, 7]
