@@ -209,12 +209,19 @@ class StagedTable:
                 os.rename(staged, target)
             except OSError as e:
                 if os.path.exists(target):
-                    raise TableAlreadyExists(f"table {self.name} was created concurrently") from e
+                    raise TableAlreadyExists(self._created_meanwhile()) from e
                 raise
             return
         if io.exists(target):
-            raise TableAlreadyExists(f"table {self.name} was created concurrently")
+            raise TableAlreadyExists(self._created_meanwhile())
         io.move(staged, target)
+
+    def _created_meanwhile(self) -> str:
+        # the same words as a plain create's refusal: callers (and users) match on them
+        return (
+            f"table {self.name} already exists: another writer created it while this one "
+            "was staged; nothing of this write is visible"
+        )
 
     def _exchange(self, io: FileIO, staged: str, target: str) -> None:
         if io.is_local and _renameat2(staged, target, _RENAME_EXCHANGE):
