@@ -229,3 +229,26 @@ def test_live_row_filter_follows_skipped_row_groups_and_every_file(
             r.id for r in spark.range(3000).where(where).collect() if r.id not in gone
         )
         assert got == expected, where
+
+
+def test_changelog_scans_of_other_barriers_run_the_code_compiled_for_the_first(
+    spark: Any, warehouse: Path
+) -> None:
+    """A stream's micro-batches differ in their barrier: Spark must not compile each anew."""
+    from bridge.spark.native import changes
+
+    t = make_table(warehouse, "db.cg", pk=True, buckets=2)
+    commit(t, rows(20), barrier=100)
+    commit(t, rows(20, start=20), barrier=200)
+    first_id, second_id = [s.id for s in t.snapshots()]
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    first = changes(spark, str(warehouse), t, 0, first_id, False)
+    assert sorted((r["id"], r["_barrier"]) for r in first.collect()) == [
+        (i, 100) for i in range(20)
+    ]
+    compiled = compilations.METRIC_COMPILATION_TIME().getCount()
+    second = changes(spark, str(warehouse), t, first_id, second_id, False)
+    assert sorted((r["id"], r["_barrier"]) for r in second.collect()) == [
+        (i, 200) for i in range(20, 40)
+    ]
+    assert compilations.METRIC_COMPILATION_TIME().getCount() == compiled
