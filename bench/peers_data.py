@@ -96,6 +96,15 @@ class Stopwatch:
         }
 
 
+def upsert_seconds(write: Callable[[Any], object], data_dir: Path) -> float:
+    """Seconds to write the five upsert batches, one ``write`` (a commit) each, for every
+    system alike (the read phases time the upserts they make before reading)."""
+    watch = Stopwatch()
+    for batch in batches(data_dir):
+        write(batch)
+    return watch.elapsed()["seconds"]
+
+
 def timed_read(read: Callable[[], Any]) -> tuple[dict[str, float], float, Any]:
     """(``Stopwatch.elapsed`` of a second read, seconds of the first, what the second returned), for
     every system alike. The second read is the figure: like ``warmup`` for writes, it

@@ -10,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.peers_data import BUCKETS, Stopwatch, batches, load, read_result, timed_read, warmup
+from bench.peers_data import (
+    BUCKETS,
+    Stopwatch,
+    batches,
+    load,
+    read_result,
+    timed_read,
+    upsert_seconds,
+    warmup,
+)
 
 # -- pypaimon (pure Python) -----------------------------------------------------
 
@@ -119,10 +128,7 @@ def phase_paimon_rust_read(data: Path, work: Path) -> dict[str, Any]:
 
     table = _rust_table(work)
     _rust_write(table, load(data, "base.parquet"))
-    upserts = Stopwatch()
-    for batch in batches(data):
-        _rust_write(table, batch)
-    upserting = upserts.elapsed()["seconds"]
+    upserting = upsert_seconds(lambda batch: _rust_write(table, batch), data)
 
     def read() -> Any:
         builder = table.new_read_builder()
@@ -170,10 +176,7 @@ def phase_delta_read(data: Path, work: Path) -> dict[str, Any]:
     base = load(data, "base.parquet")
     path = _delta_create(work, base.schema)
     _delta_merge(path, base)
-    upserts = Stopwatch()
-    for batch in batches(data):
-        _delta_merge(path, batch)
-    upserting = upserts.elapsed()["seconds"]
+    upserting = upsert_seconds(lambda batch: _delta_merge(path, batch), data)
     elapsed, first, result = timed_read(lambda: DeltaTable(path).to_pyarrow_table())
     return {**elapsed, "first_seconds": first, **read_result(result), "write_seconds": upserting}
 

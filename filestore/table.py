@@ -173,17 +173,22 @@ class Table(TableContext):
             tag=tag,
             partition=partition,
         )
-        reader = SplitReader(self, self.schema, columns, filter)
-        batches = reader.read_all(scan.plan())
-        return pa.Table.from_batches(batches, schema=reader.output_schema())
+        return self._read_all(scan, columns, filter)
 
     def read_bucket(
         self, bucket: int, snapshot_id: int, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """Every current row of one bucket (all partitions) at a snapshot: the state a
         reader of that bucket's log resumes from."""
-        scan = self.new_scan(snapshot_id, columns=columns, buckets=[bucket])
-        reader = SplitReader(self, self.schema, columns, None)
+        return self._read_all(
+            self.new_scan(snapshot_id, columns=columns, buckets=[bucket]), columns
+        )
+
+    def _read_all(
+        self, scan: TableScan, columns: Sequence[str] | None, filter: pc.Expression | None = None
+    ) -> pa.Table:
+        """Every split the scan plans, read (merged, projected, filtered) into one table."""
+        reader = SplitReader(self, self.schema, columns, filter)
         return pa.Table.from_batches(reader.read_all(scan.plan()), schema=reader.output_schema())
 
     def rows_of_keys(self, keys: pa.Table, bucket: int, snapshot_id: int) -> pa.Table:
