@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import orjson
@@ -46,7 +46,7 @@ from logstore.envelope import (
 )
 from logstore.errors import DecodeError
 from logstore.markers import Headers, Marker, Truncate, parse_marker
-from logstore.new_columns import check_new_columns
+from logstore.new_columns import check_new_columns, unknown_reason
 from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN, ROW_KIND, LogSpec
 from logstore.wire import (
     from_wire,
@@ -60,6 +60,7 @@ OP_C, OP_R, OP_U, OP_D, OP_T = 0, 1, 2, 3, 4
 TRUNCATE_VALUE = b'{"before":null,"after":null,"op":"t"}'
 
 Bucketer = Callable[[pa.Table], Any]
+UnknownColumns = Literal["raise", "dead-letter"]
 #: the Kafka key of the j-th data record of a batch
 _Keys = Callable[[int], bytes | None]
 
@@ -104,6 +105,8 @@ class Decoded:
     errors: list[DecodeFailure] = field(default_factory=list)
     truncates: list[Truncate] = field(default_factory=list)
     skipped: int = 0  # records that are not change events (heartbeats, schema changes)
+    # columns the table lacks that dead-lettered records carried (unknown_columns="dead-letter")
+    unknown_columns: frozenset[str] = frozenset()
 
 
 def output_schema(spec: LogSpec) -> pa.Schema:
@@ -128,6 +131,7 @@ class _Part:
     before: pa.Table | None = None
     after: pa.Table | None = None
     reasons: dict[int, str] = field(default_factory=dict)  # record index -> reason
+    unknown: frozenset[str] = frozenset()  # columns the table lacks, carried by failed records
 
 
 def _key_only_befores(
@@ -170,10 +174,12 @@ def _is_control_event(value: bytes | None) -> bool:
     return bool(keys & _CONTROL_KEYS) or (bool(keys) and keys <= _HEARTBEAT_KEYS)
 
 
-def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec) -> _Part:
+def _decode_slice(
+    values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec, exact: bool
+) -> _Part:
     s = envelope_schemas(spec)
     vals = values.slice(lo, hi - lo)
-    env, plan = parse_envelopes(vals, s)
+    env, plan, unknown = parse_envelopes(vals, s, exact)
     before_w, after_w, op_text = images(env)
     maps = parse_maps(vals, s) if s.map_columns else (None, None)
     n = hi - lo
@@ -224,10 +230,15 @@ def _decode_slice(values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec
                 )
                 for i in np.flatnonzero(mask & nulls):
                     reasons.setdefault(int(i), f"key field {col!r} missing or null in {label!r}")
+    for at, names in unknown.items():
+        reasons.setdefault(at, unknown_reason(names))
     if reasons:
         op = op.copy()
         op[list(reasons)] = -1
-    return _Part(lo, hi, op, has_before, before, after, {lo + i: r for i, r in reasons.items()})
+    carried = frozenset(n for names in unknown.values() for n in names)
+    return _Part(
+        lo, hi, op, has_before, before, after, {lo + i: r for i, r in reasons.items()}, carried
+    )
 
 
 def _failure_reason(value: bytes, exc: Exception) -> str:
@@ -241,17 +252,17 @@ def _failure_reason(value: bytes, exc: Exception) -> str:
 
 
 def _decode_isolating(
-    values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec
+    values: pa.Array, keys: _Keys, lo: int, hi: int, spec: LogSpec, exact: bool
 ) -> list[_Part]:
     """Decode [lo, hi) in one go; on failure bisect so only the bad records are lost."""
     try:
-        return [_decode_slice(values, keys, lo, hi, spec)]
+        return [_decode_slice(values, keys, lo, hi, spec, exact)]
     except BATCH_ERRORS as exc:
         if hi - lo == 1:
             return [_Part(lo, hi, reasons={lo: _failure_reason(values[lo].as_py(), exc)})]
     mid = (lo + hi) // 2
-    return _decode_isolating(values, keys, lo, mid, spec) + _decode_isolating(
-        values, keys, mid, hi, spec
+    return _decode_isolating(values, keys, lo, mid, spec, exact) + _decode_isolating(
+        values, keys, mid, hi, spec, exact
     )
 
 
@@ -303,14 +314,23 @@ def decode_columns(
     headers: Sequence[Headers],
     lenient: bool = False,
     topic: str | None = None,
+    unknown_columns: UnknownColumns = "raise",
 ) -> Decoded:
     """Decode parallel record columns (the fast path used by LogReader).
 
     Python touches each record once (building one Arrow array of the values); only
     null values (markers, tombstones) and bad records are looked at one by one.
+
+    ``unknown_columns``: a record carrying columns the table lacks raises
+    ``SourceSchemaChanged`` (``"raise"``: a source's schema change, found from a sample
+    of the batch, which an ingest may evolve the table for) or is a bad record like any
+    other, every one of them found (``"dead-letter"``: the worker's rule for a table's
+    own log, whose trusted writers evolve the table before writing such records).
     """
     topic = topic or spec.topic
-    check_new_columns(values, partitions, offsets, spec.schema, topic)
+    exact = unknown_columns == "dead-letter"
+    if not exact:
+        check_new_columns(values, partitions, offsets, spec.schema, topic)
     markers: list[Marker] = []
     errors: list[DecodeFailure] = []
     all_values = pa.array(values, pa.large_binary())
@@ -346,7 +366,7 @@ def decode_columns(
         return keys[int(data_idx[j])]
 
     n = len(data_values)
-    parts = _decode_isolating(data_values, data_key, 0, n, spec) if n else []
+    parts = _decode_isolating(data_values, data_key, 0, n, spec, exact) if n else []
     truncates = [
         Truncate(partitions[i], offsets[i])
         for p in parts
@@ -365,7 +385,8 @@ def decode_columns(
     errors.sort(key=lambda e: (e.partition, e.offset))
     skipped = sum(int(np.count_nonzero(p.op == OP_CONTROL)) for p in parts if p.op is not None)
     table = _assemble(parts, spec, part_arr, off_arr)
-    return Decoded(table, markers, errors, truncates, skipped)
+    unknown = frozenset().union(*(p.unknown for p in parts))
+    return Decoded(table, markers, errors, truncates, skipped, unknown)
 
 
 def decode_records(

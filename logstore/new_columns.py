@@ -18,8 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from logstore.errors import SourceSchemaChanged
 
@@ -169,3 +171,70 @@ def check_new_columns(
     if found is not None:
         i = found.index
         raise SourceSchemaChanged(topic, partitions[i], offsets[i], i, found.fields)
+
+
+# -- exact, per record (the worker: a record the table cannot take is dead-lettered) --
+
+#: record index in a batch -> the columns it carries (with a value) that the table lacks
+Unknown = dict[int, list[str]]
+
+
+def _note_extra(image: pa.Array, declared: pa.DataType, alive: pa.Array, out: Unknown) -> None:
+    """Records whose ``image`` struct has a value in a field ``declared`` does not name."""
+    names = {f.name for f in declared}
+    for f in image.type:
+        if f.name in names:
+            continue
+        carried = pc.and_(pc.and_(alive, image.is_valid()), image.field(f.name).is_valid())
+        for i in np.flatnonzero(carried.to_numpy(zero_copy_only=False)).tolist():
+            out.setdefault(int(i), []).append(f.name)
+
+
+def strip_inferred(env: pa.Table, schema: pa.Schema) -> tuple[pa.Table, Unknown]:
+    """An envelope parsed with inferred extra fields -> the declared ``schema``, and the
+    records whose images carried a column the table lacks.
+
+    The Arrow reader infers the fields the explicit schema does not name, so the check
+    is vectorized: only the records found are looked at one by one. A column whose value
+    is null carries nothing and is not reported.
+    """
+    out: Unknown = {}
+    cols = []
+    for f in schema:
+        col = env.column(f.name).combine_chunks() if env.num_rows else pa.nulls(0, f.type)
+        yes = pa.array(np.ones(len(col), dtype=bool))
+        if f.name in ("before", "after"):
+            _note_extra(col, f.type, yes, out)
+        elif f.name == "payload":
+            for side in ("before", "after"):
+                _note_extra(col.field(side), f.type.field(side).type, col.is_valid(), out)
+        cols.append(col if col.type == f.type else col.cast(f.type))
+    return pa.Table.from_arrays(cols, schema=schema), {i: sorted(n) for i, n in out.items()}
+
+
+def unknown_per_record(values: Sequence[bytes | None], known: set[str]) -> Unknown:
+    """The same answer record by record (orjson), when the inferring parse failed on a
+    batch whose extra fields disagree in type between records (rare)."""
+    out: Unknown = {}
+    for i, value in enumerate(values):
+        doc = _doc(value)
+        env = doc["payload"] if doc is not None and isinstance(doc.get("payload"), dict) else doc
+        if env is None:
+            continue
+        extra: set[str] = set()
+        for side in ("after", "before"):
+            image = env.get(side)
+            if isinstance(image, dict):
+                extra.update(n for n, v in image.items() if v is not None and n not in known)
+        if extra:
+            out[i] = sorted(extra)
+    return out
+
+
+def unknown_reason(names: Sequence[str]) -> str:
+    return (
+        f"it carries columns the table does not have: {', '.join(names)}. Writers that change "
+        "the schema add them to the table first (`dts ingest --evolve-schema`, "
+        "Table.add_column, ALTER TABLE ... ADD COLUMNS); a record that arrives before they "
+        "exist is dead-lettered, never taken with the columns dropped"
+    )

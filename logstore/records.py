@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from logstore.codec import Decoded, RawRecord, decode_columns
+from logstore.codec import Decoded, RawRecord, UnknownColumns, decode_columns
 from logstore.spec import LogSpec
 
 Headers = Any  # list[tuple[str, bytes | None]] | None, as the Kafka client gives it
@@ -93,7 +93,12 @@ class LogRecords:
         return out
 
 
-def decode_log_records(records: LogRecords, spec: LogSpec, lenient: bool = False) -> Decoded:
+def decode_log_records(
+    records: LogRecords,
+    spec: LogSpec,
+    lenient: bool = False,
+    unknown_columns: UnknownColumns = "raise",
+) -> Decoded:
     """Decode a fetched batch (the columnar form of ``codec.decode_records``)."""
     return decode_columns(
         spec,
@@ -103,4 +108,5 @@ def decode_log_records(records: LogRecords, spec: LogSpec, lenient: bool = False
         records.values,
         records.headers,
         lenient=lenient,
+        unknown_columns=unknown_columns,
     )

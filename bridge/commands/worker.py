@@ -103,6 +103,15 @@ def plain_logging_config(level: str) -> dict[str, Any]:
     "without --tables).",
 )
 @click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds a bucket with records waiting may go without moving before the table "
+    "counts as stalled (/status 'stalled', dts_worker_table_stalled). A failing table "
+    "counts at once.",
+)
+@click.option(
     "--log-level",
     envvar="DTS_LOG_LEVEL",
     default="warning",
@@ -120,6 +129,7 @@ def worker(
     meta_url: str | None,
     meta_heartbeat_timeout_ms: int | None,
     table_scan_interval: float,
+    stall_after: float,
     log_level: str,
 ) -> None:
     """Consume every table's log and commit one FileStore snapshot per barrier.
@@ -151,6 +161,7 @@ def worker(
         meta_url=meta_url or None,
         meta_heartbeat_timeout_ms=meta_heartbeat_timeout_ms,
         table_scan_interval_s=max(table_scan_interval, 0.0),
+        stall_after_s=stall_after,
     )
     # user errors that need no broker first (no such table, no table with a log); then one
     # clear error for a dead broker now rather than a raw client error per table

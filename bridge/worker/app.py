@@ -78,7 +78,7 @@ def create_app(config: WorkerConfig, tables: list[TableWorker] | None = None) ->
         client_config=client_settings(),
         link=LogReachability(config.bootstrap, metrics, status.log),
     )
-    runtime = WorkerRuntime(tables, metrics, status, fetcher)
+    runtime = WorkerRuntime(tables, metrics, status, fetcher, config.stall_after_s)
 
     app = WorkerApp(
         config.group,

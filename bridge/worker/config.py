@@ -43,6 +43,8 @@ class WorkerConfig:
     table_scan_interval_s: float = 5.0
     resubscribe_delay_s: float = 1.0  # Faust waits this long to batch topic changes (default 45)
     normalize_state_rows: int = 1_000_000  # per bucket, in memory before spilling to disk
+    # a healthy bucket with records waiting that has not moved this long counts as stalled
+    stall_after_s: float = 30.0
 
     @property
     def request_timeout_s(self) -> float:

@@ -96,6 +96,20 @@ class WorkerMetrics:
             _T,
             registry=r,
         )
+        self.table_stalled = Gauge(
+            "dts_worker_table_stalled",
+            "1 while the table makes no progress (a stage failing, or records waiting that "
+            "none moved for the stall time); where and why: dts_worker_table_stall_offset",
+            _T,
+            registry=r,
+        )
+        self.table_stall_offset = Gauge(
+            "dts_worker_table_stall_offset",
+            "While the table is stalled: the log offset each partition stands at (-1: not "
+            "opened yet), with the reason (stage and error, or 'no progress')",
+            ("table", "job", "partition", "reason"),
+            registry=r,
+        )
         self.fetch_blocked = Gauge(
             "dts_worker_fetch_blocked",
             "1 while fetching waits for the table workers (backpressure)",

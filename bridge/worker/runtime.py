@@ -13,6 +13,7 @@ from typing import Protocol
 from faust.types import TP
 
 from bridge.worker.metrics import WorkerMetrics
+from bridge.worker.stalls import STALL_AFTER_S, StallWatch
 from bridge.worker.state.status import WorkerStatus
 from bridge.worker.table_worker import TableWorker
 
@@ -35,6 +36,7 @@ class TableSlot:
     keep its data path and committer serial."""
 
     worker: TableWorker
+    stalls: StallWatch
     wanted: list[int] = field(default_factory=list)
     data_lock: threading.Lock = field(default_factory=threading.Lock)
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -47,11 +49,13 @@ class WorkerRuntime:
         metrics: WorkerMetrics,
         status: WorkerStatus,
         fetcher: Positioner,
+        stall_after_s: float = STALL_AFTER_S,
     ) -> None:
         self.metrics = metrics
         self.status = status
         self.fetcher = fetcher
-        self.by_topic: dict[str, TableSlot] = {t.topic: TableSlot(t) for t in tables}
+        self.stall_after_s = stall_after_s
+        self.by_topic: dict[str, TableSlot] = {t.topic: self._slot(t) for t in tables}
         self._last_assignment: tuple[frozenset[TP], int] | None = None
         self._closing = False  # close() began: no new commit starts
         self._assign_lock = threading.Lock()
@@ -62,12 +66,16 @@ class WorkerRuntime:
 
     def add(self, table: TableWorker) -> TableSlot:
         """A table found after start; takes effect at the next rebalance."""
-        slot = TableSlot(table)
+        slot = self._slot(table)
         # copy on write: other threads iterate the mapping without a lock
         self.by_topic = {**self.by_topic, table.topic: slot}
         self.status.tables[table.name] = table.status
         self._set_healthy(table, True)
         return slot
+
+    def _slot(self, table: TableWorker) -> TableSlot:
+        watch = StallWatch(table.status, self.metrics, stall_after_s=self.stall_after_s)
+        return TableSlot(table, watch)
 
     @property
     def table_names(self) -> set[str]:
@@ -137,6 +145,7 @@ class WorkerRuntime:
         backoff = health.failed(stage, exc)
         self.metrics.table_errors.labels(tw.name, self.metrics.job, stage).inc()
         self._set_healthy(tw, False)
+        slot.stalls.failing(stage, exc, _positions(slot))
         if stage == "data":
             self.fetcher.drop(tw.topic)
         log.log(
@@ -156,6 +165,7 @@ class WorkerRuntime:
         log.warning("table %s: %s works again", slot.worker.name, stage)
         if health.healthy:
             self._set_healthy(slot.worker, True)
+            slot.stalls.clear()
 
     def recover_due(self, highwater: Callable[[str, int], int | None]) -> None:
         """Reopen tables whose data path failed and whose backoff has passed; a reopened
@@ -172,6 +182,10 @@ class WorkerRuntime:
                     for end, w in zip(ends, tw.buckets.values(), strict=True)
                 ):
                     self.succeeded(slot, "data")
+            elif health.healthy:
+                owned = tw.status.buckets
+                waiting = {b: bool(owned[b].lag_records) for b in tw.buckets if b in owned}
+                slot.stalls.observe(_positions(slot), waiting)
 
     def _set_healthy(self, tw: TableWorker, healthy: bool) -> None:
         self.metrics.table_healthy.labels(tw.name, self.metrics.job).set(1 if healthy else 0)
@@ -228,3 +242,10 @@ class WorkerRuntime:
                 log.warning("table %s: stopping with a commit still under way", slot.worker.name)
             with slot.data_lock:
                 slot.worker.close()
+
+
+def _positions(slot: TableSlot) -> dict[int, int]:
+    """Partition -> the offset its bucket stands at (-1: not opened yet)."""
+    buckets = slot.worker.buckets
+    wanted = slot.wanted or sorted(buckets)
+    return {p: (buckets[p].next_offset if p in buckets else -1) for p in wanted}

@@ -21,7 +21,7 @@ from bridge.worker.table_worker import (
 )
 from filestore import Catalog, CommitMessage, Snapshot, Table
 from logstore.dlq import DeadLetterQueue
-from logstore.errors import SourceSchemaChanged, TopicError
+from logstore.errors import TopicError
 from logstore.normalize import Normalizer
 from logstore.records import LogRecords, decode_log_records
 from logstore.spec import LogSpec
@@ -153,18 +153,20 @@ def build_table_worker(
         dlq.flush()
 
     def decode(records: LogRecords) -> Any:
+        """Every record the table cannot take is a dead letter with its reason; columns
+        the table gained since this worker opened it reopen it with the new schema."""
         nonlocal spec
-        try:
-            return decode_log_records(records, spec, lenient=True)
-        except SourceSchemaChanged as exc:
+        decoded = decode_log_records(records, spec, lenient=True, unknown_columns="dead-letter")
+        if decoded.unknown_columns:
             fresh = log_spec_for(table)  # the table's latest schema
-            if not set(exc.fields) <= set(fresh.schema.names):
-                raise  # columns the table does not have: a clear stop, retried, never dropped
-            spec = fresh
-            raise TableSchemaChanged(
-                f"table {table.name}: the log carries new columns {sorted(exc.fields)} the "
-                "table has gained; reopening from the last snapshot with the new schema"
-            ) from exc
+            gained = (decoded.unknown_columns & set(fresh.schema.names)) - set(spec.schema.names)
+            if gained:
+                spec = fresh
+                raise TableSchemaChanged(
+                    f"table {table.name}: the log carries new columns {sorted(gained)} the "
+                    "table has gained; reopening from the last snapshot with the new schema"
+                )
+        return decoded
 
     normalize = needs_normalize(table, spec)
     if normalize:

@@ -221,3 +221,46 @@ def test_values_with_raw_newlines_parse() -> None:
     assert b"\n" in pretty
     out = decode_records([RawRecord(0, 0, None, pretty), RawRecord(0, 1, None, pretty)], spec).table
     assert out["id"].to_pylist() == [1, 1]
+
+
+def _unknown_field_batch() -> list[bytes]:
+    """Twenty creates; three in the middle carry columns the table lacks, with values of
+    different types (so the inferring parse of the whole batch fails and is redone)."""
+    values = [
+        orjson.dumps({"before": None, "after": {"id": i, "v": "a"}, "op": "c", "source": {}})
+        for i in range(20)
+    ]
+    values[7] = orjson.dumps(
+        {"before": None, "after": {"id": 7, "v": "a", "zzz": [1, 2]}, "op": "c"}
+    )
+    values[11] = orjson.dumps(
+        {"before": None, "after": {"id": 11, "v": "a", "zzz": "x"}, "op": "c"}
+    )
+    values[12] = orjson.dumps(
+        {"schema": {"type": "struct"}, "payload": {"after": {"id": 12, "yy": 1}, "op": "c"}}
+    )
+    values[13] = orjson.dumps({"before": None, "after": {"id": 13, "zzz": None}, "op": "c"})
+    return values
+
+
+@pytest.mark.parametrize("conflict", [True, False], ids=["types-disagree", "types-agree"])
+def test_dead_letter_mode_finds_every_record_carrying_an_unknown_column(conflict: bool) -> None:
+    from logstore.codec import decode_columns
+
+    spec = LogSpec("t", pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    values = _unknown_field_batch()
+    if not conflict:
+        values[11] = values[11].replace(b'"x"', b"[3]")
+    n = len(values)
+    args = (spec, [0] * n, list(range(n)), [None] * n, values, [None] * n)
+    got = decode_columns(*args, lenient=True, unknown_columns="dead-letter")
+    assert {e.offset: e.reason.split(".")[0] for e in got.errors} == {
+        7: "it carries columns the table does not have: zzz",
+        11: "it carries columns the table does not have: zzz",
+        12: "it carries columns the table does not have: yy",
+    }
+    assert got.unknown_columns == {"zzz", "yy"}
+    # a null in a column the table lacks carries nothing: record 13 is taken
+    assert sorted(got.table.column("id").to_pylist()) == [
+        i for i in range(20) if i not in (7, 11, 12)
+    ]

@@ -114,6 +114,25 @@ class TableHealth:
 
 
 @dataclass
+class StallReport:
+    """Why and where a table stopped progressing (``bridge.worker.stalls``)."""
+
+    reason: str  # "<stage>: <error class>" or "no progress"
+    detail: str
+    positions: dict[int, int]  # partition -> the offset it stands at (-1: not opened yet)
+    since_ms: int
+
+    def to_json(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "detail": self.detail,
+            "partitions": [{"partition": p, "offset": o} for p, o in self.positions.items()],
+            "since_ms": self.since_ms,
+            "for_s": round(max(now_ms - self.since_ms, 0) / 1000, 1),
+        }
+
+
+@dataclass
 class TableStatus:
     table: str
     topic: str
@@ -126,6 +145,7 @@ class TableStatus:
     dlq_records: int = 0
     buckets: dict[int, BucketStatus] = field(default_factory=dict)
     health: TableHealth = field(default_factory=TableHealth)
+    stall: StallReport | None = None
 
     def bucket(self, b: int) -> BucketStatus:
         if b not in self.buckets:
@@ -164,6 +184,7 @@ class TableStatus:
             "memtable_bytes": sum(s.memtable_bytes for s in owned),
             "dlq_records": self.dlq_records,
             **self.health.to_json(),
+            "stalled": None if self.stall is None else self.stall.to_json(now),
             "buckets": [
                 {**asdict(s), "lag_records": s.lag_records, "lag_ms": s.lag_ms(now)}
                 for _, s in sorted(self.buckets.items())

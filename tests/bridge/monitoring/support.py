@@ -291,6 +291,26 @@ def populate_warehouse(warehouse: Path) -> None:
     w.close()
 
 
+STUCK_TABLE = "shop.stuck"
+
+
+def _stuck_table(warehouse: Path) -> str:
+    """A table with a log whose latest snapshot file got corrupted: the worker cannot
+    resume it, retries, and reports it stalled (the stall alert fires for it)."""
+    from filestore import Catalog
+
+    catalog = Catalog(str(warehouse))
+    table = catalog.create_table(
+        STUCK_TABLE, pa.schema([("id", pa.int64())]), primary_key=["id"], options={"bucket": "1"}
+    )
+    w = table.new_write("monitoring-test")
+    w.write(pa.table({"id": pa.array([1], pa.int64())}))
+    snapshot = w.commit(barrier=int(time.time() * 1000))
+    w.close()
+    (warehouse / "shop.db" / "stuck" / "snapshot" / f"snapshot-{snapshot.id}").write_text("{")
+    return STUCK_TABLE
+
+
 @contextmanager
 def start_exporter(warehouse: Path) -> Iterator[str]:
     """``dts exporter`` in a subprocess over a populated warehouse."""
@@ -410,6 +430,7 @@ def start_worker(warehouse: Path, bootstrap: str) -> Iterator[str]:
     from tests.bridge.worker.support import start_worker as start_worker_proc
 
     table = create_table(warehouse, buckets=4)
+    stuck = _stuck_table(warehouse)
     writer = log_writer(table, bootstrap)
     changes = Changelog()
     produce(writer, changes, barriers=3, rows_per_barrier=50)
@@ -419,7 +440,7 @@ def start_worker(warehouse: Path, bootstrap: str) -> Iterator[str]:
     produce(writer, changes, barriers=2, rows_per_barrier=50)
     writer.close()
     worker = start_worker_proc(
-        warehouse, bootstrap, [table.name], "dts-monitoring", warehouse.parent
+        warehouse, bootstrap, [table.name, stuck], "dts-monitoring", warehouse.parent
     )
     address = f"127.0.0.1:{worker.web_port}"
     try:

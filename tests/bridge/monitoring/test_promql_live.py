@@ -15,6 +15,7 @@ from tests.bridge.monitoring.support import (
     META_STALL_MS,
     META_STALLED,
     META_TABLES,
+    STUCK_TABLE,
     Expr,
     alert_rules,
     all_expressions,
@@ -64,6 +65,7 @@ FIRING: dict[str, tuple[str, set[str] | None]] = {
     "DtsExporterTableErrors": ("table", {"shop.broken"}),  # corrupted snapshot file
     "DtsDeadLetterRecords": ("table", None),  # one undecodable record in the worker's log
     "DtsConsistentLagHigh": ("group", {META_GROUP}),  # daily_revenue stopped 2 minutes ago
+    "DtsWorkerTableStalled": ("table", {STUCK_TABLE}),  # its latest snapshot is corrupt
 }
 
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
+from confluent_kafka import Consumer, TopicPartition
 
 from filestore import Catalog, Table, bucket_ids
 from logstore.localhost import free_port
@@ -371,3 +373,43 @@ def start_meta(tmp_path: Path, port: int | None = None, db: str | None = None) -
                     f"MetaService did not start:\n{log_path.read_text()}"
                 ) from None
             time.sleep(0.1)
+
+
+def plain_records(table: pa.Table, buckets: int, keys: list[str]) -> list[tuple[int, bytes]]:
+    """Each row as a plain producer writes it (a create without a source block), with the
+    partition its key hashes to."""
+    parts = bucket_ids(table, keys, buckets).tolist()
+    return [
+        (p, orjson.dumps({"before": None, "after": row, "op": "c", "ts_ms": 1}))
+        for p, row in zip(parts, table.to_pylist(), strict=True)
+    ]
+
+
+def dead_letters(bootstrap: str, topic: str, expected: int) -> list[dict[str, str]]:
+    """The headers of the dead letters in ``topic`` (waits for ``expected``, then looks for
+    more: one too many is a record dead-lettered twice)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"dlq-check-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    out: list[dict[str, str]] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in c.consume(100, timeout=0.5):
+                if m.error() is None:
+                    out.append({k: v.decode() for k, v in (m.headers() or [])})
+        # anything more than expected would be a double dead letter
+        out += [
+            {k: v.decode() for k, v in (m.headers() or [])}
+            for m in c.consume(100, timeout=1.0)
+            if m.error() is None
+        ]
+    finally:
+        c.close()
+    return out

@@ -123,6 +123,15 @@ def test_read_only_warehouse_then_writable_resumes_without_restart(  # type: ign
                     metric(worker.web_port, "dts_worker_table_errors_total", table.name) or 0
                 ) > 0
                 assert metric(worker.web_port, "dts_worker_table_healthy", table.name) == 0
+                # stalled, with where (every owned partition's offset) and why (issue 40)
+                stalled = st["stalled"]
+                assert stalled is not None, st
+                assert stalled["reason"] in ("commit: OSError", "data: OSError"), stalled
+                assert "Read-only file system" in stalled["detail"], stalled
+                owned = {b["bucket"]: b["next_offset"] for b in st["buckets"]}
+                assert {p["partition"] for p in stalled["partitions"]} == set(owned), stalled
+                assert metric(worker.web_port, "dts_worker_table_stalled", table.name) == 1
+                assert metric(worker.web_port, "dts_worker_table_stall_offset", table.name)
                 stuck_at = latest_barrier(table)
                 time.sleep(max(READ_ONLY_S - (time.monotonic() - ro_start), 0))
                 assert latest_barrier(table) == stuck_at  # really nothing could be committed
@@ -144,6 +153,9 @@ def test_read_only_warehouse_then_writable_resumes_without_restart(  # type: ign
                 worker,
             )
             assert metric(worker.web_port, "dts_worker_table_healthy", table.name) == 1
+            assert worker.table_status(table.name)["stalled"] is None
+            assert metric(worker.web_port, "dts_worker_table_stalled", table.name) == 0
+            assert metric(worker.web_port, "dts_worker_table_stall_offset", table.name) is None
             barriers = producer.stop()
         wait_for(lambda: latest_barrier(table) == barriers[-1], 60, "every barrier", worker)
         assert_all_barriers_match(table, log, barriers)

@@ -9,20 +9,25 @@ and the counts must add up.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 import uuid
 from pathlib import Path
 
-import orjson
 import pyarrow as pa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bridge.tables import log_spec_for
 from filestore import Catalog, bucket_ids
 from logstore.dlq import OFFSET_HEADER, REASON_HEADER
 from logstore.writer import LogWriter
-from tests.bridge.worker.support import SCHEMA, latest_barrier, start_worker, wait_for
+from tests.bridge.worker.support import (
+    SCHEMA,
+    dead_letters,
+    latest_barrier,
+    plain_records,
+    start_worker,
+    wait_for,
+)
 
 INVALID = [
     b'{"before": null, "after": {"id": 1,',  # cut short
@@ -36,42 +41,6 @@ def _rows(ids: range, tag: str) -> pa.Table:
     return pa.table(
         {"id": list(ids), "v": [f"{tag}{i}" for i in ids], "n": list(ids)}, schema=SCHEMA
     )
-
-
-def _plain_records(table: pa.Table, buckets: int, keys: list[str]) -> list[tuple[int, bytes]]:
-    parts = bucket_ids(table, keys, buckets).tolist()
-    return [
-        (p, orjson.dumps({"before": None, "after": row, "op": "c", "ts_ms": 1}))
-        for p, row in zip(parts, table.to_pylist(), strict=True)
-    ]
-
-
-def _dead_letters(bootstrap: str, topic: str, expected: int) -> list[dict[str, str]]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dlq-check-{uuid.uuid4().hex[:6]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    out: list[dict[str, str]] = []
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 30
-        while len(out) < expected and time.monotonic() < deadline:
-            for m in c.consume(100, timeout=0.5):
-                if m.error() is None:
-                    out.append({k: v.decode() for k, v in (m.headers() or [])})
-        # anything more than expected would be a double dead letter
-        out += [
-            {k: v.decode() for k, v in (m.headers() or [])}
-            for m in c.consume(100, timeout=1.0)
-            if m.error() is None
-        ]
-    finally:
-        c.close()
-    return out
 
 
 def test_plain_producer_beside_log_writer_every_record_applied_or_dead_lettered(  # type: ignore[no-untyped-def]
@@ -90,7 +59,7 @@ def test_plain_producer_beside_log_writer_every_record_applied_or_dead_lettered(
     invalid_offsets: list[int] = []
 
     def produce_plain(rows: pa.Table, bad: list[bytes]) -> None:
-        for p, value in _plain_records(rows, n, keys):
+        for p, value in plain_records(rows, n, keys):
             plain.produce(spec.topic, value, None, p)
         for value in bad:
             plain.produce(
@@ -125,7 +94,7 @@ def test_plain_producer_beside_log_writer_every_record_applied_or_dead_lettered(
             f"p{i}" for i in range(100, 140)
         )
 
-        letters = _dead_letters(broker.bootstrap, spec.dlq_topic, len(INVALID))
+        letters = dead_letters(broker.bootstrap, spec.dlq_topic, len(INVALID))
         assert len(letters) == len(INVALID)
         assert sorted(int(d[OFFSET_HEADER]) for d in letters) == sorted(invalid_offsets)
         assert all(d[REASON_HEADER] for d in letters)
