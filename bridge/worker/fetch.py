@@ -17,10 +17,16 @@ for that epoch, so nothing fetched for an older position is ever applied.
 
 A broker outage needs nothing from this thread: librdkafka reconnects and goes on
 fetching from the same positions. It only tells the worker's ``LinkObserver``
-(``bridge.worker.reachability``) whether the log answers: librdkafka's "all brokers
-down" makes it probe with a metadata request every ``PROBE_INTERVAL_S`` until one
+(``bridge.worker.reachability``) whether the log answers: any connection error
+(a failed connect, a closed connection, "all brokers down") makes it probe with a
+metadata request every ``PROBE_INTERVAL_S`` for ``SUSPECT_S`` and then until one
 answers. The probe confirms the outage first, so a single closed idle connection
-raises no alarm.
+raises no alarm. With nothing assigned it probes every ``IDLE_PROBE_S``: no fetch can
+fail then. "All brokers down" alone is not enough: librdkafka says it only once
+every broker it knows has failed after connecting, so a broker that stops before the
+consumer has connected to the node it learned from the bootstrap (a second or so after
+the first assignment) never raises it; and a probe that races a broker's shutdown may
+still be answered, hence the probes that follow.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ log = logging.getLogger(__name__)
 #: while the log looks down: seconds between probes, and how long one may wait
 PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 2.0
+#: after a connection error, probe this long even while the probes are answered
+SUSPECT_S = 5.0
+#: with no partition assigned nothing is fetched, so nothing can fail: probe this often
+IDLE_PROBE_S = 2.0
 # errors that say a broker connection, not a partition, failed: librdkafka reconnects
 _LINK_ERRORS = (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE)
 
@@ -128,7 +138,9 @@ class LogFetcher:
         self._highwater: dict[tuple[str, int], int] = {}
         self._highwater_at = 0.0
         self.link = link
-        self._link_error: str | None = None  # all brokers looked down: probe until one answers
+        self._link_error: str | None = None  # a connection failed: probe until one answers
+        self._suspect_until = 0.0  # ... and at least until then
+        self._idle_probe_at = 0.0
         self._probe_at = 0.0
 
     # -- called from other threads ---------------------------------------------------
@@ -174,6 +186,7 @@ class LogFetcher:
                 self._apply_commands(self._consumer)
                 if not any(self._assigned.values()):
                     self._consumer.poll(0)  # serves error_cb: an idle worker reports too
+                    self._suspect_when_idle()
                     self._probe_link(self._consumer)
                     self._wake.wait(0.2)
                     self._wake.clear()
@@ -233,15 +246,25 @@ class LogFetcher:
     # -- is the log there? --------------------------------------------------------------
 
     def _on_client_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+        if err.code() in _LINK_ERRORS:
             self._link_error = err.str()
+            self._suspect_until = time.monotonic() + SUSPECT_S
         elif err.fatal():
             self.error = FetchError(f"the fetch consumer failed: {err.str()}")
-        elif err.code() not in _LINK_ERRORS:
+        else:
             log.warning("fetch: %s", err.str())
 
+    def _suspect_when_idle(self) -> None:
+        """Nothing assigned (a rebalance under way, more workers than buckets): no fetch
+        fails when the brokers go, so probe now and then instead."""
+        now = time.monotonic()
+        if self._link_error is None and now >= self._idle_probe_at:
+            self._idle_probe_at = now + IDLE_PROBE_S
+            self._link_error = "no partition assigned: checking the log answers"
+
     def _probe_link(self, consumer: Consumer) -> None:
-        """While the brokers looked down: a metadata request every PROBE_INTERVAL_S."""
+        """After a connection error: a metadata request every PROBE_INTERVAL_S, for
+        SUSPECT_S at least and then until one is answered."""
         if self._link_error is None or self.link is None:
             self._link_error = None
             return
@@ -257,7 +280,8 @@ class LogFetcher:
             err = exc.args[0] if exc.args else None
             answered, error = False, err.str() if isinstance(err, KafkaError) else str(exc)
         if answered:
-            self._link_error = None
+            if now >= self._suspect_until:
+                self._link_error = None
             self.link.reached()
         else:
             self.link.unreachable(error)

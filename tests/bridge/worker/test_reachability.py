@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from bridge.worker.fetch import LogFetcher
 from bridge.worker.log_repeats import RepeatLimiter
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.reachability import LogReachability
 from bridge.worker.state.status import LogLinkStatus, WorkerStatus
+from logstore.broker import EmbeddedBroker
 from logstore.localhost import free_port
+from logstore.spec import LogSpec
+from logstore.topics import ensure_topic
 
 
 class Clock:
@@ -65,16 +70,20 @@ def test_one_warning_per_outage_reminders_and_the_gauge(caplog: pytest.LogCaptur
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, answers_allowed: bool = False) -> None:
         self.errors: list[str] = []
         self.told = threading.Event()
+        self.answered = threading.Event()
+        self.answers_allowed = answers_allowed
 
     def unreachable(self, error: str) -> None:
         self.errors.append(error)
         self.told.set()
 
     def reached(self) -> None:
-        raise AssertionError("nothing listens: no broker can have answered")
+        if not self.answers_allowed:
+            raise AssertionError("nothing listens: no broker can have answered")
+        self.answered.set()
 
 
 def test_fetcher_reports_a_log_nobody_answers_for() -> None:
@@ -139,3 +148,104 @@ def test_records_fetched_before_an_outage_do_not_end_it() -> None:
     fetcher._on_client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "all brokers down"))
     fetcher._deliver([_Fetched()])
     assert fetcher._link_error == "all brokers down"  # the probe still runs and decides
+
+
+class _Metadata:
+    def __init__(self, brokers: dict[int, str]) -> None:
+        self.brokers = brokers
+
+
+class _ScriptedConsumer:
+    """Answers metadata probes as scripted: True answered, False refused."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> _Metadata:
+        if self.answers.pop(0):
+            return _Metadata({1: "127.0.0.1:9092"})
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.down: list[str] = []
+        self.up = 0
+
+    def unreachable(self, error: str) -> None:
+        self.down.append(error)
+
+    def reached(self) -> None:
+        self.up += 1
+
+
+def test_a_connection_error_is_probed_past_a_probe_that_races_the_shutdown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The broker closes the connection while it stops: the first probe may still be
+    answered, librdkafka says nothing more (no "all brokers down" before the consumer has
+    connected to the node it learned), and the next probes find the log gone."""
+    monkeypatch.setattr("bridge.worker.fetch.PROBE_INTERVAL_S", 0.0)
+    link = Tally()
+    fetcher = LogFetcher(f"127.0.0.1:{free_port()}", link=link)  # never started
+    consumer = _ScriptedConsumer([True, False, False])
+    fetcher._on_client_error(KafkaError(KafkaError._TRANSPORT, "Disconnected"))
+    fetcher._probe_link(consumer)  # type: ignore[arg-type]
+    assert link.down == [] and fetcher._link_error is not None  # answered, still suspect
+    fetcher._probe_link(consumer)  # type: ignore[arg-type]
+    assert link.down == ["Connection refused"]
+    fetcher._probe_link(consumer)  # type: ignore[arg-type]
+    assert len(link.down) == 2 and fetcher._link_error is not None  # down: probing on
+
+
+def test_a_closed_idle_connection_raises_no_alarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bridge.worker.fetch.PROBE_INTERVAL_S", 0.0)
+    monkeypatch.setattr("bridge.worker.fetch.SUSPECT_S", 0.0)
+    link = Tally()
+    fetcher = LogFetcher(f"127.0.0.1:{free_port()}", link=link)
+    fetcher._on_client_error(KafkaError(KafkaError._TRANSPORT, "Disconnected"))
+    fetcher._probe_link(_ScriptedConsumer([True]))  # type: ignore[arg-type]
+    assert link.down == [] and fetcher._link_error is None  # answered: no more probes
+
+
+@pytest.mark.kafka
+def test_a_broker_that_stops_right_after_the_first_assignment_is_reported(
+    tmp_path: Path,
+) -> None:
+    """The race CI met (issue 40): the broker stops about a second after the fetcher was
+    assigned its partitions; the fetcher must still report the log unreachable."""
+    broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
+    try:
+        spec = LogSpec("db.race", pa.schema([("id", pa.int64())]), ["id"], buckets=2)
+        ensure_topic(broker.bootstrap, spec)
+        link = Recorder(answers_allowed=True)
+        fetcher = LogFetcher(broker.bootstrap, link=link)
+        fetcher.start()
+        try:
+            fetcher.assign(spec.topic, {0: 0, 1: 0}, fetcher.new_epoch())
+            broker.stop()
+            assert link.told.wait(30), "the fetch thread never reported the log unreachable"
+        finally:
+            fetcher.stop()
+    finally:
+        broker.stop()
+    assert fetcher.error is None
+
+
+@pytest.mark.kafka
+def test_a_broker_that_stops_while_nothing_is_assigned_is_reported(tmp_path: Path) -> None:
+    """Between a revocation and the next assignment (a rebalance right after start) the
+    fetcher fetches nothing, so no fetch can fail: its periodic probe still finds out."""
+    broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
+    try:
+        link = Recorder(answers_allowed=True)
+        fetcher = LogFetcher(broker.bootstrap, link=link)
+        fetcher.start()
+        try:
+            assert link.answered.wait(30), "the idle fetcher never probed the log"
+            broker.stop()
+            assert link.told.wait(30), "the fetch thread never reported the log unreachable"
+        finally:
+            fetcher.stop()
+    finally:
+        broker.stop()
