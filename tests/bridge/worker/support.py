@@ -413,3 +413,10 @@ def dead_letters(bootstrap: str, topic: str, expected: int) -> list[dict[str, st
     finally:
         c.close()
     return out
+
+
+def tagged_rows(ids: range, tag: str) -> pa.Table:
+    """Rows ``id`` in ``ids``, ``v`` = tag + id (who wrote them), ``n`` = id."""
+    return pa.table(
+        {"id": list(ids), "v": [f"{tag}{i}" for i in ids], "n": list(ids)}, schema=SCHEMA
+    )

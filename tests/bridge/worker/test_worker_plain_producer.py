@@ -26,6 +26,7 @@ from tests.bridge.worker.support import (
     latest_barrier,
     plain_records,
     start_worker,
+    tagged_rows,
     wait_for,
 )
 
@@ -35,12 +36,6 @@ INVALID = [
     b'{"before": null, "after": {"id": "three", "v": "x", "n": 3}, "op": "c"}',
     b'{"before": null, "after": null, "op": "c"}',
 ]
-
-
-def _rows(ids: range, tag: str) -> pa.Table:
-    return pa.table(
-        {"id": list(ids), "v": [f"{tag}{i}" for i in ids], "n": list(ids)}, schema=SCHEMA
-    )
 
 
 def test_plain_producer_beside_log_writer_every_record_applied_or_dead_lettered(  # type: ignore[no-untyped-def]
@@ -75,11 +70,13 @@ def test_plain_producer_beside_log_writer_every_record_applied_or_dead_lettered(
         warehouse, broker.bootstrap, [table.name], f"g-{uuid.uuid4().hex[:8]}", tmp_path
     )
     try:
-        writer.write(_rows(range(0, 50), "w"))
+        writer.write(tagged_rows(range(0, 50), "w"))
         first = writer.barrier()
-        produce_plain(_rows(range(100, 120), "p"), INVALID[:2])  # between two transactions
-        writer.write(_rows(range(50, 80), "w"))
-        produce_plain(_rows(range(120, 140), "p"), INVALID[2:])  # inside the writer's open one
+        produce_plain(tagged_rows(range(100, 120), "p"), INVALID[:2])  # between two transactions
+        writer.write(tagged_rows(range(50, 80), "w"))
+        produce_plain(
+            tagged_rows(range(120, 140), "p"), INVALID[2:]
+        )  # inside the writer's open one
         second = writer.barrier()
         wait_for(lambda: latest_barrier(table) == second, 90, "barrier 2", worker)
 

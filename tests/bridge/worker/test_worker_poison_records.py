@@ -13,20 +13,20 @@ import uuid
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
 from bridge.tables import log_spec_for
-from filestore import Catalog, Table, bucket_ids
+from filestore import Catalog, Table
 from logstore.dlq import OFFSET_HEADER, REASON_HEADER
-from logstore.writer import LogWriter
 from tests.bridge.worker.support import (
     SCHEMA,
     dead_letters,
     latest_barrier,
+    log_writer,
     plain_records,
     start_worker,
+    tagged_rows,
     wait_for,
 )
 
@@ -43,28 +43,16 @@ UNKNOWN_FIELD = orjson.dumps(
 )
 
 
-def _rows(ids: range, tag: str) -> pa.Table:
-    return pa.table(
-        {"id": list(ids), "v": [f"{tag}{i}" for i in ids], "n": list(ids)}, schema=SCHEMA
-    )
-
-
-def _writer(table: Table, bootstrap: str) -> LogWriter:
-    spec = log_spec_for(table)
-    keys, n = table.bucket_keys, spec.buckets
-    return LogWriter(bootstrap, spec, lambda t: bucket_ids(t, keys, n), barrier_interval_s=None)
-
-
 def _feed(table: Table, bootstrap: str, plain: Producer) -> tuple[int, list[int]]:
     """The same mixed log for ``table``; returns its last barrier and the offsets of the
     records that must be dead-lettered."""
     spec = log_spec_for(table)
-    writer = _writer(table, bootstrap)
+    writer = log_writer(table, bootstrap)
     bad: list[int] = []
     try:
-        writer.write(_rows(range(0, 30), "w"))
+        writer.write(tagged_rows(range(0, 30), "w"))
         writer.barrier()
-        valid = plain_records(_rows(range(100, 110), "p"), spec.buckets, table.bucket_keys)
+        valid = plain_records(tagged_rows(range(100, 110), "p"), spec.buckets, table.bucket_keys)
         # the unknown field sits between valid records in every partition it shares
         for i, (p, value) in enumerate(valid):
             plain.produce(spec.topic, value, None, p)
@@ -78,7 +66,7 @@ def _feed(table: Table, bootstrap: str, plain: Producer) -> tuple[int, list[int]
                         on_delivery=lambda err, msg: bad.append(msg.offset()),
                     )
         assert plain.flush(30) == 0
-        writer.write(_rows(range(30, 60), "w"))
+        writer.write(tagged_rows(range(30, 60), "w"))
         last = writer.barrier()
     finally:
         writer.close(final_barrier=False)
