@@ -90,8 +90,8 @@ test-tools:
 # tests wait on brokers, JVMs and subprocesses, so two overlap well on two cores.
 # TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 2
-test: $(STAMP) test-tools jars lint typecheck
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+test: $(STAMP) test-tools jars iceberg-readers lint typecheck
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 bench: $(STAMP) jars
 	$(BIN)/python -m bench.run
@@ -116,6 +116,20 @@ bench-peers: $(STAMP) java-tools jars
 BENCH_PIPELINE_ARGS ?=
 bench-pipeline: $(STAMP) java-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.pipeline --readme bench/README.md $(BENCH_PIPELINE_ARGS)
+
+# Readers nobody here wrote, in their own environment (their pins are not ours): pyiceberg
+# and DuckDB with PyPI's iceberg and avro extension packages (no download at run time),
+# which tests/filestore/iceberg run against the Iceberg metadata dts writes.
+ICEBERG_READERS := $(DTS_CACHE)/venv-iceberg-readers-1
+ICEBERG_READER_PKGS := "pyiceberg[pyarrow]==0.12.0" duckdb==1.4.4 \
+  duckdb-ext-iceberg==1.4.4.20260205 duckdb-ext-avro==1.4.4.20260205
+$(ICEBERG_READERS)/.complete:
+	rm -rf $(ICEBERG_READERS)
+	$(PYTHON) -m venv $(ICEBERG_READERS)
+	$(ICEBERG_READERS)/bin/pip install --quiet $(ICEBERG_READER_PKGS)
+	touch $@
+.PHONY: iceberg-readers
+iceberg-readers: $(ICEBERG_READERS)/.complete
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

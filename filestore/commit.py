@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from filestore.commit_lookup import needs_lookup, stores_changelog, with_changelog
 from filestore.context import Partition, TableContext
 from filestore.errors import BarrierOrderError, CommitConflict, FileStoreError
+from filestore.iceberg import sync_iceberg
 from filestore.levels import BucketKey
 from filestore.manifest import ADD, DELETE, ManifestEntry, ManifestFileMeta, merge_entries
 from filestore.messages import CommitMessage
@@ -263,6 +264,7 @@ class SnapshotCommit:
                 # the originals stay until the snapshot exists: a crash before it
                 # leaves the messages committable as they are
                 self._delete_data(rebased.replaced)
+                sync_iceberg(self.ctx)  # never fails the commit: see filestore.iceberg
                 return CommitOutcome(snapshot, True, rebased.messages)
             for name in manifests.written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.ctx.paths.manifest(name))

@@ -65,3 +65,7 @@ class RetractionNotSupported(InvalidOption):
 
 class DataFileUnreadable(FileStoreError):
     """A data file of the table is not valid Parquet (damaged, or not written by a writer)."""
+
+
+class IcebergMetadataError(FileStoreError):
+    """Iceberg metadata could not be written for a table (the dts commit stands)."""

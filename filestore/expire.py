@@ -35,6 +35,7 @@ import pyarrow.fs as pafs
 from filestore.bucket_file import is_data_file_changelog
 from filestore.context import TableContext
 from filestore.errors import InvalidOption, SnapshotNotFound
+from filestore.iceberg import sync_iceberg
 from filestore.manifest import ADD, DELETE, ManifestEntry
 from filestore.refs import (
     delete_entry_files,
@@ -179,6 +180,8 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
     for snap in expired:
         manifests |= snapshot_manifests(ctx, snap)
     manifests -= kept_manifests
+    if expired:  # Iceberg readers stop naming the expired snapshots before their files go
+        sync_iceberg(ctx, earliest=new_earliest)
     delete_entry_files(ctx, doomed)
     delete_entry_files(ctx, changelog)
     for name in manifests:

@@ -58,6 +58,7 @@ KNOWN_OPTIONS = frozenset(
         "changelog-producer",
         "change-tracking",
         "deletion-vectors.enabled",
+        "metadata.iceberg.storage",
         "lookup.cache-max-memory-size",
         "aggregation.remove-record-on-delete",
         "barrier.interval",
@@ -183,6 +184,8 @@ class CoreOptions:
     change_tracking: bool = True
     # merge-on-write: commits mark superseded rows, reads merge nothing (deletion_vectors.py)
     deletion_vectors: bool = False
+    # Iceberg metadata beside the table's own (filestore.iceberg): disabled, table-location
+    iceberg_storage: str = "disabled"
     # decoded data files a table handle keeps for its commits' lookups (file_cache.py)
     lookup_cache_max_memory: int = 128 << 20
     log_consistency: str = "transactional"
@@ -224,6 +227,9 @@ class CoreOptions:
             changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),
             deletion_vectors=_bool(raw, "deletion-vectors.enabled", False),
+            iceberg_storage=_choice(
+                raw, "metadata.iceberg.storage", "disabled", ("disabled", "table-location")
+            ),
             lookup_cache_max_memory=parse_size(
                 raw.get("lookup.cache-max-memory-size", "128 mb"), "lookup.cache-max-memory-size"
             ),

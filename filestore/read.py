@@ -77,7 +77,12 @@ def merge_free(schema: TableSchema, split: Split) -> bool:
         return True
     if any(f.delete_row_count for f in split.files):
         return False
-    return all(len(section) == 1 for section in _key_sections(split.files))
+    return one_sorted_run(split.files)
+
+
+def one_sorted_run(files: Sequence[DataFileMeta]) -> bool:
+    """Whether a bucket's files hold each key at most once (no two overlap in keys)."""
+    return all(len(section) == 1 for section in _key_sections(files))
 
 
 def _sequence_disjoint(files: Sequence[DataFileMeta]) -> bool:

@@ -28,6 +28,7 @@ from filestore.expire import (
     expire_snapshots,
     remove_orphans,
 )
+from filestore.iceberg import sync_iceberg
 from filestore.lookup import rows_of_keys
 from filestore.maintenance import TableCommit, compact
 from filestore.read import SplitReader
@@ -243,14 +244,20 @@ class Table(TableContext):
         return remove_orphans(self, older_than_ms, dry_run=dry_run)
 
     def create_tag(self, name: str, snapshot_id: int | None = None) -> Snapshot:
-        return create_tag(self, name, snapshot_id)
+        """Name a snapshot (kept until the tag is deleted); an Iceberg tag too when the
+        table writes Iceberg metadata."""
+        snap = create_tag(self, name, snapshot_id)
+        sync_iceberg(self)
+        return snap
 
     def list_tags(self) -> list[tuple[str, Snapshot]]:
         return list_tags(self)
 
     def delete_tag(self, name: str) -> Snapshot:
         """Remove a tag; files only it kept alive (its snapshot expired) are deleted too."""
-        return delete_tag(self, name)
+        snap = delete_tag(self, name)
+        sync_iceberg(self)
+        return snap
 
     def rollback_to(
         self, snapshot_id: int | None = None, *, tag: str | None = None
