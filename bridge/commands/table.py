@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table as RichTable
 
 from filestore import Catalog, FileStoreError
+from filestore.iceberg import IcebergSync
 from filestore.options import parse_duration_ms
 from filestore.types import PRIMITIVE_TYPE_NAMES, type_from_json
 
@@ -198,6 +199,8 @@ def describe(name: str, warehouse: str) -> None:
     console.print(cols)
     console.print(f"location: {t.paths.root}")
     console.print(f"options: {schema.options or {}}")
+    if schema.core_options.iceberg_storage != "disabled":
+        console.print(IcebergSync(t).describe())
     if latest is None:
         console.print("no snapshots yet")
     else:

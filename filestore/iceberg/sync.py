@@ -88,6 +88,22 @@ class IcebergSync:
     def metadata_path(self, version: int) -> str:
         return f"{self.dir}/v{version}.metadata.json"
 
+    def describe(self) -> str:
+        """One line for ``dts table describe``: where the metadata stands against dts."""
+        version = self.current_version()
+        if version is None:
+            return "Iceberg metadata: none written yet (the next commit writes it)"
+        meta = json.loads(self.ctx.io.read_bytes(self.metadata_path(version)))
+        at = int(meta["current-snapshot-id"])
+        latest = self.ctx.snapshot_manager.latest_id()
+        state = (
+            "up to date" if at == latest else f"behind dts's {latest}: the next commit catches up"
+        )
+        schema = self.ctx.schema
+        merge = bool(schema.primary_key) and not schema.core_options.deletion_vectors
+        note = "; only buckets that need no merge are shown (no deletion vectors)" if merge else ""
+        return f"Iceberg metadata: {self.metadata_path(version)} at snapshot {at}, {state}{note}"
+
     # -- the whole sync ----------------------------------------------------------------
 
     def sync(self, earliest: int | None = None) -> SyncResult:

@@ -136,3 +136,27 @@ def test_expiration_and_orphan_cleanup_keep_the_metadata_whole_and_bounded(
     assert len(versions) == KEEP_VERSIONS  # older versions go
     lists = [n for n in listing if n.startswith("snap-")]
     assert lists == sorted(f"snap-{i}-dts.avro" for i in [2, *retained])  # expired ones go
+
+
+def test_describe_says_where_the_iceberg_metadata_stands(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from bridge.cli import cli
+
+    t = _table(warehouse, {"metadata.iceberg.storage": "table-location"})  # no vectors
+    _commit(t, [1, 2])
+
+    def describe() -> str:
+        args = ["table", "describe", "db.t", "--warehouse", str(warehouse)]
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.output
+        return " ".join(r.output.split())
+
+    assert "at snapshot 1, up to date" in describe()
+    assert "only buckets that need no merge are shown" in describe()
+    with monkeypatch.context() as m:
+        m.setattr(IcebergSync, "sync", lambda self, earliest=None: None)
+        _commit(t, [3])
+    assert "at snapshot 1, behind dts's 2: the next commit catches up" in describe()
