@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-tools java-tools kafka-jars spark-kafka-jars spark-ext jars bench lint fmt typecheck clean
+.PHONY: demo test test-tools java-tools connect-jars kafka-jars spark-kafka-jars spark-ext jars bench lint fmt typecheck clean
 
 # Jars fetched once from Maven Central into a cache outside the repository (never committed):
 # the Apache Kafka broker that `dts broker`, the demo and the tests run, and Spark's own Kafka
@@ -52,6 +52,18 @@ $(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM): | java-tools
 	$(MVN_COPY) -f deps/spark-kafka.pom.xml -Dspark.version=$(SPARK_VERSION) -DoutputDirectory=$(SPARK_KAFKA_JARS)
 	touch $(SPARK_KAFKA_JARS)/.complete $@
 
+# Kafka Connect (the broker's version) with Debezium's PostgreSQL connector: the real source
+# `dts connect postgres` and the tests run (versions from logstore/connect.py and broker.py)
+DEBEZIUM_VERSION := $(shell sed -n 's/^DEBEZIUM_VERSION = "\(.*\)"/\1/p' logstore/connect.py)
+CONNECT_JARS := $(DTS_CACHE)/kafka-connect-$(KAFKA_VERSION)-debezium-$(DEBEZIUM_VERSION)
+CONNECT_POM_SUM := $(shell cksum < deps/kafka-connect.pom.xml | cut -d' ' -f1)
+$(CONNECT_JARS)/.pom-$(CONNECT_POM_SUM): | java-tools
+	rm -rf $(CONNECT_JARS) && mkdir -p $(CONNECT_JARS)
+	$(MVN_COPY) -f deps/kafka-connect.pom.xml -Dkafka.version=$(KAFKA_VERSION) \
+	  -Ddebezium.version=$(DEBEZIUM_VERSION) -DoutputDirectory=$(CONNECT_JARS)
+	touch $(CONNECT_JARS)/.complete $@
+connect-jars: $(CONNECT_JARS)/.pom-$(CONNECT_POM_SUM)
+
 kafka-jars: $(KAFKA_JARS)/.pom-$(KAFKA_POM_SUM)
 spark-kafka-jars: $(SPARK_KAFKA_JARS)/.pom-$(SPARK_POM_SUM)
 
@@ -68,7 +80,7 @@ $(SPARK_EXT)/.src-$(SPARK_EXT_SUM): $(STAMP) | java-tools
 	jar cf $(SPARK_EXT)/dts-spark-ext.jar -C $(SPARK_EXT)/classes .
 	touch $@
 spark-ext: $(SPARK_EXT)/.src-$(SPARK_EXT_SUM)
-jars: kafka-jars spark-kafka-jars spark-ext
+jars: kafka-jars spark-kafka-jars spark-ext connect-jars
 
 demo: $(STAMP) kafka-jars spark-ext
 	$(BIN)/dts demo

@@ -133,3 +133,7 @@ class ClientConfigError(LogStoreError, ValueError):
 
 class WireValueError(LogStoreError, ValueError):
     """A value's JSON form does not fit its column type."""
+
+
+class ConnectStartError(LogStoreError):
+    """The local Kafka Connect worker could not be started or its connector did not run."""

@@ -1,7 +1,8 @@
 """Source transactions (Debezium's ``provide.transaction.metadata``): where a barrier may cut.
 
 Debezium tags every change event of a transaction with ``transaction.id`` and writes a
-``BEGIN`` and an ``END`` event to the transaction topic; the ``END`` event counts the
+``BEGIN`` and an ``END`` event to the transaction topic (PostgreSQL's ids differ from
+event to event in their LSN part: ``transaction_key``); the ``END`` event counts the
 transaction's events per data collection (table). A barrier of the ingest may close
 only where no transaction of the table is open: every transaction whose events it
 wrote is complete (its ``END`` seen and as many of its events written as ``END`` counts
@@ -15,6 +16,7 @@ transaction not yet complete (else the position read), so a restarted ingest rea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,14 +34,26 @@ _IDS_SCHEMA = pa.schema(
 )
 
 
+#: PostgreSQL's ids are ``<txId>:<LSN>`` with the LSN of each event (the BEGIN, every
+#: change and the END each carry their own, seen with Debezium 3.6's connector): the
+#: transaction is its txId
+_PG_ID = r"^(\d+):\d+$"
+
+
+def transaction_key(txn_id: str) -> str:
+    """What identifies a transaction in its events, its BEGIN and its END."""
+    return re.sub(_PG_ID, r"\1", txn_id)
+
+
 def transaction_ids(values: pa.Array) -> pa.Array:
-    """Each record's ``transaction.id`` (null outside transactions), one vectorized parse."""
+    """Each record's transaction (``transaction_key`` of its ``transaction.id``; null
+    outside transactions), one vectorized parse."""
     if len(values) == 0:
         return pa.array([], pa.string())
     env = read_json_values(values, _IDS_SCHEMA)
     top = combined(env.column("transaction")).field("id")
     inner = combined(env.column("payload")).field("transaction").field("id")
-    return pc.coalesce(top, inner)
+    return pc.replace_substring_regex(pc.coalesce(top, inner), _PG_ID, r"\1")
 
 
 def collection_names(value: bytes) -> set[str]:
@@ -82,12 +96,13 @@ class TransactionTracker:
             env = doc.get("payload", doc) if isinstance(doc, dict) else None
             if not isinstance(env, dict) or env.get("status") != "END" or not env.get("id"):
                 continue
-            self.counts[env["id"]] = {
+            txn = transaction_key(str(env["id"]))
+            self.counts[txn] = {
                 str(c.get("data_collection")): int(c.get("event_count") or 0)
                 for c in env.get("data_collections") or []
                 if isinstance(c, dict)
             }
-            self.end_offset[env["id"]] = (p, o)
+            self.end_offset[txn] = (p, o)
         self._forget_complete()
 
     def expected(self, txn: str) -> int | None:

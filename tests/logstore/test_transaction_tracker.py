@@ -5,7 +5,12 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
-from logstore.transactions import TransactionTracker, collection_names
+from logstore.transactions import (
+    TransactionTracker,
+    collection_names,
+    transaction_ids,
+    transaction_key,
+)
 
 
 def _end(txn: str, ours: int, other: int = 0) -> bytes:
@@ -43,3 +48,20 @@ def test_collection_names_from_the_source_block() -> None:
         "shop.public.orders",
     }
     assert collection_names(b"{not json") == set()
+
+
+def test_postgres_ids_name_one_transaction_whatever_their_lsn() -> None:
+    """Debezium 3.6's PostgreSQL connector gives each event of a transaction, its BEGIN
+    and its END ids of the form ``<txId>:<LSN>`` with each one's own LSN (seen on a real
+    connector): the transaction is its txId, or no barrier could ever close."""
+    events = [
+        orjson.dumps({"op": "u", "transaction": {"id": f"728:{lsn}"}, "after": {"id": 1}})
+        for lsn in (22229912, 22230144)
+    ]
+    ids = transaction_ids(pa.array(events, pa.large_binary()))
+    assert ids.to_pylist() == ["728", "728"]
+    tr = TransactionTracker(collections={"public.orders"})
+    tr.on_transaction_events([(0, 0, _end("728:22230296", 2))])
+    tr.record(ids)
+    assert tr.all_complete()
+    assert transaction_key("file.000003:1204") == "file.000003:1204"  # MySQL's: as they are
