@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from bridge.commands import broker, demo, exporter, ingest, meta, table, worker
+from bridge.commands import broker, connect, demo, exporter, ingest, meta, table, worker
 from bridge.errors import DtsError
 from filestore.errors import FileStoreError
 from logstore.client_config import CONFIG_ENV, client_settings
@@ -93,6 +93,7 @@ def _setup_logging() -> None:
 
 cli.add_command(table.table)
 cli.add_command(broker.broker)
+cli.add_command(connect.connect)
 cli.add_command(ingest.ingest)
 cli.add_command(worker.worker)
 cli.add_command(meta.meta)

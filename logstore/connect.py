@@ -123,6 +123,10 @@ class ConnectWorker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> ConnectWorker:
         if self._proc is not None:
             return self

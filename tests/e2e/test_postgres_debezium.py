@@ -224,3 +224,40 @@ def test_postgres_through_debezium_equals_the_database(
         finally:
             code = worker.stop()
         assert code == 0, worker.tail()
+
+
+def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    with local_postgres(logical=True) as url:
+        _execute(url, DDL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bridge.cli", "connect", "postgres", "--dsn", url, "--tables", "public.customers", "--topic-prefix", "try", "--bootstrap", broker.bootstrap, "--data", str(tmp_path / "connect")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()  # printed once the connector's task runs
+            assert first.startswith("Kafka Connect REST: http://127.0.0.1:"), first
+            rest = first.split()[3]
+            with urllib.request.urlopen(f"{rest}/connectors/dts-postgres/status") as r:
+                assert json.loads(r.read())["tasks"][0]["state"] == "RUNNING"
+            assert (
+                "try.public.customers -> dts ingest"
+                in proc.stdout.readline() + proc.stdout.readline()
+            )
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    assert "connect stopped" in err
