@@ -86,12 +86,18 @@ def judge_all(measured: Measured, total_s: float) -> tuple[list[Verdict], tuple[
 def summary(
     verdicts: list[Verdict], reads: dict[str, Any], final: FinalCheck | None
 ) -> tuple[bool, list[str]]:
-    failed = [v.series for v in verdicts if not v.passed]
+    failed = [v for v in verdicts if not v.passed]
+    grew = [v.series for v in failed if v.growth is not None]
+    line = f"- series: {len(verdicts) - len(failed)} of {len(verdicts)} within their noise"
+    if grew:
+        line += f"; grew: {', '.join(grew)}"
+    if len(failed) > len(grew):
+        line += f"; {len(failed) - len(grew)} with too few samples to judge"
     lines = [
-        f"- series: {len(verdicts) - len(failed)} of {len(verdicts)} within their noise"
-        + (f"; grew: {', '.join(failed)}" if failed else ""),
+        line,
         f"- strong consistent reads: {reads['disagreed']} of {reads['reads']} disagreed with "
-        f"the oracle ({reads['read_errors']} failed to read)",
+        f"the oracle; {reads['read_errors']} failed to read"
+        + "".join(f"\n  - {n} x {error}" for error, n in reads["errors"]),
     ]
     if final is None:
         lines.append("- final tables: not checked (interrupted)")

@@ -4,6 +4,7 @@ and what the side's probe (``bench.pipeline.probe``) saw since the previous samp
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +147,7 @@ def consistency(probe: list[dict[str, Any]], lo: float, hi: float) -> dict[str, 
         "disagreed": len(wrong),
         "read_errors": sum(1 for s in within if "error" in s),
         "first_disagreements": wrong[:3],
-        "first_errors": [s["error"] for s in within if "error" in s][:3],
+        "errors": Counter(s["error"][:160] for s in within if "error" in s).most_common(5),
     }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from bench.soak.collect import Sample, columns
 from bench.soak.disk import DirUsage, dir_usage
+from bench.soak.housekeeping import cleanup_summary
 from bench.soak.procs import open_files, read_usage, tree_usage
 from bench.soak.series import MB, Metric, metric_of
 from bench.soak.settings import Lifecycle
@@ -137,7 +138,8 @@ def test_dir_usage_counts_the_bytes_on_disk_and_the_files(tmp_path: Path) -> Non
 
 def test_the_lifecycle_scales_with_the_run() -> None:
     assert Lifecycle.for_run(3600).retention_s == 120
-    assert Lifecycle.for_run(240).retention_s == 30  # never under 30 s
+    assert Lifecycle.for_run(240).retention_s == 120  # never under 2 min by default
+    assert Lifecycle.for_run(6 * 3600).retention_s == 300  # nor over 5
     life = Lifecycle.for_run(3600, 90)
     options = life.table_options()
     check_known(options)  # every one a real table option, each value one it parses
@@ -146,3 +148,14 @@ def test_the_lifecycle_scales_with_the_run() -> None:
     assert options["snapshot.time-retained"] == "90 s" and options["log.retention"] == "90 s"
     assert int(life.broker_properties()["log.roll.ms"]) == 30_000
     assert life.orphan_older_than_ms == 180_000
+
+
+def test_the_cleanup_summary_counts_failed_attempts_and_tables_given_up() -> None:
+    runs = [
+        {"deleted": {"a": 2, "b": 0}, "bytes": 1 << 20, "errors": ["a: FileNotFoundError: x"]},
+        {"deleted": {"b": 1}, "bytes": 0, "errors": ["a: FileNotFoundError: y"] * 3},
+    ]
+    line = cleanup_summary(runs)
+    assert "2 runs, 3 files (1.00 MB) deleted, 4 failed attempts" in line
+    assert "1 tables left for the next run" in line  # a, in the second run
+    assert line.endswith("(first: a: FileNotFoundError: x)")
