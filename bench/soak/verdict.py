@@ -48,7 +48,10 @@ def judge(
     if tw.size < MIN_SAMPLES:
         note = f"{tw.size} samples in the judged window, {MIN_SAMPLES} needed"
         return Verdict(series, int(tw.size), None, None, None, None, None, None, False, note)
-    slope, intercept = np.polyfit(tw - since, yw, 1)
+    if np.ptp(yw) == 0:  # constant: exactly flat (a fit would leave a ~1e-16 slope)
+        slope, intercept = 0.0, float(yw[0])
+    else:
+        slope, intercept = np.polyfit(tw - since, yw, 1)
     residual = yw - (slope * (tw - since) + intercept)
     noise = float(np.std(residual, ddof=2)) if tw.size > 2 else 0.0
     rise = float(slope) * (until - since)

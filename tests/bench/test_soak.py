@@ -68,6 +68,11 @@ def test_a_falling_read_rate_is_the_bad_direction() -> None:
     assert judge("r", T, 40 + 30 * T / HOUR, reads, *WINDOW).passed
 
 
+def test_a_constant_series_is_exactly_flat() -> None:
+    v = judge("x", T, np.full(T.size, 3.0), metric_of("dir/x/files"), *WINDOW)
+    assert v.passed and v.slope_per_h == 0.0 and v.noise == 0.0 and v.line == (3.0, 3.0)
+
+
 def test_unsampled_points_are_skipped_and_too_few_fail() -> None:
     y = np.full(T.size, np.nan)
     y[-2:] = 1.0
