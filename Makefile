@@ -143,6 +143,18 @@ $(ICEBERG_READERS)/.complete:
 .PHONY: iceberg-readers
 iceberg-readers: $(ICEBERG_READERS)/.complete
 
+# Soak (bench/soak, issue #40): dts's side of the pipeline benchmark at one steady rate for
+# 60 minutes with compaction, snapshot expiration, orphan cleanup and Kafka retention on,
+# sampled every minute. Fails when a series (memory, CPU, threads, open files, table files,
+# manifests, snapshots, checkpoint/spill/Kafka directories, freshness, reads) grows beyond
+# its noise over the run's last two thirds, a strong read disagrees, or the final tables
+# differ from the oracle; writes bench/results/soak.{json,html}. Not part of `make test`.
+# Shorter: make soak SOAK_ARGS="--minutes 5 --sample-seconds 20"
+.PHONY: soak
+SOAK_ARGS ?=
+soak: $(STAMP) java-tools jars
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.soak $(SOAK_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .

@@ -118,6 +118,7 @@ def server_properties(
     node_id: int = 1,
     voters: str | None = None,
     replicas: int = 1,
+    extra: dict[str, str] | None = None,
 ) -> str:
     """A combined broker+controller node with transactions.
 
@@ -129,6 +130,8 @@ def server_properties(
 
     ``sasl_users`` (name -> password) makes the client listener SASL_PLAINTEXT with the
     PLAIN mechanism, so clients must authenticate (the first user is the broker's own).
+
+    ``extra`` settings are added last, over the defaults (a soak's short retention checks).
     """
     proto = "SASL_PLAINTEXT" if sasl_users else "PLAINTEXT"
     majority = str(replicas // 2 + 1)
@@ -171,6 +174,7 @@ def server_properties(
                 ),
             }
         )
+    props.update(extra or {})
     # .properties files treat a backslash as an escape: keep JAAS escapes intact
     return "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in props.items())
 
@@ -197,6 +201,8 @@ class EmbeddedBroker:
     voters: str | None = None
     cluster_id: str | None = None
     replicas: int = 1
+    #: broker settings over the defaults (``server_properties``'s ``extra``)
+    properties: dict[str, str] = field(default_factory=dict)
     startup_seconds: float | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
@@ -253,6 +259,7 @@ class EmbeddedBroker:
                 node_id=self.node_id,
                 voters=self.voters,
                 replicas=self.replicas,
+                extra=self.properties,
             )
         )
         log4j = work / "log4j2.properties"

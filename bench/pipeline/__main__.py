@@ -116,7 +116,7 @@ class Side:
                 self.proc.wait(timeout=10)
 
 
-def _await_caught_up(side: Side, since: float, timeout_s: float) -> None:
+def await_caught_up(side: Side, since: float, timeout_s: float) -> None:
     """Until a read after ``since`` finds all three tables holding rows."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -132,7 +132,7 @@ def _await_caught_up(side: Side, since: float, timeout_s: float) -> None:
 SETTLED_S = 5.0
 
 
-def _settle(
+def settle(
     side: Side, db: OrdersDatabase, producer: Any, topic: str, rate: int, timeout_s: float
 ) -> bool:
     """Warm-up, not measured: produce at the first step's rate until every table is within
@@ -174,9 +174,9 @@ def run_pipeline(
         log(
             f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream"
         )
-        _await_caught_up(side, initial.ended, ns.start_timeout)
+        await_caught_up(side, initial.ended, ns.start_timeout)
         first = int(ns.steps.split(",")[0])
-        settled = _settle(side, db, producer, topic, first, ns.settle_timeout)
+        settled = settle(side, db, producer, topic, first, ns.settle_timeout)
         log(f"{name}: {'settled' if settled else 'NOT settled'} at {first:,}/s (every table "
             f"within {SETTLED_S:g} s of the source, or {ns.settle_timeout:.0f} s passed)")  # fmt: skip
         roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}

@@ -9,6 +9,8 @@ MetaService (FileStore API), beside the customers it joined.
 from __future__ import annotations
 
 import contextlib
+import json
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -53,11 +55,13 @@ OPTIONS = {
 }
 
 
-def create_tables(catalog: Catalog) -> None:
+def create_tables(catalog: Catalog, extra: Mapping[str, str] | None = None) -> None:
+    """The four tables; ``extra`` options go to every one (the soak's lifecycle settings)."""
     catalog.create_database(DB)
     for name in (*TABLES, CUSTOMERS):
         key = KEYS[name]
-        catalog.create_table(name, SCHEMAS[name], primary_key=[key], options=OPTIONS[name])
+        options = {**OPTIONS[name], **(extra or {})}
+        catalog.create_table(name, SCHEMAS[name], primary_key=[key], options=options)
 
 
 def enriched(orders: Any, customers: Any) -> Any:
@@ -115,6 +119,7 @@ def main() -> None:
         extra=[
             ("--tier", "file", "dts source tier the streams read"),
             ("--barrier-interval", "1.0", "seconds per barrier of dts ingest"),
+            ("--table-options", "{}", "JSON object of options every table also gets"),
         ],
     )
     stop = stop_event()
@@ -123,7 +128,7 @@ def main() -> None:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(warehouse)
-    create_tables(catalog)
+    create_tables(catalog, json.loads(ns.table_options))
     with ExitStack() as stack, readable_errors():
         meta = start_meta(warehouse, logs)
         stack.callback(meta.stop)

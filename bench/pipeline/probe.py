@@ -112,24 +112,38 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
-    """CPU seconds used so far by each named process and its descendants (Spark's Python
-    workers are the JVM's children), a named process's subtree counted under its own name."""
+def _all_stats() -> dict[int, tuple[int, float]]:
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (s := _stat(int(entry))) is not None:
             stats[int(entry)] = s
+    return stats
+
+
+def _trees(roots: dict[str, int], stats: dict[int, tuple[int, float]]) -> dict[str, list[int]]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     named = set(roots.values())
     out = {}
     for name, root in roots.items():
-        total, todo = 0.0, [root]
+        pids, todo = [], [root]
         while todo:
             pid = todo.pop()
             if pid in stats:
-                total += stats[pid][1]
+                pids.append(pid)
                 todo.extend(c for c in children.get(pid, []) if c not in named)
-        out[name] = total
+        out[name] = pids
     return out
+
+
+def process_trees(roots: dict[str, int]) -> dict[str, list[int]]:
+    """The live PIDs of each named process and its descendants (Spark's Python workers are
+    the JVM's children), a named process's subtree listed under its own name."""
+    return _trees(roots, _all_stats())
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each named process and its descendants (``process_trees``)."""
+    stats = _all_stats()
+    return {name: sum(stats[p][1] for p in pids) for name, pids in _trees(roots, stats).items()}

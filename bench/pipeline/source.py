@@ -34,6 +34,9 @@ class OrdersDatabase:
     customers: int = 2_000
     capacity: int = 4_000_000
     seed: int = 11
+    #: the change mix of the next chunks (inserts, updates, deletes); the soak sets one that
+    #: deletes as much as it inserts, so the table stops growing
+    mix: tuple[float, float, float] = MIX
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -66,11 +69,16 @@ class OrdersDatabase:
         )
 
     def _pick_live(self, n: int) -> np.ndarray:
-        """Up to n distinct live orders, without a pass over all of them."""
+        """Up to n distinct live orders, without a pass over all of them while live orders
+        are dense among the ids (a growing table's)."""
         if self.next_id == 0 or n <= 0:
             return np.zeros(0, dtype=np.int64)
         cand = np.unique(self.rng.integers(0, self.next_id, 4 * n + 16))
         cand = cand[self.alive[cand]]
+        if len(cand) < n:
+            # sparse: a mix that deletes as much as it inserts keeps the live orders a
+            # shrinking share of the ids, and a sample would find ever fewer of them
+            cand = np.flatnonzero(self.alive[: self.next_id])
         return self.rng.permutation(cand)[:n]
 
     def _rows(self, ids: np.ndarray) -> pl.DataFrame:
@@ -86,9 +94,9 @@ class OrdersDatabase:
 
     def changes(self, n: int, now_ms: int) -> pl.DataFrame:
         """n changes (c, u, d) as Debezium envelopes: columns ``key`` and ``value`` (JSON)."""
-        inserts = int(n * MIX[0])
+        inserts = int(n * self.mix[0])
         picked = self._pick_live(n - inserts)
-        n_upd = min(len(picked), int(n * MIX[1]))
+        n_upd = min(len(picked), int(n * self.mix[1]))
         upd, dele = picked[:n_upd], picked[n_upd:]
         before_upd, before_del = self._rows(upd), self._rows(dele)
         self.alive[dele] = False
@@ -149,6 +157,11 @@ class OrdersDatabase:
 
     def live_orders(self) -> int:
         return int(self.alive[: self.next_id].sum())
+
+    def live_rows(self) -> pl.DataFrame:
+        """Every live order as the source table holds it: what a caught-up ``orders`` must
+        equal."""
+        return self._rows(np.flatnonzero(self.alive[: self.next_id]))
 
 
 def cdc_producer(bootstrap: str) -> Producer:

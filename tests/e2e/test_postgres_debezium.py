@@ -238,7 +238,23 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
     with local_postgres(logical=True) as url:
         _execute(url, DDL)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bridge.cli", "connect", "postgres", "--dsn", url, "--tables", "public.customers", "--topic-prefix", "try", "--bootstrap", broker.bootstrap, "--data", str(tmp_path / "connect")],
+            [
+                sys.executable,
+                "-m",
+                "bridge.cli",
+                "connect",
+                "postgres",
+                "--dsn",
+                url,
+                "--tables",
+                "public.customers",
+                "--topic-prefix",
+                "try",
+                "--bootstrap",
+                broker.bootstrap,
+                "--data",
+                str(tmp_path / "connect"),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -1,0 +1,70 @@
+"""The storage lifecycle a soak runs with, all of it scaled to one retention period.
+
+Compaction and snapshot expiration are table options the FileStore acts on after every
+commit (``filestore.maintenance``); the log's retention is the table option
+``log.retention`` (its topic's ``retention.ms``). Three things have no table option:
+
+- segments roll by the broker's ``log.roll.ms`` (Kafka deletes whole segments only, never
+  the active one; the internal offsets and transaction logs, compacted, are cleaned only
+  once their segments roll, and every barrier writes to both);
+- Kafka checks retention every ``log.retention.check.interval.ms`` (5 min by default);
+- orphan cleanup has no automatic trigger: the soak driver calls the FileStore's own
+  ``Table.remove_orphans`` (what ``dts table remove-orphans`` runs) every period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the change mix once the initial load is in (inserts, updates, deletes): as many deletes
+#: as inserts keep the number of live orders, hence the tables, steady
+STEADY_MIX = (0.3, 0.4, 0.3)
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    retention_s: int
+
+    @classmethod
+    def for_run(cls, total_s: float, retention_s: int | None = None) -> Lifecycle:
+        """``retention_s``, else a thirtieth of the run within 2 .. 5 min: the judged last
+        two thirds of an hour then span many retention cycles (roll, expire, delete).
+
+        Not under 2 min by default: a strong read pins the barrier both derived tables
+        completed, which comes only when their micro-batches happen to end at the same
+        source barrier (every ~50 s, at times 65 s, on this machine under load), and a
+        pinned snapshot expired is a failed read (SnapshotNotFound)."""
+        return cls(retention_s or int(min(300.0, max(120.0, total_s / 30))))
+
+    def table_options(self) -> dict[str, str]:
+        """Every table's lifecycle options (the compaction ones are the defaults, stated)."""
+        return {
+            "auto-compaction": "true",
+            "num-sorted-run.compaction-trigger": "5",
+            "snapshot.num-retained.min": "10",
+            "snapshot.time-retained": f"{self.retention_s} s",
+            "log.retention": f"{self.retention_s} s",
+        }
+
+    def broker_properties(self) -> dict[str, str]:
+        check_ms = max(5, self.retention_s // 4) * 1000
+        return {
+            "log.roll.ms": str(self.retention_s * 1000 // 3),
+            "log.retention.check.interval.ms": str(check_ms),
+            # a deleted segment lingers this long as *.deleted (60 s by default)
+            "log.segment.delete.delay.ms": str(check_ms),
+        }
+
+    def source_topic_config(self) -> dict[str, str]:
+        """The Debezium topic of orders: the same retention as the table's log."""
+        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_s * 1000)}
+
+    @property
+    def orphan_every_s(self) -> float:
+        return float(self.retention_s)
+
+    @property
+    def orphan_older_than_ms(self) -> int:
+        """Files younger than this are kept: a commit in flight (a Spark micro-batch's
+        files wait for its end) must never lose its files."""
+        return max(60, 2 * self.retention_s) * 1000

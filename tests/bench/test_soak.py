@@ -1,0 +1,166 @@
+"""The soak (bench/soak, `make soak`) cannot rot in its pure parts: its verdict passes a flat
+noisy series and a sawtooth and fails a climbing one, and its /proc readers measure this
+test's own process. The soak itself runs for an hour and is not a test."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.soak.collect import Sample, columns
+from bench.soak.disk import DirUsage, dir_usage
+from bench.soak.housekeeping import cleanup_summary
+from bench.soak.procs import open_files, read_usage, tree_usage
+from bench.soak.series import MB, Metric, metric_of
+from bench.soak.settings import Lifecycle
+from bench.soak.verdict import judge
+from filestore.options import CoreOptions, check_known
+
+RSS = metric_of("process/worker/rss_mb")
+HOUR = 3600.0
+T = np.arange(0.0, HOUR + 1, 60.0)  # a sample a minute for an hour
+WINDOW = (HOUR / 3, HOUR)
+
+
+def test_a_flat_noisy_series_passes() -> None:
+    rng = np.random.default_rng(3)
+    y = 500 + rng.normal(0, 20, T.size)  # 500 MB, 20 MB of noise
+    v = judge("process/worker/rss_mb", T, y, RSS, *WINDOW)
+    assert v.passed, v
+    assert v.samples == 41  # minutes 20..60
+    assert v.noise is not None and 10 < v.noise < 30
+    assert v.bound is not None and v.bound == pytest.approx(3 * v.noise)
+
+
+def test_a_growing_series_fails_even_under_noise() -> None:
+    rng = np.random.default_rng(3)
+    y = 500 + 200 * T / HOUR + rng.normal(0, 20, T.size)  # +200 MB an hour
+    v = judge("process/worker/rss_mb", T, y, RSS, *WINDOW)
+    assert not v.passed, v
+    assert v.slope_per_h == pytest.approx(200, rel=0.25)
+    assert v.growth is not None and v.bound is not None and v.growth > v.bound
+
+
+def test_a_sawtooth_passes_and_a_climbing_sawtooth_fails() -> None:
+    """Kafka's segments and retained snapshots fill up and are deleted over and over."""
+    teeth = (T % 600) / 600 * 50  # 0 .. 50 MB every 10 minutes
+    assert judge("dir/kafka_logs/mb", T, 100 + teeth, metric_of("dir/x/mb"), *WINDOW).passed
+    climbing = 100 + teeth + 100 * T / HOUR
+    assert not judge("dir/kafka_logs/mb", T, climbing, metric_of("dir/x/mb"), *WINDOW).passed
+
+
+def test_the_floor_keeps_a_tiny_exact_slope_from_failing() -> None:
+    """A noiseless series has no noise to hide in: the floor decides (2 data files)."""
+    files = metric_of("table/orders/files_per_bucket")
+    assert judge("t", T, 4 + T / HOUR, files, *WINDOW).passed  # +0.67 over 40 min
+    assert not judge("t", T, 4 + 6 * T / HOUR, files, *WINDOW).passed  # +4
+
+
+def test_a_falling_read_rate_is_the_bad_direction() -> None:
+    reads = metric_of("probe/strong/reads")
+    falling = 40 - 30 * T / HOUR
+    assert not judge("r", T, falling, reads, *WINDOW).passed
+    assert judge("r", T, 40 + 30 * T / HOUR, reads, *WINDOW).passed
+
+
+def test_a_constant_series_is_exactly_flat() -> None:
+    v = judge("x", T, np.full(T.size, 3.0), metric_of("dir/x/files"), *WINDOW)
+    assert v.passed and v.slope_per_h == 0.0 and v.noise == 0.0 and v.line == (3.0, 3.0)
+
+
+def test_unsampled_points_are_skipped_and_too_few_fail() -> None:
+    y = np.full(T.size, np.nan)
+    y[-2:] = 1.0
+    v = judge("x", T, y, Metric("x", 1.0), *WINDOW)
+    assert not v.passed and v.samples == 2 and "needed" in v.note
+
+
+def test_columns_line_samples_up_by_series() -> None:
+    samples = [Sample(100.0, 0.0, {"a/b/mb": 1.0}), Sample(160.0, 60.0, {"a/b/mb": None})]
+    t, series = columns(samples)
+    assert t.tolist() == [0.0, 60.0]
+    assert series["a/b/mb"][0] == 1.0 and np.isnan(series["a/b/mb"][1])
+
+
+def test_the_proc_readers_measure_this_process() -> None:
+    usage = read_usage(os.getpid())
+    assert usage is not None
+    assert 10 * MB < usage.rss_bytes < 8 * 1024 * MB
+    assert usage.threads >= 1 and usage.processes == 1
+    assert usage.open_files >= 3 and abs(open_files(os.getpid()) - usage.open_files) <= 2
+    # a thread and an open file more show up
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    with open(__file__) as _:
+        more = read_usage(os.getpid())
+        assert more is not None
+        assert more.threads >= usage.threads + 1
+        assert more.open_files >= usage.open_files + 1
+    stop.set()
+    thread.join()
+    # CPU time is utime + stime: it grows with work done
+    started = time.process_time()
+    while time.process_time() - started < 0.3:
+        sum(range(10_000))
+    after = read_usage(os.getpid())
+    assert after is not None and after.cpu_s >= usage.cpu_s + 0.2
+
+
+def test_a_tree_is_measured_with_its_descendants_and_a_gone_process_is_empty() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        trees = tree_usage({"me": os.getpid()})
+        alone = read_usage(os.getpid())
+        assert alone is not None
+        assert trees["me"].processes >= 2  # this process and the child
+        assert trees["me"].rss_bytes > alone.rss_bytes
+    finally:
+        child.kill()
+        child.wait()
+    assert read_usage(child.pid) is None
+    assert tree_usage({"gone": child.pid})["gone"].processes == 0
+
+
+def test_dir_usage_counts_the_bytes_on_disk_and_the_files(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(os.urandom(1 << 20))
+    with open(tmp_path / "sparse.index", "wb") as f:  # as Kafka preallocates its indexes
+        f.truncate(10 << 20)
+    usage = dir_usage(tmp_path)
+    assert usage.files == 2
+    assert (1 << 20) <= usage.bytes < (2 << 20)  # the sparse 10 MB take (almost) nothing
+    assert dir_usage(tmp_path / "absent") == DirUsage(0, 0)
+
+
+def test_the_lifecycle_scales_with_the_run() -> None:
+    assert Lifecycle.for_run(3600).retention_s == 120
+    assert Lifecycle.for_run(240).retention_s == 120  # never under 2 min by default
+    assert Lifecycle.for_run(6 * 3600).retention_s == 300  # nor over 5
+    life = Lifecycle.for_run(3600, 90)
+    options = life.table_options()
+    check_known(options)  # every one a real table option, each value one it parses
+    resolved = CoreOptions.from_map(options)
+    assert resolved.snapshot_time_retained_ms == resolved.log_retention_ms == 90_000
+    assert options["snapshot.time-retained"] == "90 s" and options["log.retention"] == "90 s"
+    assert int(life.broker_properties()["log.roll.ms"]) == 30_000
+    assert life.orphan_older_than_ms == 180_000
+
+
+def test_the_cleanup_summary_counts_failed_attempts_and_tables_given_up() -> None:
+    runs = [
+        {"deleted": {"a": 2, "b": 0}, "bytes": 1 << 20, "errors": ["a: FileNotFoundError: x"]},
+        {"deleted": {"b": 1}, "bytes": 0, "errors": ["a: FileNotFoundError: y"] * 3},
+    ]
+    line = cleanup_summary(runs)
+    assert "2 runs, 3 files (1.00 MB) deleted, 4 failed attempts" in line
+    assert "1 tables left for the next run" in line  # a, in the second run
+    assert line.endswith("(first: a: FileNotFoundError: x)")
