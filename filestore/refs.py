@@ -59,26 +59,35 @@ def referenced_files(ctx: TableContext) -> FileRefs:
     """Every file any existing snapshot or tag mentions (added or deleted, data or changelog)."""
     data: set[str] = set()
     manifests: set[str] = set()
-    snaps: list[Snapshot] = list(ctx.snapshot_manager.iter_backwards())
-    snaps += [s for _, s in list_tags(ctx)]
+    tags = [s for _, s in list_tags(ctx)]
+    snaps: list[Snapshot] = [*ctx.snapshot_manager.iter_backwards(), *tags]
+    tagged = {s.id for s in tags}
     seen_lists: set[str] = set()
     for snap in snaps:
-        for lst in (
-            snap.base_manifest_list,
-            snap.delta_manifest_list,
-            snap.changelog_manifest_list,
-        ):
-            if not lst or lst in seen_lists:
-                continue
-            seen_lists.add(lst)
-            manifests.add(lst)
-            for meta in ctx.manifest_store.read_list(lst):
-                if meta.file_name in manifests:
-                    continue
-                manifests.add(meta.file_name)
-                for e in ctx.manifest_store.read_manifest(meta.file_name):
-                    data.add(e.file.file_name)
+        try:
+            _add_snapshot(ctx, snap, seen_lists, manifests, data)
+        except FileNotFoundError:
+            # expired while this walk ran (a writer expires after its commits): what only
+            # it named went with it; a snapshot still there with a file missing is damage
+            if snap.id in tagged or ctx.snapshot_manager.exists(snap.id):
+                raise
     return FileRefs(frozenset(data), frozenset(manifests))
+
+
+def _add_snapshot(
+    ctx: TableContext, snap: Snapshot, seen_lists: set[str], manifests: set[str], data: set[str]
+) -> None:
+    for lst in (snap.base_manifest_list, snap.delta_manifest_list, snap.changelog_manifest_list):
+        if not lst or lst in seen_lists:
+            continue
+        seen_lists.add(lst)
+        manifests.add(lst)
+        for meta in ctx.manifest_store.read_list(lst):
+            if meta.file_name in manifests:
+                continue
+            manifests.add(meta.file_name)
+            for e in ctx.manifest_store.read_manifest(meta.file_name):
+                data.add(e.file.file_name)
 
 
 def delete_entry_files(ctx: TableContext, entries: Iterable[ManifestEntry]) -> int:

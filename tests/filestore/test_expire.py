@@ -155,3 +155,31 @@ def test_remove_orphans_respects_the_safety_window(warehouse: Path) -> None:
     assert not any(p.exists() for p in stray) and fresh.exists() and result.kept_recent >= 1
     for sid, rows in states.items():
         assert _state(t, snapshot_id=sid) == rows
+
+
+def test_orphan_cleanup_beside_a_writer_that_expires_snapshots(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot expired while remove_orphans walks the references (a worker expires
+    after its commits) is passed over, not a FileNotFoundError (the soak met it); a
+    snapshot still there whose manifest list is gone is damage, and says so."""
+    from filestore.refs import referenced_files
+
+    t, _ = _build(warehouse, 6)
+    first = t.snapshots()[0]
+    read_list = t.manifest_store.read_list
+
+    def expiring_meanwhile(name: str):  # type: ignore[no-untyped-def]
+        if name == first.base_manifest_list and not Path(t.paths.snapshot(first.id)).exists():
+            raise FileNotFoundError(name)
+        return read_list(name)
+
+    walk = list(t.snapshot_manager.iter_backwards())
+    monkeypatch.setattr(t.snapshot_manager, "iter_backwards", lambda: iter(walk))
+    monkeypatch.setattr(t.manifest_store, "read_list", expiring_meanwhile)
+    t.expire(retain_min=2, retain_max=2)  # the walk above still names the first snapshot
+    refs = referenced_files(t)
+    assert refs.data  # the retained snapshots' files are still referenced
+    monkeypatch.setattr(t.snapshot_manager, "exists", lambda sid: True)
+    with pytest.raises(FileNotFoundError):
+        referenced_files(t)
