@@ -82,12 +82,17 @@ _VARYING = re.compile(r"\([^)]*\)|\d+")
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")  # librdkafka's internal thread name
 
 
-class _OncePerCondition(logging.Filter):
-    """Lets each distinct librdkafka condition through once per process.
+#: conditions remembered at most (a long-lived process makes clients now and then)
+_MAX_SEEN = 4096
 
-    librdkafka logs a failed connection on every retry, from every client a command
-    makes (a worker pointed at a dead broker printed 288 lines before its error). One
-    line per condition says what is wrong; the error the caller raises says what to do.
+
+class _OncePerCondition(logging.Filter):
+    """Lets each distinct librdkafka condition through once per client.
+
+    librdkafka logs a failed connection on every retry (a worker pointed at a dead broker
+    printed 288 lines before its error). One line per condition and client says what is
+    wrong; the error the caller raises says what to do. Per client, not per process: a
+    client made later (a new outage, another command in the same process) says it again.
     """
 
     def __init__(self) -> None:
@@ -98,12 +103,18 @@ class _OncePerCondition(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
         # confluent-kafka logs ("%s [%s] %s", facility, client name, message)
-        fac, msg = (str(args[0]), str(args[2])) if len(args) == 3 else ("", record.getMessage())
+        fac, client, msg = (
+            (str(args[0]), str(args[1]), str(args[2]))
+            if len(args) == 3
+            else ("", "", record.getMessage())
+        )
         msg = _THREAD.sub("", msg)
-        key = fac + _VARYING.sub("", msg)
+        key = client + fac + _VARYING.sub("", msg)
         with self._lock:
             if key in self._seen:
                 return False
+            if len(self._seen) >= _MAX_SEEN:
+                self._seen.clear()
             self._seen.add(key)
         record.msg, record.args = "Kafka client: %s (%s; repeats not shown)", (msg, fac)
         return True

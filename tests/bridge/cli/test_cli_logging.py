@@ -163,3 +163,24 @@ def test_exporter_and_meta_service_say_they_stopped(warehouse: Path, tmp_path: P
         "MetaService stopped",
     )
     assert "Traceback" not in out
+
+
+def test_a_later_client_says_its_failure_again(caplog: pytest.LogCaptureFixture) -> None:
+    """Once per condition and client, not per process: the test above failed whenever a
+    test before it in the same process had met a refused connection (any port), and an
+    operator would not see a new outage's first line either."""
+    caplog.set_level(logging.DEBUG, logger=CLIENT_LOGGER)
+    for n in (1, 2):
+        producer = Producer(
+            confluent_config(
+                "127.0.0.1:1", {"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 20}
+            )
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            producer.poll(0.2)
+            failures = [r for r in caplog.records if "Connect to" in r.getMessage()]
+            if len(failures) >= n:
+                break
+        producer.flush(0)
+    assert len([r for r in caplog.records if "Connect to" in r.getMessage()]) == 2
