@@ -16,7 +16,6 @@ import base64
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,7 +28,7 @@ from types import TracebackType
 from confluent_kafka.admin import AdminClient
 
 from logstore.errors import BrokerStartError
-from logstore.localhost import LOOPBACK, cache_dir, free_port
+from logstore.localhost import LOOPBACK, cache_dir, free_port, kill_process, stop_process
 
 #: the Apache Kafka release the project runs (the Makefile and docker-compose.yml read it here)
 KAFKA_VERSION = "4.1.1"
@@ -333,20 +332,12 @@ class EmbeddedBroker:
         """SIGKILL the process (a crash: nothing flushed, no controlled shutdown); the data
         directory stays, so ``start`` brings the same node back."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        kill_process(proc)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         proc, self._proc = self._proc, None
         try:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=timeout_s)
+            stop_process(proc, timeout_s)
         finally:
             tmp, self._tmp = self._tmp, None
             if tmp is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 from logstore.broker import JVM_OPTIONS, KAFKA_VERSION, java_binary
 from logstore.errors import ConnectStartError
-from logstore.localhost import LOOPBACK, cache_dir, free_port
+from logstore.localhost import LOOPBACK, cache_dir, free_port, kill_process, stop_process
 
 #: Debezium's release (all of its artifacts at one version)
 DEBEZIUM_VERSION = "3.6.1.Final"
@@ -221,20 +220,12 @@ class ConnectWorker:
     def kill(self) -> None:
         """SIGKILL (a crash: offsets since the last flush are not saved)."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        kill_process(proc)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         proc, self._proc = self._proc, None
         try:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=timeout_s)
+            stop_process(proc, timeout_s)
         finally:
             tmp, self._tmp = self._tmp, None
             if tmp is not None:

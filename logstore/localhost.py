@@ -1,13 +1,16 @@
 """What this machine offers the processes dts starts (brokers, Prometheus, Spark's
 servers, the worker's web view): a free port on the loopback interface, and the cache
-directory where the set-up keeps the jars it fetched. Every part binds 127.0.0.1 only.
+directory where the set-up keeps the jars it fetched, and how a process it started
+stops. Every part binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import subprocess
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -27,3 +30,22 @@ def cache_dir() -> Path:
         return Path(given)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "dts"
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+    """SIGTERM (a clean stop), then SIGKILL once ``timeout_s`` has passed."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
+
+
+def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL (a crash: nothing flushed)."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
