@@ -139,24 +139,33 @@ class IcebergSync:
 
     def _clean(self, version: int, kept: set[int]) -> None:
         """Metadata no version a reader may still hold names: versions older than the
-        last ``KEEP_VERSIONS``, the manifests of snapshots gone, delete files none of the
-        kept snapshots' manifests name."""
+        last ``KEEP_VERSIONS``; once snapshots went (expired, untagged), their manifests
+        and the delete files none of the kept snapshots' manifests name. Delete manifests
+        are read only then: a commit that only adds a snapshot lists the directory."""
         io = self.ctx.io
-        named: set[str] = set()
-        garbage: list[str] = []
         listing = io.list_dir(self.dir)
-        for info in listing:
-            name = info.base_name
-            if name.endswith(".metadata.json") and name.startswith("v"):
-                if int(name[1 : -len(".metadata.json")]) <= version - KEEP_VERSIONS:
-                    garbage.append(info.path)
-            elif name.endswith("-dts-m1.avro") and int(name.split("-", 1)[0]) in kept:
-                named |= delete_paths(io.read_bytes(info.path))
-            elif name.endswith(".avro") and _snapshot_of(name) not in kept:
-                garbage.append(info.path)
-        garbage += [
-            i.path for i in listing if i.base_name.startswith("deletes-") and i.path not in named
+        garbage = [
+            i.path
+            for i in listing
+            if i.base_name.startswith("v")
+            and i.base_name.endswith(".metadata.json")
+            and int(i.base_name[1 : -len(".metadata.json")]) <= version - KEEP_VERSIONS
         ]
+        gone = [
+            i.path
+            for i in listing
+            if i.base_name.endswith(".avro") and _snapshot_of(i.base_name) not in kept
+        ]
+        if gone:
+            named: set[str] = set()
+            for i in listing:
+                if i.base_name.endswith("-dts-m1.avro") and _snapshot_of(i.base_name) in kept:
+                    named |= delete_paths(io.read_bytes(i.path))
+            garbage += gone + [
+                i.path
+                for i in listing
+                if i.base_name.startswith("deletes-") and i.path not in named
+            ]
         for path in garbage:
             io.delete_file(path)
 
