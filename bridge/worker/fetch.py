@@ -21,8 +21,8 @@ fetching from the same positions. It only tells the worker's ``LinkObserver``
 (a failed connect, a closed connection, "all brokers down") makes it probe with a
 metadata request every ``PROBE_INTERVAL_S`` for ``SUSPECT_S`` and then until one
 answers. The probe confirms the outage first, so a single closed idle connection
-raises no alarm. With nothing assigned it probes every ``IDLE_PROBE_S``: no fetch can
-fail then. "All brokers down" alone is not enough: librdkafka says it only once
+raises no alarm. With nothing assigned it asks for a topic's metadata every
+``IDLE_PROBE_S``: no fetch can fail then. "All brokers down" alone is not enough: librdkafka says it only once
 every broker it knows has failed after connecting, so a broker that stops before the
 consumer has connected to the node it learned from the bootstrap (a second or so after
 the first assignment) never raises it; and a probe that races a broker's shutdown may
@@ -186,7 +186,7 @@ class LogFetcher:
                 self._apply_commands(self._consumer)
                 if not any(self._assigned.values()):
                     self._consumer.poll(0)  # serves error_cb: an idle worker reports too
-                    self._suspect_when_idle()
+                    self._nudge_when_idle(self._consumer)
                     self._probe_link(self._consumer)
                     self._wake.wait(0.2)
                     self._wake.clear()
@@ -254,13 +254,22 @@ class LogFetcher:
         else:
             log.warning("fetch: %s", err.str())
 
-    def _suspect_when_idle(self) -> None:
+    def _nudge_when_idle(self, consumer: Consumer) -> None:
         """Nothing assigned (a rebalance under way, more workers than buckets): no fetch
-        fails when the brokers go, so probe now and then instead."""
+        fails when the brokers go, so now and then ask for the metadata of a topic this
+        fetcher read. A request that fails starts the probes, which confirm the outage
+        before it is reported (one slow answer on a busy machine is no outage)."""
         now = time.monotonic()
-        if self._link_error is None and now >= self._idle_probe_at:
-            self._idle_probe_at = now + IDLE_PROBE_S
-            self._link_error = "no partition assigned: checking the log answers"
+        topic = next(iter(self._topic_epoch), None)
+        if self._link_error is not None or now < self._idle_probe_at or topic is None:
+            return
+        self._idle_probe_at = now + IDLE_PROBE_S
+        try:
+            consumer.list_topics(topic, timeout=PROBE_TIMEOUT_S)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            self._link_error = err.str() if isinstance(err, KafkaError) else str(exc)
+            self._suspect_until = now + SUSPECT_S
 
     def _probe_link(self, consumer: Consumer) -> None:
         """After a connection error: a metadata request every PROBE_INTERVAL_S, for

@@ -235,14 +235,17 @@ def test_a_broker_that_stops_right_after_the_first_assignment_is_reported(
 @pytest.mark.kafka
 def test_a_broker_that_stops_while_nothing_is_assigned_is_reported(tmp_path: Path) -> None:
     """Between a revocation and the next assignment (a rebalance right after start) the
-    fetcher fetches nothing, so no fetch can fail: its periodic probe still finds out."""
+    fetcher fetches nothing, so no fetch can fail: its metadata requests still find out."""
     broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
     try:
+        spec = LogSpec("db.idle", pa.schema([("id", pa.int64())]), ["id"], buckets=1)
+        ensure_topic(broker.bootstrap, spec)
         link = Recorder(answers_allowed=True)
         fetcher = LogFetcher(broker.bootstrap, link=link)
         fetcher.start()
         try:
-            assert link.answered.wait(30), "the idle fetcher never probed the log"
+            fetcher.assign(spec.topic, {0: 0}, fetcher.new_epoch())
+            fetcher.drop(spec.topic)  # revoked: nothing assigned
             broker.stop()
             assert link.told.wait(30), "the fetch thread never reported the log unreachable"
         finally:
