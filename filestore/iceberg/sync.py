@@ -344,9 +344,9 @@ def sync_iceberg(ctx: TableContext, earliest: int | None = None) -> SyncResult |
     """After a commit or an expiration: bring the Iceberg metadata up to date when the
     table asks for it. A failure is logged and left for the next commit to catch up:
     the dts commit stands whatever happens here."""
-    if ctx.options.iceberg_storage != "table-location":
-        return None
-    try:
+    try:  # reading the options too: nothing here may fail a commit already published
+        if ctx.options.iceberg_storage != "table-location":
+            return None
         return IcebergSync(ctx).sync(earliest)
     except Exception as exc:  # any failure: the dts snapshot is already published
         log.warning(
