@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from bridge.errors import PrometheusUnavailable
-from logstore.localhost import free_port
+from logstore.localhost import free_port, stop_process
 
 START_TIMEOUT_S = 30.0
 
@@ -102,13 +102,7 @@ class PrometheusServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout_s=10)
         self.client.close()
 
     def __enter__(self) -> PrometheusServer:

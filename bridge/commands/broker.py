@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
+from bridge.commands.signals import stop_on_signal
 from logstore.broker import EmbeddedBroker
 from logstore.cluster import KafkaCluster
 from logstore.errors import BrokerStartError
@@ -44,23 +43,15 @@ def broker(port: int, data: Path | None, nodes: int) -> None:
 
     The broker's jars come from the local cache that `make kafka-jars` fills from Maven Central.
     """
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if nodes > 1:
-            _serve_cluster(nodes, data, stop)
-        else:
-            _serve_one(port, data, stop)
+        with stop_on_signal() as stop:
+            if nodes > 1:
+                _serve_cluster(nodes, data, stop)
+            else:
+                _serve_one(port, data, stop)
         click.echo("broker stopped", err=True)
     except BrokerStartError as exc:
         raise click.ClickException(str(exc)) from exc
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _serve_one(port: int, data: Path | None, stop: threading.Event) -> None:

@@ -6,14 +6,12 @@ Production users run their own Connect cluster and point `dts ingest` at its top
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 from urllib.parse import urlsplit
 
 import click
 
+from bridge.commands.signals import stop_on_signal
 from logstore.connect import ConnectWorker, postgres_connector
 from logstore.errors import ConnectStartError
 
@@ -72,14 +70,11 @@ def postgres(
         tables=captured,
         topic_prefix=topic_prefix,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ConnectWorker(bootstrap, config, work_dir=data.resolve()) as worker:
+        with (
+            stop_on_signal() as stop,
+            ConnectWorker(bootstrap, config, work_dir=data.resolve()) as worker,
+        ):
             click.echo(f"Kafka Connect REST: {worker.rest_url} (log: {worker.log_path})")
             click.echo(f"transactions: {topic_prefix}.transaction")
             for t in captured:
@@ -94,6 +89,3 @@ def postgres(
         click.echo("connect stopped", err=True)
     except ConnectStartError as exc:
         raise click.ClickException(str(exc)) from exc
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
