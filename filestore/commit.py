@@ -257,14 +257,16 @@ class SnapshotCommit:
                     return CommitOutcome(snap or latest)
             if producer.is_noop(messages, barrier, log_offsets):
                 return CommitOutcome(latest)
+            schema = self.ctx.schema
             snapshot, manifests, rebased = self._build(
-                producer, latest, messages, identifier, barrier, log_offsets
+                producer, schema, latest, messages, identifier, barrier, log_offsets
             )
             if self.snapshots.try_commit(snapshot):
                 # the originals stay until the snapshot exists: a crash before it
                 # leaves the messages committable as they are
                 self._delete_data(rebased.replaced)
-                sync_iceberg(self.ctx)  # never fails the commit: see filestore.iceberg
+                if schema.core_options.iceberg_storage != "disabled":
+                    sync_iceberg(self.ctx)  # never fails the commit: see filestore.iceberg
                 return CommitOutcome(snapshot, True, rebased.messages)
             for name in manifests.written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.ctx.paths.manifest(name))
@@ -295,13 +297,13 @@ class SnapshotCommit:
     def _build(
         self,
         producer: SnapshotProducer,
+        schema: TableSchema,
         latest: Snapshot | None,
         messages: list[CommitMessage],
         identifier: int,
         barrier: int | None,
         log_offsets: dict[int, int] | None,
     ) -> tuple[Snapshot, _Manifests, Rebased]:
-        schema = self.ctx.schema
         lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
         lookup = needs_lookup(self.ctx, producer.kind, messages)
         needs_live = producer.needs_live(messages) or lagging or lookup

@@ -41,11 +41,11 @@ def skipped_rows(ctx: TableContext, path: str, meta: DataFileMeta) -> np.ndarray
     return np.union1d(deleted, retractions)
 
 
-def delete_file_name(data_file: str, positions: np.ndarray) -> str:
-    """A name that changes exactly when the positions do."""
-    stem = data_file.rsplit(".", 1)[0]
-    crc = zlib.crc32(positions.tobytes())
-    return f"deletes-{stem}-{len(positions)}-{crc:08x}.parquet"
+def delete_file_prefix(meta: DataFileMeta) -> str:
+    """``deletes-<data file>-<vector's crc>-``, then the positions' count: a data file's
+    retraction rows never change, so the name changes exactly when its vector does."""
+    stem = meta.file_name.rsplit(".", 1)[0]
+    return f"deletes-{stem}-{zlib.crc32(meta.deletion_vector):08x}-"
 
 
 def write_position_deletes(ctx: TableContext, path: str, data_path: str, pos: np.ndarray) -> int:

@@ -21,15 +21,17 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from filestore.context import TableContext
-from filestore.errors import IcebergMetadataError
-from filestore.iceberg.deletes import delete_file_name, skipped_rows, write_position_deletes
+from filestore.data_file import DataFileMeta
+from filestore.errors import IcebergMetadataError, SnapshotNotFound
+from filestore.iceberg.deletes import delete_file_prefix, skipped_rows, write_position_deletes
 from filestore.iceberg.manifests import (
     DATA,
     POSITION_DELETES,
@@ -93,8 +95,7 @@ class IcebergSync:
         version = self.current_version()
         if version is None:
             return "Iceberg metadata: none written yet (the next commit writes it)"
-        meta = json.loads(self.ctx.io.read_bytes(self.metadata_path(version)))
-        at = int(meta["current-snapshot-id"])
+        at = int(self._read(version)["current-snapshot-id"])
         latest = self.ctx.snapshot_manager.latest_id()
         state = (
             "up to date" if at == latest else f"behind dts's {latest}: the next commit catches up"
@@ -107,35 +108,55 @@ class IcebergSync:
     # -- the whole sync ----------------------------------------------------------------
 
     def sync(self, earliest: int | None = None) -> SyncResult:
-        """``earliest``: snapshots below it are being expired (left out unless tagged)."""
+        """``earliest``: snapshots below it are being expired (left out unless tagged).
+
+        A snapshot already written keeps its entry from the previous version: a commit
+        reads the previous metadata, lists the snapshot ids and writes what is new."""
         ctx = self.ctx
         versions = [ctx.schema_manager.schema(i) for i in ctx.schema_manager.list_ids()]
         ids = FieldIds(versions)
-        latest = versions[-1]
-        spec = self._spec(latest, ids)
-        snapshots = self._snapshots(earliest)
-        result = SyncResult(version=(self.current_version() or 0) + 1)
+        spec = self._spec(versions[-1], ids)
+        current = self.current_version()
+        known = {
+            int(e["snapshot-id"]): e
+            for e in (self._read(current).get("snapshots", []) if current else [])
+        }
+        listing = {i.base_name: i for i in ctx.io.list_dir(self.dir)}
+        tags = list_tags(ctx)
+        tagged = {snap.id: snap for _, snap in tags}
+        retained = [i for i in ctx.snapshot_manager.list_ids() if earliest is None or i >= earliest]
+        result = SyncResult(version=(current or 0) + 1)
         ctx.io.mkdirs(self.dir)
-        for parent, snap in zip([None, *snapshots[:-1]], snapshots, strict=True):
-            if not ctx.io.exists(self._list_path(snap.id)):
-                left_out = self._write_snapshot(snap, parent, latest, spec)
-                result.snapshots_written.append(snap.id)
-                if snap is snapshots[-1]:
-                    result.files_left_out = left_out
-        meta = self._metadata(versions, ids, spec, snapshots)
+        entries: list[dict[str, Any]] = []
+        for sid in sorted({*retained, *tagged}):
+            entry = known.get(sid) if f"snap-{sid}-dts.avro" in listing else None
+            if entry is None:
+                snap = tagged.get(sid) or self._snapshot(sid)
+                if snap is None:  # expired meanwhile
+                    continue
+                parent = int(entries[-1]["snapshot-id"]) if entries else None
+                result.files_left_out = self._write_snapshot(
+                    snap, parent, versions[-1], spec, listing
+                )
+                result.snapshots_written.append(sid)
+                entry = self._snapshot_json(snap, parent)
+            entries.append(entry)
+        main = max(retained, default=None)
+        meta = self._metadata(versions, ids, spec, entries, main, tags)
         ctx.io.write_bytes(self.metadata_path(result.version), json.dumps(meta).encode())
         ctx.io.write_bytes(f"{self.dir}/version-hint.text", str(result.version).encode())
-        self._clean(result.version, {s.id for s in snapshots})
+        self._clean(result.version, {int(e["snapshot-id"]) for e in entries})
         return result
 
-    def _snapshots(self, earliest: int | None) -> list[Snapshot]:
-        """The retained snapshots and the tagged ones, oldest first."""
-        found = {
-            s.id: s for s in self.ctx.snapshot_manager.all() if earliest is None or s.id >= earliest
-        }
-        for _name, snap in list_tags(self.ctx):
-            found.setdefault(snap.id, snap)
-        return [found[i] for i in sorted(found)]
+    def _read(self, version: int) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.ctx.io.read_bytes(self.metadata_path(version)))
+        return data
+
+    def _snapshot(self, snapshot_id: int) -> Snapshot | None:
+        try:
+            return self.ctx.snapshot_manager.get(snapshot_id)
+        except SnapshotNotFound:
+            return None
 
     def _clean(self, version: int, kept: set[int]) -> None:
         """Metadata no version a reader may still hold names: versions older than the
@@ -175,11 +196,16 @@ class IcebergSync:
     # -- one snapshot --------------------------------------------------------------------
 
     def _write_snapshot(
-        self, snap: Snapshot, parent: Snapshot | None, schema: TableSchema, spec: dict[str, Any]
+        self,
+        snap: Snapshot,
+        parent_id: int | None,
+        schema: TableSchema,
+        spec: dict[str, Any],
+        listing: Mapping[str, pafs.FileInfo],
     ) -> int:
         """Its manifests, then its manifest list (last: its presence says all is there).
         Returns the data files left out (buckets that need a merge)."""
-        data, deletes, left_out = self._files(snap, schema, spec)
+        data, deletes, left_out = self._files(snap, schema, spec, listing)
         manifests: list[Manifest] = []
         for content, entries, suffix in ((DATA, data, "m0"), (POSITION_DELETES, deletes, "m1")):
             if not entries:
@@ -188,13 +214,16 @@ class IcebergSync:
             body, manifest = write_manifest(path, entries, content, snap.id, spec)
             self.ctx.io.write_bytes(path, body)
             manifests.append(manifest)
-        parent_id = parent.id if parent is not None else None
         body = write_manifest_list(manifests, snap.id, parent_id, snap.id)
         self.ctx.io.write_bytes(self._list_path(snap.id), body)
         return left_out
 
     def _files(
-        self, snap: Snapshot, schema: TableSchema, spec: dict[str, Any]
+        self,
+        snap: Snapshot,
+        schema: TableSchema,
+        spec: dict[str, Any],
+        listing: Mapping[str, pafs.FileInfo],
     ) -> tuple[list[FileEntry], list[FileEntry], int]:
         ctx = self.ctx
         keys = schema.partition_keys
@@ -214,15 +243,29 @@ class IcebergSync:
             for f in files:
                 path = ctx.paths.data_file(keys, part, bucket, f.file_name)
                 data.append(FileEntry(DATA, path, values, f.row_count, f.file_size, DATA_SEQUENCE))
-                skipped = skipped_rows(ctx, path, f)
-                if not len(skipped):
-                    continue
-                dpath = f"{self.dir}/{delete_file_name(f.file_name, skipped)}"
-                size = write_position_deletes(ctx, dpath, path, skipped)
-                deletes.append(
-                    FileEntry(POSITION_DELETES, dpath, values, len(skipped), size, snap.id, path)
-                )
+                found = self._deletes(path, f, listing)
+                if found is not None:
+                    dpath, count, size = found
+                    deletes.append(
+                        FileEntry(POSITION_DELETES, dpath, values, count, size, snap.id, path)
+                    )
         return data, deletes, left_out
+
+    def _deletes(
+        self, path: str, f: DataFileMeta, listing: Mapping[str, pafs.FileInfo]
+    ) -> tuple[str, int, int] | None:
+        """The position delete file of a data file (path, positions, size): the one an
+        earlier snapshot wrote for the same vector, else written now; None when dts
+        reads every row of the file."""
+        if not f.deletion_vector and not f.delete_row_count:
+            return None
+        prefix = delete_file_prefix(f)
+        for name, info in listing.items():  # the vector unchanged: nothing to read
+            if name.startswith(prefix):
+                return info.path, int(name[len(prefix) : -len(".parquet")]), int(info.size or 0)
+        skipped = skipped_rows(self.ctx, path, f)
+        dpath = f"{self.dir}/{prefix}{len(skipped)}.parquet"
+        return dpath, len(skipped), write_position_deletes(self.ctx, dpath, path, skipped)
 
     # -- table metadata ------------------------------------------------------------------
 
@@ -261,23 +304,24 @@ class IcebergSync:
         versions: Sequence[TableSchema],
         ids: FieldIds,
         spec: dict[str, Any],
-        snapshots: Sequence[Snapshot],
+        entries: Sequence[dict[str, Any]],
+        main: int | None,
+        tags: Sequence[tuple[str, Snapshot]],
     ) -> dict[str, Any]:
         latest = versions[-1]
-        current = snapshots[-1] if snapshots else None
-        main = self.ctx.snapshot_manager.latest()
+        current = entries[-1] if entries else None
         refs: dict[str, Any] = {}
         if main is not None:
-            refs["main"] = {"snapshot-id": main.id, "type": "branch"}
-        for name, snap in list_tags(self.ctx):
+            refs["main"] = {"snapshot-id": main, "type": "branch"}
+        for name, snap in tags:
             refs[name] = {"snapshot-id": snap.id, "type": "tag"}
         root = self.ctx.paths.root
         return {
             "format-version": 2,
             "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, root)),
             "location": root,
-            "last-sequence-number": current.id if current else 0,
-            "last-updated-ms": current.time_millis if current else int(time.time() * 1000),
+            "last-sequence-number": current["sequence-number"] if current else 0,
+            "last-updated-ms": current["timestamp-ms"] if current else int(time.time() * 1000),
             "last-column-id": ids.last_id,
             "current-schema-id": latest.id,
             "schemas": [iceberg_schema(v, ids) for v in versions],
@@ -290,19 +334,17 @@ class IcebergSync:
                 "schema.name-mapping.default": json.dumps(name_mapping(ids, latest.primary_key)),
                 "dts.table": self.ctx.name,
             },
-            "current-snapshot-id": main.id if main is not None else -1,
+            "current-snapshot-id": main if main is not None else -1,
             "refs": refs,
-            "snapshots": [
-                self._snapshot_json(s, p)
-                for p, s in zip([None, *snapshots], snapshots, strict=False)
-            ],
+            "snapshots": list(entries),
             "snapshot-log": [
-                {"timestamp-ms": s.time_millis, "snapshot-id": s.id} for s in snapshots
+                {"timestamp-ms": e["timestamp-ms"], "snapshot-id": e["snapshot-id"]}
+                for e in entries
             ],
             "metadata-log": [],
         }
 
-    def _snapshot_json(self, snap: Snapshot, parent: Snapshot | None) -> dict[str, Any]:
+    def _snapshot_json(self, snap: Snapshot, parent_id: int | None) -> dict[str, Any]:
         out: dict[str, Any] = {
             "snapshot-id": snap.id,
             "sequence-number": snap.id,
@@ -315,8 +357,8 @@ class IcebergSync:
             },
             "schema-id": snap.schema_id,
         }
-        if parent is not None:
-            out["parent-snapshot-id"] = parent.id
+        if parent_id is not None:
+            out["parent-snapshot-id"] = parent_id
         return out
 
 
