@@ -4,8 +4,10 @@ Kafka client's repeated lines limited to one a minute."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -208,27 +210,36 @@ def test_a_closed_idle_connection_raises_no_alarm(monkeypatch: pytest.MonkeyPatc
     assert link.down == [] and fetcher._link_error is None  # answered: no more probes
 
 
+@contextlib.contextmanager
+def _fetching_from_a_broker(
+    tmp_path: Path, buckets: int
+) -> Iterator[tuple[LogFetcher, Recorder, EmbeddedBroker, str]]:
+    """A fetcher on a real broker with a table's topic; both stopped on the way out."""
+    broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
+    try:
+        spec = LogSpec("db.race", pa.schema([("id", pa.int64())]), ["id"], buckets=buckets)
+        ensure_topic(broker.bootstrap, spec)
+        link = Recorder(answers_allowed=True)
+        fetcher = LogFetcher(broker.bootstrap, link=link)
+        fetcher.start()
+        try:
+            yield fetcher, link, broker, spec.topic
+        finally:
+            fetcher.stop()
+    finally:
+        broker.stop()
+
+
 @pytest.mark.kafka
 def test_a_broker_that_stops_right_after_the_first_assignment_is_reported(
     tmp_path: Path,
 ) -> None:
     """The race CI met (issue 40): the broker stops about a second after the fetcher was
     assigned its partitions; the fetcher must still report the log unreachable."""
-    broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
-    try:
-        spec = LogSpec("db.race", pa.schema([("id", pa.int64())]), ["id"], buckets=2)
-        ensure_topic(broker.bootstrap, spec)
-        link = Recorder(answers_allowed=True)
-        fetcher = LogFetcher(broker.bootstrap, link=link)
-        fetcher.start()
-        try:
-            fetcher.assign(spec.topic, {0: 0, 1: 0}, fetcher.new_epoch())
-            broker.stop()
-            assert link.told.wait(30), "the fetch thread never reported the log unreachable"
-        finally:
-            fetcher.stop()
-    finally:
+    with _fetching_from_a_broker(tmp_path, 2) as (fetcher, link, broker, topic):
+        fetcher.assign(topic, {0: 0, 1: 0}, fetcher.new_epoch())
         broker.stop()
+        assert link.told.wait(30), "the fetch thread never reported the log unreachable"
     assert fetcher.error is None
 
 
@@ -236,19 +247,8 @@ def test_a_broker_that_stops_right_after_the_first_assignment_is_reported(
 def test_a_broker_that_stops_while_nothing_is_assigned_is_reported(tmp_path: Path) -> None:
     """Between a revocation and the next assignment (a rebalance right after start) the
     fetcher fetches nothing, so no fetch can fail: its metadata requests still find out."""
-    broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
-    try:
-        spec = LogSpec("db.idle", pa.schema([("id", pa.int64())]), ["id"], buckets=1)
-        ensure_topic(broker.bootstrap, spec)
-        link = Recorder(answers_allowed=True)
-        fetcher = LogFetcher(broker.bootstrap, link=link)
-        fetcher.start()
-        try:
-            fetcher.assign(spec.topic, {0: 0}, fetcher.new_epoch())
-            fetcher.drop(spec.topic)  # revoked: nothing assigned
-            broker.stop()
-            assert link.told.wait(30), "the fetch thread never reported the log unreachable"
-        finally:
-            fetcher.stop()
-    finally:
+    with _fetching_from_a_broker(tmp_path, 1) as (fetcher, link, broker, topic):
+        fetcher.assign(topic, {0: 0}, fetcher.new_epoch())
+        fetcher.drop(topic)  # revoked: nothing assigned
         broker.stop()
+        assert link.told.wait(30), "the fetch thread never reported the log unreachable"
