@@ -21,7 +21,8 @@ from bridge.meta.versions import (
     TableVersion,
     normalize_table_name,
 )
-from filestore import Catalog
+from filestore import Catalog, FileStoreError, Snapshot, Table
+from filestore.errors import SnapshotNotFound, TagError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -118,4 +119,62 @@ def consistent_read(
     return ConsistentTables(out, version)
 
 
-__all__ = ["ConsistentTables", "consistent_read", "consistent_read_tables", "resolve_version"]
+def tag_consistent(
+    catalog: Catalog,
+    tables: Sequence[str],
+    tag: str,
+    *,
+    meta_url: str | None = None,
+    replace: bool = False,
+) -> ConsistentTables[Snapshot]:
+    """Pin the tables' strong consistent version as tag ``tag`` on each of them.
+
+    The tag is also an Iceberg tag on tables that write Iceberg metadata, so engines
+    that read Iceberg (DuckDB, Trino, pyiceberg) read the set at one point with
+    ``FOR VERSION AS OF 'tag'`` or the tag's snapshot id. All or none: when a table
+    cannot take the tag, the tags made so far are removed. ``replace`` moves an existing
+    tag of that name (each table's tag moves in turn, not all at one instant).
+
+    Raises :class:`bridge.meta.errors.NoConsistentVersion` when the tables share no
+    completed barrier yet, ``TagError`` when a table has the tag and ``replace`` is off.
+    """
+    version = resolve_version(tables, catalog=catalog, meta_url=meta_url)
+    targets: list[tuple[str, Table, Snapshot]] = []
+    for name, v in _listed(version, tables).items():
+        table = catalog.get_table(normalize_table_name(name))
+        targets.append((name, table, _pinned(table, v)))
+    if not replace:
+        for name, table, _ in targets:
+            if tag in dict(table.list_tags()):
+                raise TagError(f"table {name} already has a tag {tag!r}; pass replace=True")
+    made: list[Table] = []
+    try:
+        for _, table, snap in targets:
+            if replace and tag in dict(table.list_tags()):
+                table.delete_tag(tag)
+            table.create_tag(tag, snap.id)
+            made.append(table)
+    except FileStoreError:
+        for table in made:
+            table.delete_tag(tag)
+        raise
+    return ConsistentTables({name: snap for name, _, snap in targets}, version)
+
+
+def _pinned(table: Table, v: TableVersion) -> Snapshot:
+    """The snapshot of a table's part of a strong version."""
+    if v.snapshot_id is not None:
+        return table.snapshot(v.snapshot_id)
+    snap = table.resolve_snapshot(barrier=v.barrier) if v.barrier is not None else None
+    if snap is None:  # as consistent_read_tables reads it
+        raise SnapshotNotFound(f"table {table.name} has no snapshot at barrier {v.barrier}")
+    return snap
+
+
+__all__ = [
+    "ConsistentTables",
+    "consistent_read",
+    "consistent_read_tables",
+    "resolve_version",
+    "tag_consistent",
+]

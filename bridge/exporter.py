@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from filestore import Catalog, Snapshot, Table
 from filestore.fileio import resolve_filesystem
+from filestore.iceberg import IcebergSync
 from filestore.manifest import ADD
 from filestore.snapshot import COMPACT
 
@@ -240,6 +241,8 @@ class FileStoreCollector(Collector):
         self._cache: dict[str, FileStats] = {}
         self._errors: dict[str, int] = {}
         self._history: dict[str, History] = {}
+        # table -> (Iceberg metadata version, the snapshot it shows): parsed once a version
+        self._iceberg: dict[str, tuple[int, int]] = {}
         # Prometheus may scrape concurrently; the cache and error counts are shared.
         self._lock = threading.Lock()
 
@@ -265,6 +268,7 @@ class FileStoreCollector(Collector):
         # Forget tables that were dropped so their series disappear.
         self._cache = {k: v for k, v in self._cache.items() if k in names}
         self._history = {k: v for k, v in self._history.items() if k in names}
+        self._iceberg = {k: v for k, v in self._iceberg.items() if k in names}
         self._errors = {k: v for k, v in self._errors.items() if k in names}
         # Every table gets an error series from its first scrape on (at 0), so increase()
         # sees the first error instead of a series appearing out of nothing.
@@ -305,6 +309,20 @@ class FileStoreCollector(Collector):
             m.barrier.add_metric([name], stats.latest_barrier)
             m.barrier_age.add_metric([name], max(0, self._clock_ms() - stats.latest_barrier))
         m.barrier_interval.add_metric([name], stats.barrier_interval_ms)
+        if isinstance(table, Table) and table.options.iceberg_storage != "disabled":
+            m.iceberg_snapshot_id.add_metric([name], self._iceberg_snapshot(name, table))
+
+    def _iceberg_snapshot(self, name: str, table: Table) -> int:
+        """The snapshot the table's Iceberg metadata shows (-1: none written yet)."""
+        sync = IcebergSync(table)
+        version = sync.current_version()
+        if version is None:
+            return -1
+        cached = self._iceberg.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, sync.current_snapshot_id(version))
+            self._iceberg[name] = cached
+        return cached[1]
 
     def _compactions(self, name: str, table: TableLike, ids: list[int]) -> History:
         """Read the snapshots committed since the last scrape (at most
@@ -395,6 +413,13 @@ class _Families:
             "The table's barrier.interval option, in milliseconds.",
             labels=t,
         )
+        self.iceberg_snapshot_id = GaugeMetricFamily(
+            "dts_filestore_iceberg_snapshot_id",
+            "Snapshot the table's Iceberg metadata shows (tables with metadata.iceberg.storage; "
+            "-1: none written): below dts_filestore_snapshot_id, Iceberg readers see an older "
+            "table until a commit catches up.",
+            labels=t,
+        )
         self.errors = CounterMetricFamily(
             "dts_exporter_table_errors",
             "Scrapes on which a table could not be read.",
@@ -421,6 +446,7 @@ class _Families:
             self.barrier,
             self.barrier_age,
             self.barrier_interval,
+            self.iceberg_snapshot_id,
             self.errors,
             self.duration,
         ]

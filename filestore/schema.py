@@ -202,6 +202,57 @@ def evolve(current: TableSchema, new_schema: pa.Schema) -> TableSchema:
     )
 
 
+# options whose change would make stored files or the log mean something else: the
+# buckets files were hashed into, how rows of a key merge, whether commits marked the
+# rows they replaced, which topic holds the table's log
+FIXED_OPTIONS = frozenset(
+    {
+        "bucket",
+        "bucket-key",
+        "merge-engine",
+        "deletion-vectors.enabled",
+        "aggregation.remove-record-on-delete",
+        "log.topic",
+    }
+)
+
+
+def with_options(
+    current: TableSchema, set_options: Mapping[str, str], unset: Sequence[str] = ()
+) -> TableSchema:
+    """The next schema version with options set and removed; columns unchanged.
+
+    Raises InvalidOption for an unknown key or a bad value, SchemaError for an option
+    fixed at creation (``FIXED_OPTIONS``, ``fields.<column>.*``).
+    """
+    changes = {str(k): str(v) for k, v in set_options.items()}
+    both = sorted(set(changes) & set(unset))
+    if both:
+        raise SchemaError(f"option {both[0]!r} is both set and removed")
+    check_known({**changes, **{k: "" for k in unset}})
+    for key in [*changes, *unset]:
+        if key in FIXED_OPTIONS or key.startswith("fields."):
+            old = current.options.get(key)
+            if changes.get(key) == old:
+                continue  # setting what is there already changes nothing
+            raise SchemaError(
+                f"option {key!r} is fixed when the table is created (it decides how stored "
+                "files were written); create a new table with it (CREATE TABLE AS SELECT)"
+            )
+    options = {k: v for k, v in current.options.items() if k not in unset}
+    options.update(changes)
+    CoreOptions.from_map(options)  # every value valid, as at creation
+    return TableSchema(
+        id=current.id + 1,
+        arrow_schema=current.arrow_schema,
+        primary_key=current.primary_key,
+        partition_keys=current.partition_keys,
+        options=options,
+        comment=current.comment,
+        time_millis=int(time.time() * 1000),
+    )
+
+
 class SchemaManager:
     """Reads and writes one table's schema versions."""
 

@@ -11,7 +11,7 @@ still sees commits and schema changes made by other processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,13 +28,13 @@ from filestore.expire import (
     expire_snapshots,
     remove_orphans,
 )
-from filestore.iceberg import sync_iceberg
+from filestore.iceberg import drop_iceberg_metadata, sync_iceberg
 from filestore.lookup import rows_of_keys
 from filestore.maintenance import TableCommit, compact
 from filestore.read import SplitReader
 from filestore.rollback import RollbackResult, rollback_to
 from filestore.scan import Split, TableScan
-from filestore.schema import TableSchema, evolve
+from filestore.schema import TableSchema, evolve, with_options
 from filestore.snapshot import Snapshot
 from filestore.tags import create_tag, list_tags, tag_snapshot
 from filestore.write import TableWrite
@@ -59,6 +59,30 @@ class Table(TableContext):
         return self.evolve_schema(
             self.schema.arrow_schema.append(pa.field(name, type, nullable=True))
         )
+
+    def set_options(
+        self, options: Mapping[str, str] | None = None, *, unset: Sequence[str] = ()
+    ) -> TableSchema:
+        """Change table options (``ALTER TABLE ... SET TBLPROPERTIES``): a new schema
+        version, read by every writer's next commit. Options that decide how stored files
+        were written (``bucket``, ``merge-engine``, ...) are refused.
+
+        Turning ``metadata.iceberg.storage`` on writes the Iceberg metadata of the
+        current snapshot at once; turning it off removes it (else engines would read an
+        ever older table).
+        """
+        current = self.schema
+        nxt = with_options(current, options or {}, unset)
+        if nxt.options == current.options:
+            return current  # nothing changes: no new version (a statement seen twice)
+        if not self.schema_manager.commit(nxt):
+            raise SchemaError(f"table {self.name}: schema {nxt.id} was changed concurrently; retry")
+        was, now = current.core_options.iceberg_storage, nxt.core_options.iceberg_storage
+        if now != "disabled" and was == "disabled":
+            sync_iceberg(self)
+        elif now == "disabled" and was != "disabled":
+            drop_iceberg_metadata(self)
+        return nxt
 
     # -- writing --------------------------------------------------------
     def new_write(self, commit_user: str, *, input_changelog: bool = False) -> TableWrite:

@@ -146,23 +146,50 @@ def create(
     warehouse: str,
 ) -> None:
     """Create table NAME ('db.table')."""
-    opts = {}
-    for o in options:
-        if "=" not in o:
-            raise click.BadParameter(f"{o!r} is not key=value", param_hint="--option")
-        k, v = o.split("=", 1)
-        opts[k.strip()] = v.strip()
     try:
         t = Catalog(warehouse).create_table(
             name,
             parse_schema(schema_text),
             _split_list(primary_key, "--primary-key"),
             _split_list(partition_by, "--partition-by"),
-            opts,
+            _key_values(options, "--option"),
         )
     except FileStoreError as e:
         raise _fail(e) from None
     click.echo(f"created {t.name} at {t.paths.root}")
+
+
+def _key_values(pairs: tuple[str, ...], param: str) -> dict[str, str]:
+    out = {}
+    for o in pairs:
+        if "=" not in o:
+            raise click.BadParameter(f"{o!r} is not key=value", param_hint=param)
+        k, v = o.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@table.command("alter")
+@click.argument("name")
+@click.option("--set", "set_", multiple=True, help="Set table option key=value (repeatable).")
+@click.option("--unset", multiple=True, help="Remove table option KEY (repeatable).")
+@warehouse_option
+def alter(name: str, set_: tuple[str, ...], unset: tuple[str, ...], warehouse: str) -> None:
+    """Change table NAME's options, as ALTER TABLE ... SET TBLPROPERTIES.
+
+    \b
+    e.g. dts table alter shop.orders --set metadata.iceberg.storage=table-location
+    """
+    if not set_ and not unset:
+        raise click.UsageError("give --set key=value or --unset key")
+    try:
+        t = Catalog(warehouse).get_table(name)
+        schema = t.set_options(_key_values(set_, "--set"), unset=list(unset))
+    except FileStoreError as e:
+        raise _fail(e) from None
+    click.echo(f"altered {t.name}: schema {schema.id}")
+    if schema.core_options.iceberg_storage != "disabled":
+        click.echo(IcebergSync(t).describe())
 
 
 @table.command("list")
@@ -403,6 +430,38 @@ def tag_create(name: str, tag_name: str, snapshot_id: int | None, warehouse: str
     except FileStoreError as e:
         raise _fail(e) from None
     click.echo(f"{name}: tag {tag_name} -> snapshot {snap.id}")
+
+
+@tag.command("consistent")
+@click.argument("tag_name")
+@click.argument("tables", nargs=-1, required=True)
+@click.option(
+    "--meta-url",
+    envvar="DTS_META_URL",
+    default=None,
+    help="MetaService address (env DTS_META_URL); without it, from the tables' snapshots.",
+)
+@click.option("--replace", is_flag=True, help="Move the tag where the tables have it already.")
+@warehouse_option
+def tag_consistent_(
+    tag_name: str, tables: tuple[str, ...], meta_url: str | None, replace: bool, warehouse: str
+) -> None:
+    """Tag TABLES at their consistent barrier as TAG_NAME (an Iceberg tag too).
+
+    \b
+    e.g. dts table tag consistent eod shop.orders shop.customer_totals
+    """
+    from bridge.consistency_read import tag_consistent
+    from bridge.meta.errors import MetaError
+
+    try:
+        pinned = tag_consistent(
+            Catalog(warehouse), list(tables), tag_name, meta_url=meta_url, replace=replace
+        )
+    except (FileStoreError, MetaError) as e:
+        raise _fail(e) from None
+    for name, snap in pinned.items():
+        click.echo(f"{name}: tag {tag_name} -> snapshot {snap.id} (barrier {snap.barrier})")
 
 
 @tag.command("list")

@@ -129,6 +129,15 @@ class TablePlanner:
             log.warning("native changes read fell back to the Python source", exc_info=True)
             return None
 
+    def alterOptions(self, name: str, set_options: Any, unset: Any) -> None:
+        """`ALTER TABLE name SET/UNSET TBLPROPERTIES` on a table exposed here: the table's
+        own options change (`Table.set_options`); a refusal fails the statement."""
+        warehouse = self._spark.conf.get(TABLE_WAREHOUSE_CONF + name, None)
+        if not warehouse:
+            return
+        changes = {str(k): str(v) for k, v in set_options.items()}
+        open_table(warehouse, name).set_options(changes, unset=[str(k) for k in unset])
+
     # file-tier streams with native micro-batches (io.dts.spark.StreamPlanner): see
     # bridge.spark.native_stream; the names are the Java interface's
     def streamOpen(self, source_id: str, options: Any, schema_json: str) -> None:

@@ -90,12 +90,16 @@ class IcebergSync:
     def metadata_path(self, version: int) -> str:
         return f"{self.dir}/v{version}.metadata.json"
 
+    def current_snapshot_id(self, version: int) -> int:
+        """The dts snapshot metadata version ``version`` shows (-1: none yet)."""
+        return int(self._read(version)["current-snapshot-id"])
+
     def describe(self) -> str:
         """One line for ``dts table describe``: where the metadata stands against dts."""
         version = self.current_version()
         if version is None:
             return "Iceberg metadata: none written yet (the next commit writes it)"
-        at = int(self._read(version)["current-snapshot-id"])
+        at = self.current_snapshot_id(version)
         latest = self.ctx.snapshot_manager.latest_id()
         state = (
             "up to date" if at == latest else f"behind dts's {latest}: the next commit catches up"
@@ -380,6 +384,17 @@ def _partition_values(
         else:
             out[name] = pa.scalar(v).cast(t).as_py()
     return out
+
+
+def drop_iceberg_metadata(ctx: TableContext) -> None:
+    """Remove the Iceberg metadata of a table that stopped writing it: left in place it
+    would show engines an ever older table. The version hint goes first, so a reader
+    finds no table rather than part of one."""
+    directory = f"{ctx.paths.root}/{METADATA_DIR}"
+    if ctx.io.exists(f"{directory}/version-hint.text"):
+        ctx.io.delete_file(f"{directory}/version-hint.text")
+    if ctx.io.exists(directory):
+        ctx.io.delete_dir(directory)
 
 
 def sync_iceberg(ctx: TableContext, earliest: int | None = None) -> SyncResult | None:

@@ -166,3 +166,35 @@ def test_dts_exporter_stops_on_ctrl_c_and_sigterm(tmp_path: Path, stop: signal.S
             proc.wait()
     assert proc.returncode == 0
     assert "stopping" in proc.stderr.read()
+
+
+def test_iceberg_metadata_behind_dts_shows_in_a_gauge(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from filestore.iceberg import IcebergSync
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
+    catalog = Catalog(str(warehouse))
+    t = catalog.create_table("db.ice", schema, primary_key=["id"])
+    catalog.create_table("db.plain", schema, primary_key=["id"])
+
+    def commit() -> None:
+        w = t.new_write("w")
+        w.write(pa.table({"id": [1], "v": [1]}, schema=schema))
+        w.commit()
+        w.close()
+
+    registry = exporter_registry(str(warehouse))
+    key = ("dts_filestore_iceberg_snapshot_id", (("table", "db.ice"),))
+    commit()
+    assert key not in scrape(generate_latest(registry).decode())  # the option is off
+    t.set_options({"metadata.iceberg.storage": "table-location"})
+    assert scrape(generate_latest(registry).decode())[key] == 1
+    with monkeypatch.context() as m:  # a failed sync: the commit stands, Iceberg lags
+        m.setattr(IcebergSync, "sync", lambda self, earliest=None: None)
+        commit()
+    got = scrape(generate_latest(registry).decode())
+    assert got[key] == 1 and got[("dts_filestore_snapshot_id", (("table", "db.ice"),))] == 2
+    assert not any(n == key[0] and ("table", "db.plain") in lb for n, lb in got)
+    commit()
+    assert scrape(generate_latest(registry).decode())[key] == 3

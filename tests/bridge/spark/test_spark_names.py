@@ -150,3 +150,30 @@ def test_register_warms_up_a_local_session_only_when_asked(conf_spark: Any) -> N
     # later jobs are not filed under the warm-up's group
     spark.range(10).count()
     assert set(tracker.getJobIdsForGroup(JOB_GROUP)) == warmed
+
+
+def test_alter_table_set_tblproperties_changes_the_tables_options(
+    conf_spark: Any, warehouse: Path
+) -> None:
+    """Through the extension: the table's own options change (other engines see it: the
+    Iceberg metadata is written at once), and a refused change fails the statement."""
+    spark = conf_spark
+    t = make_table(warehouse, "shopn.altered", pk=True)
+    commit(t, rows(3))
+    dts.register(spark, warehouse=str(warehouse))
+    spark.sql(
+        "ALTER TABLE shopn.altered SET TBLPROPERTIES "
+        "('metadata.iceberg.storage' = 'table-location', 'snapshot.num-retained.min' = '4')"
+    )
+    options = t.schema.options
+    assert options["metadata.iceberg.storage"] == "table-location"
+    assert options["snapshot.num-retained.min"] == "4"
+    assert (Path(t.paths.root) / "metadata" / "version-hint.text").read_text() == "1"
+    versions = len(t.schema_manager.list_ids())
+    spark.sql("ALTER TABLE shopn.altered UNSET TBLPROPERTIES ('snapshot.num-retained.min')")
+    assert "snapshot.num-retained.min" not in t.schema.options
+    assert len(t.schema_manager.list_ids()) == versions + 1  # one statement, one version
+    with pytest.raises(Exception, match=r"'bucket' is fixed when the table is created"):
+        spark.sql("ALTER TABLE shopn.altered SET TBLPROPERTIES ('bucket' = '8')")
+    assert t.schema.options["bucket"] == "2"  # as make_table created it
+    assert spark.table("shopn.altered").count() == 3

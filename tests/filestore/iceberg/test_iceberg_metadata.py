@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, Table
-from filestore.errors import InvalidOption
+from filestore.errors import InvalidOption, SchemaError
 from filestore.iceberg.sync import KEEP_VERSIONS, IcebergSync
 from tests.filestore.test_stored_changelog import _rows
 
@@ -160,3 +160,52 @@ def test_describe_says_where_the_iceberg_metadata_stands(
         m.setattr(IcebergSync, "sync", lambda self, earliest=None: None)
         _commit(t, [3])
     assert "at snapshot 1, behind dts's 2: the next commit catches up" in describe()
+
+
+def test_options_are_altered_on_an_existing_table_and_fixed_ones_refused(warehouse: Path) -> None:
+    t = _table(warehouse, {"deletion-vectors.enabled": "true"})
+    _commit(t, [1, 2])
+    schema = t.set_options({"snapshot.num-retained.min": "3"})
+    assert schema.id == 1 and t.schema.options["snapshot.num-retained.min"] == "3"
+    assert t.schema.arrow_schema == SCHEMA.set(0, SCHEMA.field("id"))  # columns unchanged
+    t.set_options(unset=["snapshot.num-retained.min"])
+    assert "snapshot.num-retained.min" not in t.schema.options
+    with pytest.raises(SchemaError, match=r"'bucket' is fixed when the table is created"):
+        t.set_options({"bucket": "4"})
+    with pytest.raises(SchemaError, match=r"deletion-vectors\.enabled"):
+        t.set_options(unset=["deletion-vectors.enabled"])
+    with pytest.raises(InvalidOption, match=r"did you mean 'metadata\.iceberg\.storage'"):
+        t.set_options({"metadata.iceberg.storag": "table-location"})
+    with pytest.raises(InvalidOption, match=r"metadata\.iceberg\.storage"):
+        t.set_options({"metadata.iceberg.storage": "elsewhere"})
+    t.set_options({"deletion-vectors.enabled": "true"})  # as it is: allowed, a no-op
+    assert t.schema.id == 2 and t.read().num_rows == 2  # and no new version
+
+
+def test_turning_iceberg_on_writes_the_current_snapshot_and_off_removes_it(
+    warehouse: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from bridge.cli import cli
+
+    t = _table(warehouse, {"deletion-vectors.enabled": "true"})
+    _commit(t, [1, 2])
+    _commit(t, [2, 3])
+    args = ["table", "alter", "db.t", "--set", "metadata.iceberg.storage=table-location"]
+    r = CliRunner().invoke(cli, [*args, "--warehouse", str(warehouse)])
+    assert r.exit_code == 0, r.output
+    assert "at snapshot 2, up to date" in " ".join(r.output.split())
+    meta = _metadata(t)  # written at once, not at the next commit
+    assert [s["snapshot-id"] for s in meta["snapshots"]] == [1, 2]
+    assert all(Path(p).exists() for p in _named_files(t, meta))
+    _commit(t, [4])
+    assert _metadata(t)["current-snapshot-id"] == 3
+    args = ["table", "alter", "db.t", "--unset", "metadata.iceberg.storage"]
+    r = CliRunner().invoke(cli, [*args, "--warehouse", str(warehouse)])
+    assert r.exit_code == 0, r.output
+    assert not Path(t.paths.root, "metadata").exists()  # no reader is shown an old table
+    _commit(t, [5])
+    assert not Path(t.paths.root, "metadata").exists()
+    r = CliRunner().invoke(cli, ["table", "alter", "db.t", "--warehouse", str(warehouse)])
+    assert r.exit_code != 0 and "give --set key=value or --unset key" in r.output

@@ -11,7 +11,9 @@ import scala.runtime.BoxedUnit;
  * own Parquet reader; and a read of the dts Python source that needs fewer columns than
  * the table has is re-planned with its {@code columns} option (PySpark's Python data
  * source API cannot prune columns itself); a file-tier stream's micro-batches are
- * planned as Spark's own scans of the stored changelog files ({@link NativeStreamRule}).
+ * planned as Spark's own scans of the stored changelog files ({@link NativeStreamRule});
+ * {@code ALTER TABLE ... SET TBLPROPERTIES} changes a dts table's options
+ * ({@link AlterOptionsRule}).
  */
 public final class DtsExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
     @Override
@@ -19,6 +21,7 @@ public final class DtsExtensions extends AbstractFunction1<SparkSessionExtension
         extensions.injectResolutionRule(NativeReadRule::new);
         extensions.injectResolutionRule(NativeStreamRule::new);
         extensions.injectResolutionRule(UpdateModeRule::new);
+        extensions.injectResolutionRule(AlterOptionsRule::new);
         extensions.injectPreCBORule(PruneColumnsRule::new);
         return BoxedUnit.UNIT;
     }

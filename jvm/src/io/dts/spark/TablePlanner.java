@@ -22,4 +22,12 @@ public interface TablePlanner extends StreamPlanner {
      * Python source.
      */
     LogicalPlan nativeRead(java.util.Map<String, String> options);
+
+    /**
+     * {@code ALTER TABLE name SET/UNSET TBLPROPERTIES}: set and remove the table's options
+     * when {@code name} ("db.t") is a dts table exposed in this session (else nothing).
+     * Throws (the table's message) when the table refuses the change.
+     */
+    void alterOptions(
+            String name, java.util.Map<String, String> set, java.util.List<String> unset);
 }
