@@ -105,8 +105,8 @@ TEST_WORKERS ?= 2
 test: $(STAMP) test-tools jars iceberg-readers lint typecheck
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
-bench: $(STAMP) jars
-	$(BIN)/python -m bench.run
+bench: $(STAMP) jars iceberg-readers
+	DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m bench.run
 
 # Spark peers benchmark (bench/spark_peers, issue #18): dts beside Apache Paimon's and Delta
 # Lake's own Spark connectors on the same data; prints the table with ratios and regenerates
@@ -131,9 +131,10 @@ bench-pipeline: $(STAMP) java-tools jars
 
 # Readers nobody here wrote, in their own environment (their pins are not ours): pyiceberg
 # and DuckDB with PyPI's iceberg and avro extension packages (no download at run time),
-# which tests/filestore/iceberg run against the Iceberg metadata dts writes.
-ICEBERG_READERS := $(DTS_CACHE)/venv-iceberg-readers-1
-ICEBERG_READER_PKGS := "pyiceberg[pyarrow]==0.12.0" duckdb==1.4.4 \
+# which tests/filestore/iceberg run against the Iceberg metadata dts writes; pyiceberg's
+# SQLite catalog writes the peer copy of bench/bench_iceberg.py.
+ICEBERG_READERS := $(DTS_CACHE)/venv-iceberg-readers-2
+ICEBERG_READER_PKGS := "pyiceberg[pyarrow,sql-sqlite]==0.12.0" duckdb==1.4.4 \
   duckdb-ext-iceberg==1.4.4.20260205 duckdb-ext-avro==1.4.4.20260205
 $(ICEBERG_READERS)/.complete:
 	rm -rf $(ICEBERG_READERS)

@@ -84,6 +84,12 @@ class FileIO:
             return
         self._write_stream(path, data)
 
+    def write_unpublished(self, path: str, data: bytes) -> None:
+        """Write a file that nothing names until a later write publishes it (a manifest
+        before its list): in place, without the temporary file and rename of
+        ``write_bytes``. A crash leaves at worst a partial file no reader is pointed at."""
+        self._write_stream(path, data)
+
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """Create path with data unless it exists; True when this call created it."""
         if self.is_local:

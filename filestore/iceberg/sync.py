@@ -147,9 +147,10 @@ class IcebergSync:
             entries.append(entry)
         main = max(retained, default=None)
         meta = self._metadata(versions, ids, spec, entries, main, tags)
-        ctx.io.write_bytes(self.metadata_path(result.version), json.dumps(meta).encode())
+        # the hint publishes the version (atomically): what it names is written before it
+        ctx.io.write_unpublished(self.metadata_path(result.version), json.dumps(meta).encode())
         ctx.io.write_bytes(f"{self.dir}/version-hint.text", str(result.version).encode())
-        self._clean(result.version, {int(e["snapshot-id"]) for e in entries})
+        self._clean(result.version, {int(e["snapshot-id"]) for e in entries}, listing)
         return result
 
     def _read(self, version: int) -> dict[str, Any]:
@@ -162,13 +163,14 @@ class IcebergSync:
         except SnapshotNotFound:
             return None
 
-    def _clean(self, version: int, kept: set[int]) -> None:
+    def _clean(self, version: int, kept: set[int], found: Mapping[str, pafs.FileInfo]) -> None:
         """Metadata no version a reader may still hold names: versions older than the
         last ``KEEP_VERSIONS``; once snapshots went (expired, untagged), their manifests
         and the delete files none of the kept snapshots' manifests name. Delete manifests
-        are read only then: a commit that only adds a snapshot lists the directory."""
+        are read only then: a commit that only adds a snapshot reads the listing the sync
+        made before it wrote."""
         io = self.ctx.io
-        listing = io.list_dir(self.dir)
+        listing = list(found.values())  # as the sync found it: what it wrote is all kept
         garbage = [
             i.path
             for i in listing
@@ -181,7 +183,8 @@ class IcebergSync:
             for i in listing
             if i.base_name.endswith(".avro") and _snapshot_of(i.base_name) not in kept
         ]
-        if gone:
+        if gone:  # the delete files a kept manifest names, this sync's new ones too
+            listing = io.list_dir(self.dir)
             named: set[str] = set()
             for i in listing:
                 if i.base_name.endswith("-dts-m1.avro") and _snapshot_of(i.base_name) in kept:
@@ -216,10 +219,10 @@ class IcebergSync:
                 continue
             path = f"{self.dir}/{snap.id}-dts-{suffix}.avro"
             body, manifest = write_manifest(path, entries, content, snap.id, spec)
-            self.ctx.io.write_bytes(path, body)
+            self.ctx.io.write_unpublished(path, body)
             manifests.append(manifest)
         body = write_manifest_list(manifests, snap.id, parent_id, snap.id)
-        self.ctx.io.write_bytes(self._list_path(snap.id), body)
+        self.ctx.io.write_unpublished(self._list_path(snap.id), body)
         return left_out
 
     def _files(

@@ -23,7 +23,7 @@ from filestore import Catalog, Table
 from tests.filestore.test_stored_changelog import _rows
 
 CACHE = Path(os.environ.get("DTS_CACHE") or Path.home() / ".cache" / "dts")
-READERS = Path(os.environ.get("DTS_ICEBERG_READERS") or CACHE / "venv-iceberg-readers-1")
+READERS = Path(os.environ.get("DTS_ICEBERG_READERS") or CACHE / "venv-iceberg-readers-2")
 READER = Path(__file__).with_name("iceberg_reader.py")
 
 pytestmark = pytest.mark.skipif(

@@ -1,0 +1,206 @@
+"""Iceberg metadata benchmark (issue 43): what reading a dts table through its Iceberg
+metadata costs an engine, and what writing that metadata costs a commit.
+
+    python -m bench.bench_iceberg --rows 1000000 --out bench/results/iceberg.json
+
+Two parts, each against its peer in the same run:
+- read: a primary-key table with deletion vectors and Iceberg metadata gets ``--rows``
+  rows, then 5 upsert commits (each updates 5% of the keys and deletes 1%). DuckDB reads
+  it through ``iceberg_scan`` (data files plus position deletes) and a copy of the same
+  live rows that pyiceberg wrote (one append, no deletes: the reader's best case), the
+  two in turn on every repeat. Ratio = copy time / dts time (>= 0.8 is the target).
+- commit: two tables alike but for ``metadata.iceberg.storage``, ``--commits`` upsert
+  commits of ``--commit-rows`` rows each, alternating between them so the machine's load
+  falls on both; the median commit time with the metadata over the one without (<= 1.10
+  is the target). No snapshot expires during the run: the metadata names every one.
+
+The DuckDB and pyiceberg side runs in the Iceberg readers' environment (``make
+iceberg-readers``, ``bench/iceberg_readers_side.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from bench.bench_filestore import make_rows
+from filestore import Catalog, Table
+from logstore.localhost import cache_dir
+
+HERE = Path(__file__).resolve().parent
+READERS_SIDE = HERE / "iceberg_readers_side.py"
+ICEBERG = {"metadata.iceberg.storage": "table-location"}
+
+
+def readers_python() -> Path:
+    given = os.environ.get("DTS_ICEBERG_READERS")
+    venv = Path(given) if given else cache_dir() / "venv-iceberg-readers-2"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"no Iceberg readers at {venv}: run `make iceberg-readers`")
+    return python
+
+
+def _commit(table: Table, rows: pa.Table) -> float:
+    """Seconds to write and commit ``rows`` (the write's flush included)."""
+    started = time.perf_counter()
+    w = table.new_write("bench")
+    try:
+        w.write(rows)
+        w.commit()
+    finally:
+        w.close()
+    return time.perf_counter() - started
+
+
+def upserts(rows: pa.Table, step: int) -> pa.Table:
+    """5% of the keys with new values and 1% deleted (``_row_kind`` -D)."""
+    rng = np.random.default_rng(100 + step)
+    ids = rows.column("id").to_numpy()
+    n = len(ids)
+    updated = rng.choice(ids, n // 20, replace=False)
+    deleted = np.setdiff1d(rng.choice(ids, n // 100, replace=False), updated)
+    picked = pa.array(np.concatenate([updated, deleted]))
+    batch = rows.filter(pc.is_in(rows.column("id"), value_set=picked))
+    amount = np.random.default_rng(step).random(batch.num_rows)
+    batch = batch.set_column(batch.schema.get_field_index("amount"), "amount", pa.array(amount))
+    kinds = np.where(np.isin(batch.column("id").to_numpy(), deleted), "-D", "+U")
+    return batch.append_column("_row_kind", pa.array(kinds.tolist()))
+
+
+def read_part(work: Path, rows: int, repeats: int, console: Console) -> dict[str, Any]:
+    catalog = Catalog(str(work / "wh"))
+    data = make_rows(rows, 0, seed=1)
+    options = {**ICEBERG, "deletion-vectors.enabled": "true", "bucket": "4"}
+    table = catalog.create_table("bench.orders", data.schema, ["id"], options=options)
+    console.print(f"read part: {rows:,} rows, then 5 upsert commits with deletes")
+    _commit(table, data)
+    for step in range(5):
+        _commit(table, upserts(data, step))
+    live = table.read()
+    pq.write_table(live, work / "live.parquet")
+    request = {
+        "dts_table": table.paths.root,
+        "live_rows": str(work / "live.parquet"),
+        "copy_dir": str(work / "copy"),
+        "repeats": repeats,
+    }
+    console.print(f"DuckDB reads both, {repeats} times in turn (readers' environment)")
+    done = subprocess.run(
+        [str(readers_python()), str(READERS_SIDE)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the readers' side failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    for query, seen in result["rows"].items():
+        expected = live.num_rows
+        if set(seen.values()) != {expected}:
+            raise SystemExit(f"{query}: rows seen {seen}, dts reads {expected}: not the same table")
+    result["live_rows"] = live.num_rows
+    return result
+
+
+def commit_part(work: Path, commits: int, commit_rows: int, console: Console) -> dict[str, Any]:
+    catalog = Catalog(str(work / "wh-commits"))
+    base = make_rows(100_000, 0, seed=2)
+    tables = {
+        "iceberg": catalog.create_table("bench.on", base.schema, ["id"], options=ICEBERG),
+        "plain": catalog.create_table("bench.off", base.schema, ["id"]),
+    }
+    for table in tables.values():
+        table.set_options({"snapshot.time-retained": "1 d"})  # nothing expires in the run
+        _commit(table, base)
+    times: dict[str, list[float]] = {name: [] for name in tables}
+    console.print(f"commit part: {commits} commits of {commit_rows:,} rows per table, in turn")
+    for i in range(commits):
+        batch = make_rows(commit_rows, (i * commit_rows) % 90_000, seed=10 + i)
+        order = list(tables.items()) if i % 2 == 0 else list(reversed(tables.items()))
+        for name, table in order:
+            times[name].append(_commit(table, batch))
+    return {"times": times, "snapshots": len(tables["iceberg"].snapshots())}
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.1f}"
+
+
+def report(read: dict[str, Any], commit: dict[str, Any], console: Console) -> dict[str, Any]:
+    out = RichTable(title=f"Iceberg metadata (load average {os.getloadavg()[0]:.2f})")
+    for col in ("measure", "dts", "peer", "peer", "ratio", "target"):
+        out.add_column(col)
+    ratios = {}
+    for query, times in read["times"].items():
+        ratio = statistics.median(times["pyiceberg_copy"]) / statistics.median(times["dts"])
+        ratios[f"read_{query}"] = ratio
+        out.add_row(
+            f"DuckDB {query} read, median ms",
+            _ms(times["dts"]),
+            "pyiceberg-written copy",
+            _ms(times["pyiceberg_copy"]),
+            f"{ratio:.2f}x",
+            ">= 0.80x",
+        )
+    on, off = commit["times"]["iceberg"], commit["times"]["plain"]
+    ratios["commit"] = statistics.median(on) / statistics.median(off)
+    added = (statistics.median(on) - statistics.median(off)) * 1000
+    out.add_row(
+        f"commit with metadata, median ms ({commit['snapshots']} snapshots; "
+        f"{added:+.1f} ms a commit)",
+        _ms(on),
+        "commit without",
+        _ms(off),
+        f"{ratios['commit']:.2f}x",
+        "<= 1.10x",
+    )
+    console.print(out)
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--commits", type=int, default=100)
+    # a 1 s barrier's worth of changes at 10k changes/s: what the worker commits
+    parser.add_argument("--commit-rows", type=int, default=10_000)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "iceberg.json")
+    args = parser.parse_args()
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="dts-bench-iceberg-") as tmp:
+        console.print(f"working in {tmp}")
+        load_before = os.getloadavg()
+        read = read_part(Path(tmp), args.rows, args.repeats, console)
+        commit = commit_part(Path(tmp), args.commits, args.commit_rows, console)
+        ratios = report(read, commit, console)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "rows": args.rows,
+        "read": read,
+        "commit": commit,
+        "ratios": ratios,
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+    }
+    args.out.write_text(json.dumps(result, indent=2))
+    console.print(f"results in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
