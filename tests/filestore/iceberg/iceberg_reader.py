@@ -1,8 +1,8 @@
 """Reads dts tables through their Iceberg metadata with readers nobody here wrote.
 
 Run by the tests in the Iceberg readers' own environment (``make iceberg-readers``):
-pyiceberg (``StaticTable.from_metadata``) and DuckDB (``iceberg_scan`` with the iceberg
-and avro extensions from PyPI's packages, no download at run time). Reads a JSON request
+pyiceberg (``StaticTable.from_metadata``) and DuckDB (``iceberg_scan`` of the table
+directory and of its metadata file, with the iceberg and avro extensions from PyPI's packages, no download at run time). Reads a JSON request
 on stdin, ``{"tables": [{"root": ..., "reads": [{"key": ..., "columns": [...],
 "snapshot": id | null, "tag": name | null}]}]}`` (neither: the current snapshot), and
 writes per engine, table root and key the rows, sorted.
@@ -52,16 +52,23 @@ def pyiceberg_reads(root: str, reads: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def duckdb_reads(con: Any, root: str, reads: list[dict[str, Any]]) -> dict[str, Any]:
-    with open(_metadata(root)) as f:
+    """Each read twice: ``iceberg_scan`` on the table directory (DuckDB follows
+    ``version-hint.text``) and on the current metadata file; they must agree."""
+    metadata = _metadata(root)
+    with open(metadata) as f:
         refs = json.load(f)["refs"]
     out: dict[str, Any] = {}
     for read in reads:
         cols = ", ".join(f'"{c}"' for c in read["columns"])
         sid = _snapshot_id(read, refs)
         at = f", snapshot_from_id => {sid}" if sid is not None else ""
-        out[read["key"]] = _sorted(
-            con.execute(f"select {cols} from iceberg_scan('{root}'{at})").fetchall()
+        by_dir, by_file = (
+            _sorted(con.execute(f"select {cols} from iceberg_scan('{src}'{at})").fetchall())
+            for src in (root, metadata)
         )
+        if by_dir != by_file:
+            raise AssertionError(f"{root} {read['key']}: the directory and {metadata} disagree")
+        out[read["key"]] = by_dir
     return out
 
 
