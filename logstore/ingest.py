@@ -73,8 +73,46 @@ def source_spec(spec: LogSpec, source_topic: str, decimal_mode: str = "precise")
     )
 
 
+@dataclass(frozen=True)
+class IngestSource:
+    """One more source topic of an ingest and the table log it is copied into."""
+
+    topic: str
+    spec: LogSpec
+    bucketer: Bucketer
+
+
+@dataclass
+class _Source:
+    topic: str
+    spec: LogSpec  # the table's log
+    src_spec: LogSpec  # how its records are read
+    dlq: DeadLetterQueue | None
+    named: bool = False  # its data collection's names learnt from a record
+
+
+@dataclass
+class _Batch:
+    """One source topic's records of a consumed batch, decoded."""
+
+    source: _Source
+    decoded: Decoded
+    parts: np.ndarray  # partition and offset of each record kept (arrival order)
+    offs: np.ndarray
+    arrival: np.ndarray  # each kept record's index in the consumed batch
+    ids: pa.Array | None = None  # their source transactions (with a transaction topic)
+
+
 class Ingestor:
-    """One source topic -> one table log. ``run()`` until stopped, idle or done."""
+    """Source topics -> table logs. ``run()`` until stopped, idle or done.
+
+    One source topic is today's single-table ingest; ``more`` adds the other tables of
+    the same source database. All of them are written in one Kafka transaction per
+    barrier (``LogWriter(also=...)``), so barrier B of every table holds the same source
+    records, and with the ``transaction_topic`` no barrier splits a source transaction
+    across the tables: a consistent read at B shows the database at one committed
+    transaction.
+    """
 
     def __init__(
         self,
@@ -89,50 +127,65 @@ class Ingestor:
         max_records: int = 20_000,
         decimal_mode: str = "precise",
         transaction_topic: str | None = None,
+        more: Sequence[IngestSource] = (),
     ) -> None:
         """``transaction_topic``: Debezium's transaction topic (``<prefix>.transaction``);
         with it barriers close only where no source transaction is open."""
-        if not spec.transactional:
-            raise LogSpecError(
-                f"{spec.topic}: exactly-once ingest needs log.consistency=transactional"
-            )
-        info = describe_topic(bootstrap, source_topic, with_config=False)
-        if info is None:
-            raise LogStoreError(f"source topic {source_topic!r} does not exist on {bootstrap}")
+        given = [IngestSource(source_topic, spec, bucketer), *more]
+        for g in given:
+            if not g.spec.transactional:
+                raise LogSpecError(
+                    f"{g.spec.topic}: exactly-once ingest needs log.consistency=transactional"
+                )
+        topics = [g.topic for g in given]
+        if len(set(topics)) != len(topics):
+            raise LogStoreError(f"a source topic is given twice: {topics}")
         self.source_topic = source_topic
         self.spec = spec
-        self.src_spec = source_spec(spec, source_topic, decimal_mode)
         self.barrier_interval_s = barrier_interval_s
         self.max_records = max_records
         self.stats = IngestStats()
         # the figures at the last committed barrier (what a restart does not copy again)
         self.committed = IngestStats()
         self.group_id = group_id or f"dts-ingest-{spec.topic}"
-        self._consumer = self._assigned(bootstrap, source_topic, info.partitions)
-        self._offsets: dict[int, int] = {}
+        self.sources = {
+            g.topic: _Source(
+                g.topic,
+                g.spec,
+                source_spec(g.spec, g.topic, decimal_mode),
+                DeadLetterQueue(bootstrap, source_spec(g.spec, g.topic, decimal_mode))
+                if lenient
+                else None,
+            )
+            for g in given
+        }
+        self._consumer = self._assigned(bootstrap, topics)
+        self._offsets: dict[tuple[str, int], int] = {}
         self.transaction_topic = transaction_topic
         self.txns: TransactionTracker | None = None
         self._txn_consumer: Consumer | None = None
         if transaction_topic is not None:
-            txn_info = describe_topic(bootstrap, transaction_topic, with_config=False)
-            if txn_info is None:
-                raise LogStoreError(
-                    f"transaction topic {transaction_topic!r} does not exist on {bootstrap}"
-                )
             self.txns = TransactionTracker()
-            self._txn_consumer = self._assigned(bootstrap, transaction_topic, txn_info.partitions)
+            self._txn_consumer = self._assigned(bootstrap, [transaction_topic])
         self.writer = LogWriter(
             bootstrap,
             spec,
             bucketer,
             transactional_id=transactional_id or f"dts-ingest-{spec.topic}",
             barrier_interval_s=None,  # barriers are closed here, with the source offsets
+            also=[(g.spec, g.bucketer) for g in more],
         )
-        self.dlq = DeadLetterQueue(bootstrap, self.src_spec) if lenient else None
         self.lenient = lenient
 
-    def _assigned(self, bootstrap: str, topic: str, partitions: int) -> Consumer:
-        """A consumer of the group's committed position in ``topic`` (else its beginning)."""
+    def _assigned(self, bootstrap: str, topics: Sequence[str]) -> Consumer:
+        """A consumer of the group's committed positions in ``topics`` (else their
+        beginnings: a table added to a running source is read from its start)."""
+        parts = []
+        for topic in topics:
+            info = describe_topic(bootstrap, topic, with_config=False)
+            if info is None:
+                raise LogStoreError(f"topic {topic!r} does not exist on {bootstrap}")
+            parts += [TopicPartition(topic, p) for p in range(info.partitions)]
         consumer = Consumer(
             confluent_config(
                 bootstrap,
@@ -152,12 +205,11 @@ class Ingestor:
                 },
             )
         )
-        parts = [TopicPartition(topic, p) for p in range(partitions)]
         committed = _committed_offsets(consumer, parts, timeout_s=15)
         consumer.assign(
             [
                 TopicPartition(
-                    topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
                 )
                 for tp in committed
             ]
@@ -226,7 +278,7 @@ class Ingestor:
         log.warning(
             "%s: source transactions %s still open after %.0fs (their END events missing "
             "from %s?); closing the barrier inside them",
-            self.source_topic,
+            ", ".join(self.sources),
             sorted(self.txns.written)[:5],
             waited_s,
             self.transaction_topic,
@@ -248,45 +300,72 @@ class Ingestor:
         if events:
             for m in events:
                 if m.error().code() != KafkaError._PARTITION_EOF:
-                    raise LogStoreError(f"{self.source_topic}: consumer error: {m.error()}")
+                    raise LogStoreError(f"{m.topic()}: consumer error: {m.error()}")
             good = [m for m in msgs if m.error() is None]
+        by_topic: dict[str, list[int]] = {}
+        for i, m in enumerate(good):
+            by_topic.setdefault(m.topic(), []).append(i)
+        stop: DecodeError | None = None
+        batches = []
+        for topic, arrival in by_topic.items():
+            batch, stopped = self._decode_source(self.sources[topic], good, arrival)
+            batches.append(batch)
+            stop = stop or stopped  # the run ends after this batch's barrier either way
+        cut = None
+        if self.txns is not None and batches:
+            order = np.argsort(np.concatenate([b.arrival for b in batches]), kind="stable")
+            ids = pa.concat_arrays([b.ids for b in batches if b.ids is not None]).take(order)
+            arrivals = np.concatenate([b.arrival for b in batches])[order]
+            cut = self.txns.cut(ids) if barrier_due else None
+            if cut is not None:  # close the due barrier at the last clean boundary
+                until = int(arrivals[cut]) if cut < len(arrivals) else len(good)
+                for b in batches:
+                    self._copy(b, b.arrival < until)
+                    b.parts, b.offs = b.parts[b.arrival >= until], b.offs[b.arrival >= until]
+                    b.arrival = b.arrival[b.arrival >= until]
+                self.txns.record(ids[:cut])
+                self._barrier(on_barrier)
+                ids = ids[cut:]
+            self.txns.record(ids)
+        for b in batches:
+            self._copy(b, np.ones(len(b.parts), dtype=bool))
+        return stop, cut is not None
+
+    def _decode_source(
+        self, source: _Source, good: list[Any], arrival: list[int]
+    ) -> tuple[_Batch, DecodeError | None]:
+        """Decode one topic's records of a batch and settle its bad ones: dead letters,
+        or (strict) each partition stops at its first bad record."""
+        msgs = [good[i] for i in arrival]
         stop: DecodeError | None = None
         try:
-            decoded, parts, offs, values = self._decode(good)
+            decoded, parts, offs, values = self._decode(source, msgs)
         except SourceSchemaChanged as exc:  # copy what precedes it, then stop there
-            stop, good = exc, good[: exc.index]
-            decoded, parts, offs, values = self._decode(good)
+            stop, msgs, arrival = exc, msgs[: exc.index], arrival[: exc.index]
+            decoded, parts, offs, values = self._decode(source, msgs)
         self.stats.skipped += decoded.skipped
         kept = np.ones(len(parts), dtype=bool)
         all_ids = parts << 40 | offs  # one id per record, before any is dropped
         stops = {stop.partition: stop.offset} if stop is not None else {}
-        if decoded.errors and self.dlq is not None:
-            self.stats.dead_letters += self.dlq.send(decoded.errors)
-            self.dlq.flush()
+        if decoded.errors and source.dlq is not None:
+            self.stats.dead_letters += source.dlq.send(decoded.errors)
+            source.dlq.flush()
         elif decoded.errors:
             first = decoded.errors[0]  # the first in (partition, offset) order
-            stop = BadSourceRecord(self.source_topic, first.partition, first.offset, first.reason)
+            stop = BadSourceRecord(source.topic, first.partition, first.offset, first.reason)
             for e in decoded.errors:  # every partition stops at its first bad record
                 stops[e.partition] = min(stops.get(e.partition, e.offset), e.offset)
         for p, o in stops.items():
             kept &= (parts != p) | (offs < o)
-        parts, offs = parts[kept], offs[kept]
-        cut = None
+        for p, o in stops.items():  # the source offset stops exactly at that record
+            self._offsets[(source.topic, p)] = o
+        batch = _Batch(source, decoded, parts[kept], offs[kept], np.asarray(arrival)[kept])
         if self.txns is not None:
-            ids = self._transaction_ids(values, all_ids, kept, decoded)
-            cut = self.txns.cut(ids) if barrier_due else None
-            if cut is not None:  # close the due barrier at the last clean boundary
-                self._copy(decoded, parts[:cut], offs[:cut])
-                self.txns.record(ids[:cut])
-                self._barrier(on_barrier)
-                parts, offs, ids = parts[cut:], offs[cut:], ids[cut:]
-            self.txns.record(ids)
-        self._copy(decoded, parts, offs)
-        self._offsets.update(stops)  # the source offset stops exactly at that record
-        return stop, cut is not None
+            batch.ids = self._transaction_ids(source, values, all_ids, kept, decoded)
+        return batch, stop
 
     def _transaction_ids(
-        self, raw: list[Any], ids: np.ndarray, kept: np.ndarray, decoded: Decoded
+        self, source: _Source, raw: list[Any], ids: np.ndarray, kept: np.ndarray, decoded: Decoded
     ) -> pa.Array:
         """The kept records' source transaction ids (null for dead letters: not JSON)."""
         assert self.txns is not None
@@ -296,28 +375,33 @@ class Ingestor:
             bad = np.isin(ids, [e.partition << 40 | e.offset for e in decoded.errors])
             values = pc.if_else(pa.array(bad), empty, values)
         values = pc.fill_null(values.filter(pa.array(kept)), empty)
-        if not self.txns.collections:
+        if not source.named:  # which of a transaction's events are this ingest's tables'
             for v in values.slice(0, 100).to_pylist():
                 if v and (names := collection_names(v)):
-                    self.txns.collections = names
+                    self.txns.collections |= names
+                    source.named = True
                     break
         return transaction_ids(values)
 
-    def _copy(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
-        """Write the rows of these records; their offsets are consumed."""
-        self._write_in_order(decoded, parts, offs)
+    def _copy(self, batch: _Batch, which: np.ndarray) -> None:
+        """Write the rows of these records of a batch; their offsets are consumed."""
+        parts, offs = batch.parts[which], batch.offs[which]
+        self._write_in_order(batch.source, batch.decoded, parts, offs)
         self.stats.records += len(parts)
         for p in np.unique(parts).tolist():
             last = int(offs[parts == p].max()) + 1
-            self._offsets[p] = max(self._offsets.get(p, 0), last)
+            key = (batch.source.topic, p)
+            self._offsets[key] = max(self._offsets.get(key, 0), last)
 
-    def _decode(self, msgs: list[Any]) -> tuple[Decoded, np.ndarray, np.ndarray, list[Any]]:
+    def _decode(
+        self, source: _Source, msgs: list[Any]
+    ) -> tuple[Decoded, np.ndarray, np.ndarray, list[Any]]:
         """Decode messages; also their partitions, offsets and values as arrays."""
         parts = [m.partition() for m in msgs]
         offs = [m.offset() for m in msgs]
         values = [m.value() for m in msgs]
         decoded = decode_columns(
-            self.src_spec,
+            source.src_spec,
             parts,
             offs,
             _Lazy(msgs, "key"),  # keys and headers are read only for the few records
@@ -332,7 +416,9 @@ class Ingestor:
             values,
         )
 
-    def _write_in_order(self, decoded: Decoded, parts: np.ndarray, offs: np.ndarray) -> None:
+    def _write_in_order(
+        self, source: _Source, decoded: Decoded, parts: np.ndarray, offs: np.ndarray
+    ) -> None:
         """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
         order), with a truncate in the log where a truncate arrived."""
         if len(parts) == 0:
@@ -357,17 +443,15 @@ class Ingestor:
         for cut in [*cuts, len(ids)]:
             chunk = rows.filter(pa.array((position >= low) & (position < cut)))
             if chunk.num_rows:
-                self.writer.write(chunk)
+                self.writer.write(chunk, source.spec.topic)
                 self.stats.rows += chunk.num_rows
             if cut < len(ids):
-                self.writer.truncate()
+                self.writer.truncate(source.spec.topic)
                 self.stats.truncates += 1
             low = cut
 
     def _barrier(self, on_barrier: Callable[[IngestStats], None] | None) -> None:
-        offsets = [
-            TopicPartition(self.source_topic, p, o) for p, o in sorted(self._offsets.items())
-        ]
+        offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._offsets.items())]
         if self.txns is not None and self.transaction_topic is not None:
             offsets += [
                 TopicPartition(self.transaction_topic, p, o)
@@ -384,8 +468,9 @@ class Ingestor:
     def close(self) -> None:
         try:
             self.writer.close(final_barrier=False)
-            if self.dlq is not None:
-                self.dlq.close()
+            for source in self.sources.values():
+                if source.dlq is not None:
+                    source.dlq.close()
         finally:
             self._consumer.close()
             if self._txn_consumer is not None:

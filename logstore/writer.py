@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -111,6 +111,11 @@ class LogWriter:
     ``bucketer(rows) -> bucket ids`` must be the FileStore's bucket hash so that
     partition = bucket on both tiers (``bridge`` injects it). ``barrier_interval_s``
     closes barriers automatically from a background thread; ``None`` or 0 turns that off.
+
+    ``also``: more tables written in the same Kafka transactions (``write(rows, topic)``):
+    every barrier is closed on every table's log at once, under one id, so barrier B of
+    each table holds the same writes (one source database's tables, ``dts ingest`` of
+    several topics). All of them transactional.
     """
 
     def __init__(
@@ -123,10 +128,19 @@ class LogWriter:
         producer_config: dict[str, Any] | None = None,
         create_topic: bool = True,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        also: Sequence[tuple[LogSpec, Bucketer]] = (),
     ) -> None:
         self.spec = spec
         self.bootstrap = bootstrap
         self._bucketer = bucketer
+        self.tables: dict[str, tuple[LogSpec, Bucketer]] = {spec.topic: (spec, bucketer)}
+        for other, other_bucketer in also:
+            if not (spec.transactional and other.transactional):
+                raise WriterError(
+                    f"{other.topic}: tables share barriers only in Kafka transactions "
+                    "(log.consistency=transactional on every table)"
+                )
+            self.tables[other.topic] = (other, other_bucketer)
         self._clock_ms = clock_ms
         self._lock = threading.RLock()
         self._closed = False
@@ -134,7 +148,8 @@ class LogWriter:
         self._in_txn = False
         self._pending_rows = 0
         if create_topic:
-            ensure_topic(bootstrap, spec)
+            for table_spec, _ in self.tables.values():
+                ensure_topic(bootstrap, table_spec)
         config = confluent_config(bootstrap, PRODUCER_DEFAULTS)
         self.transactional_id = None
         if spec.transactional:
@@ -149,7 +164,10 @@ class LogWriter:
                 self._producer.init_transactions(30)
             except KafkaException as exc:
                 raise WriterError(f"{spec.topic}: cannot initialise transactions: {exc}") from exc
-        self.last_barrier = last_barrier_on_topic(bootstrap, spec.topic, spec.buckets) or 0
+        self.last_barrier = max(
+            last_barrier_on_topic(bootstrap, s.topic, s.buckets) or 0
+            for s, _ in self.tables.values()
+        )
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         if barrier_interval_s:
@@ -163,10 +181,12 @@ class LogWriter:
 
     # ------------------------------------------------------------------ public
 
-    def write(self, table: pa.Table | pa.RecordBatch) -> int:
-        """Encode and send rows; returns the number of Kafka records produced."""
+    def write(self, table: pa.Table | pa.RecordBatch, topic: str | None = None) -> int:
+        """Encode and send rows (to the log ``topic``, default the first table's);
+        returns the number of Kafka records produced."""
         self._check_usable()
-        enc = encode_batch(table, self.spec, self._bucketer, ts_ms=self._clock_ms())
+        spec, bucketer = self._table(topic)
+        enc = encode_batch(table, spec, bucketer, ts_ms=self._clock_ms())
         if not len(enc):
             return 0
         keys = enc.keys.to_pylist()
@@ -176,11 +196,10 @@ class LogWriter:
             self._check_usable()
             self._ensure_txn()
             produce = self._producer.produce
-            topic = self.spec.topic
             for k, v, p in zip(keys, values, parts, strict=True):
                 while True:
                     try:
-                        produce(topic, v, k, p)
+                        produce(spec.topic, v, k, p)
                         break
                     except BufferError:  # local queue full: let deliveries drain
                         self._producer.poll(0.05)
@@ -188,20 +207,22 @@ class LogWriter:
             self._pending_rows += len(values)
         return len(values)
 
-    def truncate(self) -> None:
-        """Empty the table: a truncate record on every partition, in the open barrier.
+    def truncate(self, topic: str | None = None) -> None:
+        """Empty the table (of log ``topic``, default the first): a truncate record on
+        every partition, in the open barrier.
 
         Rows written before it (this barrier's and every earlier one's) are removed when
         the barrier is committed; rows written after it are the table's new content.
         """
         self._check_usable()
+        spec, _ = self._table(topic)
         with self._lock:
             self._check_usable()
             self._ensure_txn()
-            for p in range(self.spec.buckets):
-                self._producer.produce(self.spec.topic, TRUNCATE_VALUE, None, p)
+            for p in range(spec.buckets):
+                self._producer.produce(spec.topic, TRUNCATE_VALUE, None, p)
             self._producer.poll(0)
-            self._pending_rows += self.spec.buckets
+            self._pending_rows += spec.buckets
 
     def barrier(
         self,
@@ -280,6 +301,22 @@ class LogWriter:
 
     # ------------------------------------------------------------------ internals
 
+    def _table(self, topic: str | None) -> tuple[LogSpec, Bucketer]:
+        if topic is None:
+            return self.spec, self._bucketer
+        found = self.tables.get(topic)
+        if found is None:
+            raise WriterError(f"{topic}: not a log this writer writes ({', '.join(self.tables)})")
+        return found
+
+    def _markers(self, barrier_id: int) -> None:
+        """The barrier's marker on every partition of every table's log."""
+        for spec, _ in self.tables.values():
+            for p in range(spec.buckets):
+                self._producer.produce(
+                    spec.topic, None, None, p, headers=marker_headers(barrier_id)
+                )
+
     def _check_usable(self) -> None:
         if self._closed:
             raise WriterError(f"{self.spec.topic}: the writer is closed")
@@ -306,16 +343,14 @@ class LogWriter:
             )
         if self.spec.transactional:
             self._ensure_txn()
-            for p in range(self.spec.buckets):
-                self._producer.produce(topic, None, None, p, headers=marker_headers(barrier_id))
+            self._markers(barrier_id)
             if source_offsets:
                 self._send_offsets(source_offsets, group_metadata)
             # commit flushes first; a record that failed delivery makes the commit fail
             self._producer.commit_transaction(60)
             self._in_txn = False
         else:
-            for p in range(self.spec.buckets):
-                self._producer.produce(topic, None, None, p, headers=marker_headers(barrier_id))
+            self._markers(barrier_id)
             remaining = self._producer.flush(60)
             if remaining:
                 raise WriterError(f"{topic}: {remaining} records not delivered within 60s")

@@ -1,4 +1,9 @@
-"""`dts ingest`: copy an external Debezium topic into a table's log, exactly once."""
+"""`dts ingest`: copy external Debezium topics into tables' logs, exactly once.
+
+Several topics of one source database go through one ingest (``--topic-prefix`` with
+``--tables``, or repeated ``--from-topic``/``--table``): their logs share every barrier,
+so a consistent read across the tables shows the database at one committed transaction.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +18,33 @@ from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from filestore.errors import FileStoreError
 from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged, WriterStuckError
-from logstore.ingest import Ingestor, IngestStats
+from logstore.ingest import Ingestor, IngestSource, IngestStats
 from logstore.topics import ensure_reachable
 
 
 @click.command()
 @click.option(
-    "--from-topic", "from_topic", required=True, help="Source topic with debezium-json records."
+    "--from-topic",
+    "from_topics",
+    multiple=True,
+    help="Source topic with debezium-json records (repeatable, paired with --table).",
 )
-@click.option("--table", "table_name", required=True, help="Target table, e.g. db.orders.")
+@click.option(
+    "--table", "table_names", multiple=True, help="Target table, e.g. db.orders (repeatable)."
+)
+@click.option(
+    "--topic-prefix",
+    default=None,
+    help="The connector's topic.prefix: with --tables, reads <prefix>.<schema>.<table> and "
+    "the transaction topic <prefix>.transaction (unless --transaction-topic says otherwise).",
+)
+@click.option(
+    "--tables",
+    "table_map",
+    default=None,
+    help="With --topic-prefix: source=table pairs, e.g. "
+    "'public.accounts=bank.accounts,public.transfers=bank.transfers'.",
+)
 @click.option(
     "--warehouse",
     required=True,
@@ -38,7 +61,8 @@ from logstore.topics import ensure_reachable
 @click.option(
     "--group",
     default=None,
-    help="Consumer group of the source offsets [default: dts-ingest-<log topic>].",
+    help="Consumer group of the source offsets [default: dts-ingest-<topic prefix>, else "
+    "dts-ingest-<the first table's log topic>]; keep it when adding a table.",
 )
 @click.option(
     "--barrier-interval",
@@ -79,8 +103,10 @@ from logstore.topics import ensure_reachable
     help="Exit after this many seconds without source records.",
 )
 def ingest(
-    from_topic: str,
-    table_name: str,
+    from_topics: tuple[str, ...],
+    table_names: tuple[str, ...],
+    topic_prefix: str | None,
+    table_map: str | None,
     warehouse: str,
     bootstrap: str,
     group: str | None,
@@ -91,31 +117,49 @@ def ingest(
     evolve_schema: bool,
     idle_exit: float | None,
 ) -> None:
-    """Copy --from-topic into the table's log with barriers (consume-transform-produce,
-    source offsets committed in the log's transactions). Stops cleanly on Ctrl-C/SIGTERM."""
+    """Copy source topics into their tables' logs with barriers (consume-transform-produce,
+    source offsets committed in the logs' transactions); the tables of one ingest share
+    every barrier. Stops cleanly on Ctrl-C/SIGTERM.
+
+    \b
+    one topic:   dts ingest --from-topic pg.public.orders --table shop.orders
+    a database:  dts ingest --topic-prefix pg \\
+                   --tables public.accounts=bank.accounts,public.transfers=bank.transfers
+    """
+    pairs = _pairs(from_topics, table_names, topic_prefix, table_map)
+    if topic_prefix and transaction_topic is None:
+        transaction_topic = f"{topic_prefix}.transaction"
     try:
-        table = Catalog(warehouse).get_table(table_name)
+        catalog = Catalog(warehouse)
+        tables = {topic: catalog.get_table(name) for topic, name in pairs}
+        first = next(iter(tables.values()))
         interval = (
             barrier_interval
             if barrier_interval is not None
-            else table.schema.core_options.barrier_interval_ms / 1000
+            else first.schema.core_options.barrier_interval_ms / 1000
         )
         ensure_reachable(bootstrap)  # one clear error in seconds, not a raw one per call
     except (FileStoreError, LogStoreError) as exc:
         raise click.ClickException(str(exc)) from exc
+    if group is None and (topic_prefix or len(pairs) > 1):
+        group = f"dts-ingest-{topic_prefix or log_spec_for(first).topic}"
 
     def new_ingestor() -> Ingestor:
+        (topic, table), *more = tables.items()
         try:
             return Ingestor(
                 bootstrap,
-                from_topic,
+                topic,
                 log_spec_for(table),  # the table's latest schema
                 bucketer_for(table),
                 group_id=group,
+                # one writer per source database: a restart fences its predecessor
+                transactional_id=group if len(pairs) > 1 else None,
                 barrier_interval_s=interval,
                 lenient=lenient,
                 decimal_mode=decimal_mode,
                 transaction_topic=transaction_topic,
+                more=[IngestSource(t, log_spec_for(x), bucketer_for(x)) for t, x in more],
             )
         except LogStoreError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -135,9 +179,13 @@ def ingest(
     ingestor = new_ingestor()  # before saying where it ingests: start-up is done then
     freeze_start_up_objects()
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    for topic, table in tables.items():
+        click.echo(f"ingesting {topic} -> {log_spec_for(table).topic} ({table.name})", err=True)
     click.echo(
-        f"ingesting {from_topic} -> {log_spec_for(table).topic} ({table.name}) on {bootstrap}; "
-        "Ctrl-C to stop",
+        f"on {bootstrap}"
+        + (f", transactions from {transaction_topic}" if transaction_topic else "")
+        + (f", one barrier sequence for {len(tables)} tables" if len(tables) > 1 else "")
+        + "; Ctrl-C to stop",
         err=True,
     )
     total = IngestStats()
@@ -151,7 +199,7 @@ def ingest(
                 _add(total, ingestor.stats)  # what preceded the new columns is committed
                 if not evolve_schema:
                     raise click.ClickException(f"ingest stopped: {exc}") from exc
-                _evolve(table, exc)
+                _evolve(tables[exc.topic], exc)
             except WriterStuckError as exc:
                 # a Kafka client wedged by a broker failure: a fresh one fences it and
                 # resumes at the last committed barrier (the open one is aborted)
@@ -172,6 +220,36 @@ def ingest(
         f"{total.dead_letters} dead letters, {total.truncates} truncates, "
         f"{total.skipped} heartbeats/schema events skipped"
     )
+
+
+def _pairs(
+    from_topics: tuple[str, ...],
+    table_names: tuple[str, ...],
+    topic_prefix: str | None,
+    table_map: str | None,
+) -> list[tuple[str, str]]:
+    """(source topic, table) of every table the ingest writes."""
+    if topic_prefix or table_map:
+        if not (topic_prefix and table_map) or from_topics or table_names:
+            raise click.UsageError(
+                "give --topic-prefix with --tables, or --from-topic with --table, not both"
+            )
+        pairs = []
+        for entry in table_map.split(","):
+            source, sep, name = entry.strip().partition("=")
+            if not sep or not source or not name:
+                raise click.BadParameter(
+                    f"{entry!r} is not source=table (e.g. public.orders=shop.orders)",
+                    param_hint="--tables",
+                )
+            pairs.append((f"{topic_prefix}.{source.strip()}", name.strip()))
+        return pairs
+    if not from_topics or len(from_topics) != len(table_names):
+        raise click.UsageError(
+            "give each --from-topic its --table (in the same order), or --topic-prefix "
+            "with --tables"
+        )
+    return list(zip(from_topics, table_names, strict=True))
 
 
 def _add(total: IngestStats, stats: IngestStats) -> None:

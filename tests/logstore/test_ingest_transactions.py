@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
-from logstore.ingest import Ingestor
+from logstore.ingest import Ingestor, IngestSource
 from logstore.reader import LogReader
 from logstore.topics import create_topic
 
@@ -135,3 +135,54 @@ def test_without_the_transaction_topic_the_same_input_is_split(
 ) -> None:
     results = _ingest_all(broker, warehouse, None)
     assert any(len(b) > 1 for seen, _ in results.values() for b in seen.values())
+
+
+def test_one_ingest_of_both_tables_puts_each_transaction_in_one_shared_barrier(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    """One ingest per source database: both tables' logs carry the same barrier ids, and a
+    transaction's rows are in the same barrier in both (a consistent read at any barrier
+    shows the database at one committed transaction). Per-topic ingests (above) number
+    their barriers apart, so no barrier of one table is a barrier of the other."""
+    run = uuid.uuid4().hex[:6]
+    topics = {t: f"pg.public.{t}.{run}" for t in TABLES}
+    txn_topic = f"pg.transaction.{run}"
+    for topic in topics.values():
+        create_topic(broker.bootstrap, topic, 3, {})
+    create_topic(broker.bootstrap, txn_topic, 1, {})
+    tables = {
+        t: Catalog(str(warehouse)).create_table(
+            f"shop.{t}_{run}", SCHEMA, primary_key=["id"], options={"bucket": "2"}
+        )
+        for t in TABLES
+    }
+    orders, lines = tables["orders"], tables["order_lines"]
+    ingestor = Ingestor(
+        broker.bootstrap,
+        topics["orders"],
+        log_spec_for(orders),
+        bucketer_for(orders),
+        group_id=f"dts-ingest-pg-{run}",
+        barrier_interval_s=0.0,  # a barrier is due at every batch
+        max_records=7,  # batches end inside transactions, and mix the two topics
+        transaction_topic=txn_topic,
+        more=[IngestSource(topics["order_lines"], log_spec_for(lines), bucketer_for(lines))],
+    )
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(ingestor.run, idle_exit_s=3)
+        _produce(broker.bootstrap, topics, txn_topic, n_txns=40)
+        stats = running.result(timeout=120)
+    ingestor.close()
+    assert stats.split_transactions == 0 and stats.barriers >= 5
+    seen = {t: _barriers_per_transaction(broker.bootstrap, table) for t, table in tables.items()}
+    assert len(seen["orders"]) == len(seen["order_lines"]) == 40
+    for txn, barriers in seen["orders"].items():
+        assert len(barriers) == 1, f"{txn} split in orders: {barriers}"
+        assert seen["order_lines"][txn] == barriers, (
+            f"{txn}: {barriers} vs {seen['order_lines'][txn]}"
+        )
+    markers = []
+    for table in tables.values():
+        with LogReader(broker.bootstrap, log_spec_for(table), stop_at_end=True) as r:
+            markers.append({passed.barrier for passed in r.read_all()[1]})
+    assert markers[0] == markers[1] and len(markers[0]) == stats.barriers
