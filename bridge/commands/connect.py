@@ -52,7 +52,7 @@ def postgres(
     dsn: str, tables: str, topic_prefix: str, bootstrap: str, data: Path, name: str
 ) -> None:
     """Capture PostgreSQL tables with Debezium (pgoutput, transaction metadata on, decimals
-    as exact text) into Kafka; print the topics and the `dts ingest` commands that read
+    as exact text) into Kafka; print the topics and the one `dts ingest` command that reads
     them; stop on Ctrl-C or SIGTERM."""
     url = urlsplit(dsn)
     if url.scheme not in ("postgresql", "postgres") or not url.hostname or not url.path[1:]:
@@ -78,10 +78,10 @@ def postgres(
             click.echo(f"Kafka Connect REST: {worker.rest_url} (log: {worker.log_path})")
             click.echo(f"transactions: {topic_prefix}.transaction")
             for t in captured:
-                click.echo(
-                    f"{topic_prefix}.{t} -> dts ingest --from-topic {topic_prefix}.{t} "
-                    f"--table <db.table> --transaction-topic {topic_prefix}.transaction"
-                )
+                click.echo(f"{topic_prefix}.{t} -> dts ingest (the table's topic)")
+            # one ingest for the database: its tables share every barrier
+            mapping = ",".join(f"{t}=<db.{t.rsplit('.', 1)[-1]}>" for t in captured)
+            click.echo(f"ingest: dts ingest --topic-prefix {topic_prefix} --tables {mapping}")
             click.echo("Ctrl-C to stop", err=True)
             while not stop.wait(0.5):
                 if not worker.running:
