@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
@@ -41,7 +41,7 @@ from logstore.errors import (
 )
 from logstore.spec import LogSpec
 from logstore.topics import describe_topic
-from logstore.transactions import TransactionTracker, collection_names, transaction_ids
+from logstore.transactions import TransactionTracker, collection_names, transaction_events
 from logstore.writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class IngestStats:
     truncates: int = 0
     skipped: int = 0  # heartbeats and schema-change events (not changes)
     split_transactions: int = 0  # barriers closed inside a source transaction (timeout)
+    redelivered: int = 0  # events of complete transactions a restarted connector sent again
     last_barrier: int | None = None
 
 
@@ -75,11 +76,15 @@ def source_spec(spec: LogSpec, source_topic: str, decimal_mode: str = "precise")
 
 @dataclass(frozen=True)
 class IngestSource:
-    """One more source topic of an ingest and the table log it is copied into."""
+    """One more source topic of an ingest and the table log it is copied into;
+    ``collection``: its table as Debezium's ``END`` events name it (``schema.table``),
+    else learnt from its first event. Until every table's is known, no transaction of an
+    ingest of several tables counts as complete: a barrier waits (at most 30 s)."""
 
     topic: str
     spec: LogSpec
     bucketer: Bucketer
+    collection: str | None = None
 
 
 @dataclass
@@ -101,6 +106,8 @@ class _Batch:
     offs: np.ndarray
     arrival: np.ndarray  # each kept record's index in the consumed batch
     ids: pa.Array | None = None  # their source transactions (with a transaction topic)
+    orders: pa.Array | None = None  # and each one's total_order in its transaction
+    repeated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 class Ingestor:
@@ -128,10 +135,12 @@ class Ingestor:
         decimal_mode: str = "precise",
         transaction_topic: str | None = None,
         more: Sequence[IngestSource] = (),
+        collection: str | None = None,
     ) -> None:
         """``transaction_topic``: Debezium's transaction topic (``<prefix>.transaction``);
-        with it barriers close only where no source transaction is open."""
-        given = [IngestSource(source_topic, spec, bucketer), *more]
+        with it barriers close only where no source transaction is open. ``collection``:
+        the first topic's table as Debezium names it (see ``IngestSource``)."""
+        given = [IngestSource(source_topic, spec, bucketer, collection), *more]
         for g in given:
             if not g.spec.transactional:
                 raise LogSpecError(
@@ -166,6 +175,12 @@ class Ingestor:
         self._txn_consumer: Consumer | None = None
         if transaction_topic is not None:
             self.txns = TransactionTracker()
+            for g in given:
+                if g.collection is not None:
+                    self.txns.name(g.topic, {g.collection})
+                    self.sources[g.topic].named = True
+                elif more:  # several tables: none is whole before this one's is known
+                    self.txns.unnamed.add(g.topic)
             self._txn_consumer = self._assigned(bootstrap, [transaction_topic])
         self.writer = LogWriter(
             bootstrap,
@@ -315,18 +330,21 @@ class Ingestor:
         if self.txns is not None and batches:
             order = np.argsort(np.concatenate([b.arrival for b in batches]), kind="stable")
             ids = pa.concat_arrays([b.ids for b in batches if b.ids is not None]).take(order)
+            orders = pa.concat_arrays([b.orders for b in batches if b.orders is not None])
+            orders = orders.take(order)
             arrivals = np.concatenate([b.arrival for b in batches])[order]
-            cut = self.txns.cut(ids) if barrier_due else None
+            cut = self.txns.cut(ids, orders) if barrier_due else None
             if cut is not None:  # close the due barrier at the last clean boundary
                 until = int(arrivals[cut]) if cut < len(arrivals) else len(good)
                 for b in batches:
                     self._copy(b, b.arrival < until)
-                    b.parts, b.offs = b.parts[b.arrival >= until], b.offs[b.arrival >= until]
-                    b.arrival = b.arrival[b.arrival >= until]
-                self.txns.record(ids[:cut])
+                    rest = b.arrival >= until
+                    b.parts, b.offs, b.repeated = b.parts[rest], b.offs[rest], b.repeated[rest]
+                    b.arrival = b.arrival[rest]
+                self.txns.record(ids[:cut], orders[:cut])
                 self._barrier(on_barrier)
-                ids = ids[cut:]
-            self.txns.record(ids)
+                ids, orders = ids[cut:], orders[cut:]
+            self.txns.record(ids, orders)
         for b in batches:
             self._copy(b, np.ones(len(b.parts), dtype=bool))
         return stop, cut is not None
@@ -360,33 +378,44 @@ class Ingestor:
         for p, o in stops.items():  # the source offset stops exactly at that record
             self._offsets[(source.topic, p)] = o
         batch = _Batch(source, decoded, parts[kept], offs[kept], np.asarray(arrival)[kept])
+        batch.repeated = np.zeros(len(batch.parts), dtype=bool)
         if self.txns is not None:
-            batch.ids = self._transaction_ids(source, values, all_ids, kept, decoded)
+            ids, orders = self._transaction_events(source, values, all_ids, decoded)
+            ids, orders = ids.filter(pa.array(kept)), orders.filter(pa.array(kept))
+            # a restarted connector's repeats: consumed, never written, no transaction's
+            batch.repeated = self.txns.redelivered(ids)
+            self.stats.redelivered += int(batch.repeated.sum())
+            none = pa.nulls(len(ids), ids.type)
+            batch.ids = pc.if_else(pa.array(batch.repeated), none, ids)
+            batch.orders = orders
         return batch, stop
 
-    def _transaction_ids(
-        self, source: _Source, raw: list[Any], ids: np.ndarray, kept: np.ndarray, decoded: Decoded
-    ) -> pa.Array:
-        """The kept records' source transaction ids (null for dead letters: not JSON)."""
+    def _transaction_events(
+        self, source: _Source, raw: list[Any], ids: np.ndarray, decoded: Decoded
+    ) -> tuple[pa.Array, pa.Array]:
+        """The records' source transaction ids and orders in them (null for dead
+        letters: not JSON)."""
         assert self.txns is not None
         values = pa.array(raw, pa.large_binary())
         empty = pa.scalar(b"{}", pa.large_binary())
         if decoded.errors:
             bad = np.isin(ids, [e.partition << 40 | e.offset for e in decoded.errors])
             values = pc.if_else(pa.array(bad), empty, values)
-        values = pc.fill_null(values.filter(pa.array(kept)), empty)
+        values = pc.fill_null(values, empty)
         if not source.named:  # which of a transaction's events are this ingest's tables'
             for v in values.slice(0, 100).to_pylist():
                 if v and (names := collection_names(v)):
-                    self.txns.collections |= names
+                    self.txns.name(source.topic, names)
                     source.named = True
                     break
-        return transaction_ids(values)
+        return transaction_events(values)
 
     def _copy(self, batch: _Batch, which: np.ndarray) -> None:
-        """Write the rows of these records of a batch; their offsets are consumed."""
+        """Write the rows of these records of a batch (not the repeats of a restarted
+        connector); their offsets are consumed."""
         parts, offs = batch.parts[which], batch.offs[which]
-        self._write_in_order(batch.source, batch.decoded, parts, offs)
+        new = ~batch.repeated[which]
+        self._write_in_order(batch.source, batch.decoded, parts[new], offs[new])
         self.stats.records += len(parts)
         for p in np.unique(parts).tolist():
             last = int(offs[parts == p].max()) + 1

@@ -12,6 +12,14 @@ several tables is then whole in each table's barriers.
 The transaction topic's offset committed with a barrier is the ``END`` of the oldest
 transaction not yet complete (else the position read), so a restarted ingest reads the
 ``END`` events it still needs.
+
+A Kafka Connect worker that dies sends again what it produced after its last flushed
+source offset. An event of an open transaction may arrive twice: events count once by
+their ``transaction.total_order`` (unique within a transaction), else a redelivered half
+of a transaction would look whole and a barrier would split it. A transaction already
+complete arrives again whole: its events and its ``END`` are dropped
+(``redelivered``), else its updates would set rows back to what they were before the
+transactions that followed it.
 """
 
 from __future__ import annotations
@@ -28,7 +36,12 @@ import pyarrow.compute as pc
 
 from logstore.envelope import combined, read_json_values
 
-_ID = pa.struct([pa.field("id", pa.string())])
+#: completed transactions remembered to drop their events when a connector sends them
+#: again (a Connect worker redelivers what it wrote after its last offset flush, 1 s by
+#: default in ``logstore.connect``, 60 s in Connect's own default)
+DONE_KEPT = 20_000
+
+_ID = pa.struct([pa.field("id", pa.string()), pa.field("total_order", pa.int64())])
 _IDS_SCHEMA = pa.schema(
     [pa.field("transaction", _ID), pa.field("payload", pa.struct([pa.field("transaction", _ID)]))]
 )
@@ -48,12 +61,20 @@ def transaction_key(txn_id: str) -> str:
 def transaction_ids(values: pa.Array) -> pa.Array:
     """Each record's transaction (``transaction_key`` of its ``transaction.id``; null
     outside transactions), one vectorized parse."""
+    return transaction_events(values)[0]
+
+
+def transaction_events(values: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Each record's transaction (as ``transaction_ids``) and its ``total_order`` in it
+    (null where the event carries none), one vectorized parse."""
     if len(values) == 0:
-        return pa.array([], pa.string())
+        return pa.array([], pa.string()), pa.array([], pa.int64())
     env = read_json_values(values, _IDS_SCHEMA)
-    top = combined(env.column("transaction")).field("id")
-    inner = combined(env.column("payload")).field("transaction").field("id")
-    return pc.replace_substring_regex(pc.coalesce(top, inner), _PG_ID, r"\1")
+    top = combined(env.column("transaction"))
+    inner = combined(env.column("payload")).field("transaction")
+    ids = pc.coalesce(top.field("id"), inner.field("id"))
+    orders = pc.coalesce(top.field("total_order"), inner.field("total_order"))
+    return pc.replace_substring_regex(ids, _PG_ID, r"\1"), orders
 
 
 def collection_names(value: bytes) -> set[str]:
@@ -79,10 +100,20 @@ class TransactionTracker:
     """What the ingest knows of its table's source transactions."""
 
     collections: set[str] = field(default_factory=set)
+    # source topics whose data collection is not known yet (no name given, no event read):
+    # until each is, no transaction counts as complete (its events there are not counted)
+    unnamed: set[str] = field(default_factory=set)
     # id -> events per data collection, from its END (kept until the table's are known)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     end_offset: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> END's (p, o)
     written: dict[str, int] = field(default_factory=dict)  # id -> events written
+    # id -> total_order of each event written (open transactions): a redelivered one
+    # counts once
+    orders: dict[str, set[int]] = field(default_factory=dict)
+    # the transactions completed last (oldest first, at most DONE_KEPT): sent again by a
+    # restarted connector, they are dropped
+    done: dict[str, None] = field(default_factory=dict)
+    _done_array: pa.Array | None = field(default=None, repr=False, compare=False)
     position: dict[int, int] = field(default_factory=dict)  # transaction topic: next offset
 
     def on_transaction_events(self, records: Sequence[tuple[int, int, bytes | None]]) -> None:
@@ -97,6 +128,8 @@ class TransactionTracker:
             if not isinstance(env, dict) or env.get("status") != "END" or not env.get("id"):
                 continue
             txn = transaction_key(str(env["id"]))
+            if txn in self.done:
+                continue  # sent again after a connector restart: its events are dropped
             self.counts[txn] = {
                 str(c.get("data_collection")): int(c.get("event_count") or 0)
                 for c in env.get("data_collections") or []
@@ -112,35 +145,81 @@ class TransactionTracker:
             return None
         return sum(n for name, n in counts.items() if name in self.collections)
 
+    def name(self, topic: str, names: set[str]) -> None:
+        """A source topic's data collection, by its names (``collection_names``)."""
+        self.collections |= names
+        self.unnamed.discard(topic)
+
     def complete(self, txn: str, extra: int = 0) -> bool:
+        if self.unnamed:
+            return False
         want = self.expected(txn)
         return want is not None and self.written.get(txn, 0) + extra >= want
 
     def all_complete(self) -> bool:
         return all(self.complete(t) for t in self.written)
 
-    def record(self, ids: pa.Array) -> None:
-        """Events of these transactions were written."""
+    def record(self, ids: pa.Array, orders: pa.Array | None = None) -> None:
+        """Events of these transactions were written (``orders``: their total_order, so
+        an event sent again counts once)."""
         if len(ids) == 0 or ids.null_count == len(ids):
             return
-        counts = pl.Series(ids).drop_nulls().value_counts()
-        for txn, n in counts.iter_rows():
-            self.written[txn] = self.written.get(txn, 0) + int(n)
+        for txn, n in self._new_events(ids, orders, keep=True).items():
+            self.written[txn] = self.written.get(txn, 0) + n
         self._forget_complete()
 
+    def _new_events(
+        self, ids: pa.Array, orders: pa.Array | None, *, keep: bool = False
+    ) -> dict[str, int]:
+        """Per transaction, its events among these not counted before (``keep``: count
+        them from now on)."""
+        frame = pl.DataFrame({"id": pl.Series(ids, dtype=pl.String)})
+        if orders is None:
+            counts = frame.drop_nulls("id").group_by("id").len()
+            return {str(t): int(n) for t, n in counts.iter_rows()}
+        frame = frame.with_columns(order=pl.Series(orders, dtype=pl.Int64)).drop_nulls("id")
+        out: dict[str, int] = {}
+        grouped = frame.group_by("id").agg(pl.col("order").drop_nulls().unique(), pl.len())
+        for txn, seen_now, n in grouped.iter_rows():
+            if len(seen_now) < n:  # events without an order (not Debezium's): each counts
+                out[txn] = n
+                continue
+            before = self.orders.get(txn, set())
+            fresh = set(seen_now) - before
+            out[txn] = len(fresh)
+            if keep:
+                self.orders[txn] = before | fresh
+        return out
+
     def _forget_complete(self) -> None:
-        if not self.collections:
-            return  # which events are this table's is not known yet
+        if not self.collections or self.unnamed:
+            return  # which events are the tables' is not known yet
         done = [t for t in self.counts if self.complete(t)]  # incl. those with none of ours
         for txn in done:
             self.written.pop(txn, None)
+            self.orders.pop(txn, None)
             self.counts.pop(txn, None)
             self.end_offset.pop(txn, None)
+            self.done[txn] = None
+        if done:
+            self._done_array = None
+            for old in list(self.done)[: max(0, len(self.done) - DONE_KEPT)]:
+                del self.done[old]
 
-    def cut(self, ids: pa.Array) -> int | None:
+    def redelivered(self, ids: pa.Array) -> np.ndarray:
+        """Which of these events belong to a transaction already complete (sent again)."""
+        if not self.done or len(ids) == 0:
+            return np.zeros(len(ids), dtype=bool)
+        if self._done_array is None:
+            self._done_array = pa.array(list(self.done), pa.string())
+        found = pc.is_in(ids, value_set=self._done_array)
+        return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def cut(self, ids: pa.Array, orders: pa.Array | None = None) -> int | None:
         """The greatest index of this batch (in arrival order) a barrier may close before,
         given what was written before it; None when no cut is clean."""
         n = len(ids)
+        fresh = self._new_events(ids, orders)
         open_before = {t for t in self.written if not self.complete(t)}
         frame = pl.DataFrame({"id": pl.Series(ids)}).with_row_index("i")
         spans = (
@@ -154,7 +233,7 @@ class TransactionTracker:
             # a cut must not split it: not inside its span, nor before its rest when
             # part of it was written already, nor anywhere after it while it is open
             start = 0 if txn in self.written else first + 1
-            end = last + 1 if self.complete(txn, int(count)) else n + 1
+            end = last + 1 if self.complete(txn, fresh.get(txn, int(count))) else n + 1
             blocked[start] += 1
             blocked[end] -= 1
         if open_before:

@@ -132,6 +132,8 @@ def ingest(
     try:
         catalog = Catalog(warehouse)
         tables = {topic: catalog.get_table(name) for topic, name in pairs}
+        # with --topic-prefix, each topic's table as Debezium's END events name it
+        collections = {topic: topic.removeprefix(f"{topic_prefix}.") for topic, _ in pairs}
         first = next(iter(tables.values()))
         interval = (
             barrier_interval
@@ -146,6 +148,7 @@ def ingest(
 
     def new_ingestor() -> Ingestor:
         (topic, table), *more = tables.items()
+        named = collections if topic_prefix else {}
         try:
             return Ingestor(
                 bootstrap,
@@ -159,7 +162,10 @@ def ingest(
                 lenient=lenient,
                 decimal_mode=decimal_mode,
                 transaction_topic=transaction_topic,
-                more=[IngestSource(t, log_spec_for(x), bucketer_for(x)) for t, x in more],
+                collection=named.get(topic),
+                more=[
+                    IngestSource(t, log_spec_for(x), bucketer_for(x), named.get(t)) for t, x in more
+                ],
             )
         except LogStoreError as exc:
             raise click.ClickException(str(exc)) from exc

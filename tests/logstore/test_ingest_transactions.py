@@ -166,7 +166,14 @@ def test_one_ingest_of_both_tables_puts_each_transaction_in_one_shared_barrier(
         barrier_interval_s=0.0,  # a barrier is due at every batch
         max_records=7,  # batches end inside transactions, and mix the two topics
         transaction_topic=txn_topic,
-        more=[IngestSource(topics["order_lines"], log_spec_for(lines), bucketer_for(lines))],
+        collection="public.orders",
+        more=[
+            IngestSource(
+                topics["order_lines"],
+                log_spec_for(lines),
+                bucketer_for(lines),  # its data collection learnt from its first event
+            )
+        ],
     )
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(ingestor.run, idle_exit_s=3)
