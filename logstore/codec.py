@@ -48,6 +48,7 @@ from logstore.errors import DecodeError
 from logstore.markers import Headers, Marker, Truncate, parse_marker
 from logstore.new_columns import check_new_columns, unknown_reason
 from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN, ROW_KIND, LogSpec
+from logstore.unavailable import unavailable_values
 from logstore.wire import (
     from_wire,
 )
@@ -232,6 +233,9 @@ def _decode_slice(
                     reasons.setdefault(int(i), f"key field {col!r} missing or null in {label!r}")
     for at, names in unknown.items():
         reasons.setdefault(at, unknown_reason(names))
+    for image, present in ((after, has_after), (before, has_before)):
+        for at, reason in unavailable_values(image, present).items():
+            reasons.setdefault(at, reason)
     if reasons:
         op = op.copy()
         op[list(reasons)] = -1

@@ -277,3 +277,87 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
                 proc.kill()
     assert proc.returncode == 0, err
     assert "connect stopped" in err
+
+
+def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """An update under REPLICA IDENTITY DEFAULT that leaves a TOASTed text unchanged comes
+    without its value: the ingest refuses it (to the dead-letter topic, naming the way
+    out) rather than store Debezium's placeholder; under REPLICA IDENTITY FULL the same
+    update comes whole and the table equals the database."""
+    import random
+    import string
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from logstore.unavailable import PLACEHOLDER
+
+    run = uuid.uuid4().hex[:6]
+    big = "".join(random.Random(1).choices(string.ascii_letters, k=20_000))  # not compressible
+    schema = pa.schema(
+        [pa.field("id", pa.int32(), nullable=False), ("n", pa.int32()), ("doc", pa.string())]
+    )
+    with local_postgres(logical=True) as url:
+        _execute(
+            url,
+            "CREATE TABLE docs (id integer PRIMARY KEY, n integer, doc text)",
+            "CREATE TABLE full_docs (id integer PRIMARY KEY, n integer, doc text)",
+            "ALTER TABLE full_docs REPLICA IDENTITY FULL",
+            ("INSERT INTO docs VALUES (1, 0, %s)", (big,)),
+            ("INSERT INTO full_docs VALUES (1, 0, %s)", (big,)),
+        )
+        prefix = f"toast{run}"
+        connector = postgres_connector(
+            f"toast-{run}",
+            host="127.0.0.1",
+            port=int(url.rsplit(":", 1)[1].split("/")[0]),
+            user="postgres",
+            dbname="postgres",
+            tables=["public.docs", "public.full_docs"],
+            topic_prefix=prefix,
+        )
+        catalog = Catalog(str(warehouse))
+        tables = {
+            name: catalog.create_table(f"db.{name}_{run}", schema, primary_key=["id"])
+            for name in ("docs", "full_docs")
+        }
+        with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
+            _execute(url, "UPDATE docs SET n = 1", "UPDATE full_docs SET n = 1")
+            topics = [f"{prefix}.public.{n}" for n in tables]
+            wait_for(lambda: _exist(broker, topics), 90, "the connector's topics", None)
+            for name, t in tables.items():
+                ingest = Ingestor(
+                    broker.bootstrap,
+                    f"{prefix}.public.{name}",
+                    log_spec_for(t),
+                    bucketer_for(t),
+                    barrier_interval_s=0.2,
+                    lenient=True,
+                )
+                stats = ingest.run(idle_exit_s=6)
+                ingest.close()
+                assert stats.dead_letters == (1 if name == "docs" else 0), (name, stats)
+    worker = start_worker(
+        warehouse, broker.bootstrap, [t.name for t in tables.values()], f"g-{run}", tmp_path
+    )
+    try:
+        for t in tables.values():
+            wait_for(lambda t=t: worker.table_status(t.name).get("lag_records") == 0, 90, t.name)
+            wait_for(lambda t=t: latest_barrier(t) is not None, 90, t.name, worker)
+    finally:
+        assert worker.stop() == 0, worker.tail()
+    # the snapshot's row stands in docs (its update refused); full_docs has the update
+    assert tables["docs"].read().to_pylist() == [{"id": 1, "n": 0, "doc": big}]
+    assert tables["full_docs"].read().to_pylist() == [{"id": 1, "n": 1, "doc": big}]
+    dlq = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"dlq-{run}"})
+    try:
+        dlq.assign([TopicPartition(f"{prefix}.public.docs.dlq", 0, 0)])
+        msg = dlq.poll(30)
+        assert msg is not None and msg.error() is None
+        reason = dict(msg.headers() or [])
+        assert PLACEHOLDER.encode() in msg.value() and any(
+            b"REPLICA IDENTITY FULL" in v for v in reason.values()
+        ), reason
+    finally:
+        dlq.close()
