@@ -41,10 +41,11 @@ from bridge.meta.errors import NoConsistentVersion
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
-from logstore.connect import ConnectWorker, postgres_connector
+from logstore.connect import ConnectWorker
 from logstore.ingest import Ingestor, IngestSource
 from logstore.topics import create_topic
 from tests.bridge.worker.support import start_worker, wait_for
+from tests.e2e.test_postgres_debezium import pg_connector
 from tests.postgres import local_postgres
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -267,14 +268,8 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
         from tests.e2e.test_postgres_debezium import _execute
 
         _execute(url, DDL)
-        connector = postgres_connector(
-            f"bank-{run}",
-            host="127.0.0.1",
-            port=int(url.rsplit(":", 1)[1].split("/")[0]),
-            user="postgres",
-            dbname="postgres",
-            tables=["public.accounts", "public.transfers"],
-            topic_prefix=prefix,
+        connector = pg_connector(
+            url, f"bank-{run}", ["public.accounts", "public.transfers"], prefix
         )
         # made here, as an operator would: the connector writes the transaction topic and
         # an empty table's topic only at their first event, and the ingest reads them all

@@ -129,6 +129,19 @@ def _dts_rows(table: Table, columns: list[str]) -> list[tuple[Any, ...]]:
     return [tuple(_normal(r[c]) for c in columns) for r in rows]
 
 
+def pg_connector(url: str, name: str, tables: list[str], prefix: str) -> dict[str, str]:
+    """Debezium's connector for the test database at ``url`` (as dts reads it best)."""
+    return postgres_connector(
+        name,
+        host="127.0.0.1",
+        port=int(url.rsplit(":", 1)[1].split("/")[0]),
+        user="postgres",
+        dbname="postgres",
+        tables=tables,
+        topic_prefix=prefix,
+    )
+
+
 def _exist(broker: EmbeddedBroker, topics: list[str]) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -153,15 +166,7 @@ def test_postgres_through_debezium_equals_the_database(
         _execute(url, *(_customer(i) for i in range(1, 21)))
         _execute(url, *(_order(i, 1 + i % 20, f"{i}.5{i % 10}", f"0.{i}") for i in range(1, 41)))
         prefix = f"pg{run}"
-        connector = postgres_connector(
-            f"pg-{run}",
-            host="127.0.0.1",
-            port=int(url.rsplit(":", 1)[1].split("/")[0]),
-            user="postgres",
-            dbname="postgres",
-            tables=["public.customers", "public.orders"],
-            topic_prefix=prefix,
-        )
+        connector = pg_connector(url, f"pg-{run}", ["public.customers", "public.orders"], prefix)
         catalog = Catalog(str(warehouse))
         tables = {
             "customers": catalog.create_table(
@@ -308,15 +313,7 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
             ("INSERT INTO full_docs VALUES (1, 0, %s)", (big,)),
         )
         prefix = f"toast{run}"
-        connector = postgres_connector(
-            f"toast-{run}",
-            host="127.0.0.1",
-            port=int(url.rsplit(":", 1)[1].split("/")[0]),
-            user="postgres",
-            dbname="postgres",
-            tables=["public.docs", "public.full_docs"],
-            topic_prefix=prefix,
-        )
+        connector = pg_connector(url, f"toast-{run}", ["public.docs", "public.full_docs"], prefix)
         catalog = Catalog(str(warehouse))
         tables = {
             name: catalog.create_table(f"db.{name}_{run}", schema, primary_key=["id"])

@@ -84,19 +84,27 @@ def _barriers_per_transaction(bootstrap: str, table: Table) -> dict[str, set[int
     return seen
 
 
-def _ingest_all(broker: EmbeddedBroker, warehouse: Path, txn_topic: str | None) -> dict:  # type: ignore[type-arg]
+def _source_and_tables(
+    broker: EmbeddedBroker, warehouse: Path
+) -> tuple[dict[str, str], str, dict[str, Table]]:
+    """A run's source topics (3 partitions), transaction topic and dts tables."""
     run = uuid.uuid4().hex[:6]
     topics = {t: f"pg.public.{t}.{run}" for t in TABLES}
-    txn_topic_name = f"pg.transaction.{run}"
+    txn_topic = f"pg.transaction.{run}"
     for topic in topics.values():
         create_topic(broker.bootstrap, topic, 3, {})
-    create_topic(broker.bootstrap, txn_topic_name, 1, {})
+    create_topic(broker.bootstrap, txn_topic, 1, {})
     tables = {
         t: Catalog(str(warehouse)).create_table(
             f"shop.{t}_{run}", SCHEMA, primary_key=["id"], options={"bucket": "2"}
         )
         for t in TABLES
     }
+    return topics, txn_topic, tables
+
+
+def _ingest_all(broker: EmbeddedBroker, warehouse: Path, txn_topic: str | None) -> dict:  # type: ignore[type-arg]
+    topics, txn_topic_name, tables = _source_and_tables(broker, warehouse)
     ingestors = {
         t: Ingestor(
             broker.bootstrap,
@@ -144,25 +152,14 @@ def test_one_ingest_of_both_tables_puts_each_transaction_in_one_shared_barrier(
     transaction's rows are in the same barrier in both (a consistent read at any barrier
     shows the database at one committed transaction). Per-topic ingests (above) number
     their barriers apart, so no barrier of one table is a barrier of the other."""
-    run = uuid.uuid4().hex[:6]
-    topics = {t: f"pg.public.{t}.{run}" for t in TABLES}
-    txn_topic = f"pg.transaction.{run}"
-    for topic in topics.values():
-        create_topic(broker.bootstrap, topic, 3, {})
-    create_topic(broker.bootstrap, txn_topic, 1, {})
-    tables = {
-        t: Catalog(str(warehouse)).create_table(
-            f"shop.{t}_{run}", SCHEMA, primary_key=["id"], options={"bucket": "2"}
-        )
-        for t in TABLES
-    }
+    topics, txn_topic, tables = _source_and_tables(broker, warehouse)
     orders, lines = tables["orders"], tables["order_lines"]
     ingestor = Ingestor(
         broker.bootstrap,
         topics["orders"],
         log_spec_for(orders),
         bucketer_for(orders),
-        group_id=f"dts-ingest-pg-{run}",
+        group_id=f"dts-ingest-{txn_topic}",
         barrier_interval_s=0.0,  # a barrier is due at every batch
         max_records=7,  # batches end inside transactions, and mix the two topics
         transaction_topic=txn_topic,
