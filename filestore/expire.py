@@ -182,12 +182,13 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
     manifests -= kept_manifests
     if expired:  # Iceberg readers stop naming the expired snapshots before their files go
         sync_iceberg(ctx, earliest=new_earliest)
+    # EARLIEST before any file goes: a reader never starts from a snapshot being deleted,
+    # and an orphan walk that meets one whose manifests are gone knows it is expiring
+    ctx.io.write_bytes(ctx.paths.earliest_hint, str(new_earliest).encode())
     delete_entry_files(ctx, doomed)
     delete_entry_files(ctx, changelog)
     for name in manifests:
         ctx.io.delete_file(ctx.paths.manifest(name))
-    # EARLIEST first: a reader never starts from a snapshot being deleted
-    ctx.io.write_bytes(ctx.paths.earliest_hint, str(new_earliest).encode())
     for snap in expired:
         ctx.io.delete_file(ctx.paths.snapshot(snap.id))
     result.expired_snapshots = [s.id for s in expired]

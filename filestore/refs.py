@@ -68,8 +68,11 @@ def referenced_files(ctx: TableContext) -> FileRefs:
             _add_snapshot(ctx, snap, seen_lists, manifests, data)
         except FileNotFoundError:
             # expired while this walk ran (a writer expires after its commits): what only
-            # it named went with it; a snapshot still there with a file missing is damage
-            if snap.id in tagged or ctx.snapshot_manager.exists(snap.id):
+            # it named went with it; a snapshot still there with a file missing is damage,
+            # unless an expiration already moved EARLIEST past it (it deletes files next)
+            below = ctx.snapshot_manager.expiring_below()
+            expiring = below is not None and snap.id < below
+            if snap.id in tagged or (ctx.snapshot_manager.exists(snap.id) and not expiring):
                 raise
     return FileRefs(frozenset(data), frozenset(manifests))
 

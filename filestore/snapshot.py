@@ -132,6 +132,11 @@ class SnapshotManager:
         ids = self.list_ids()
         return ids[-1] if ids else None
 
+    def expiring_below(self) -> int | None:
+        """The EARLIEST an expiration wrote: snapshots below it are being deleted even
+        while their files are still there."""
+        return _hint(self.io, self.paths.earliest_hint)
+
     def earliest_id(self) -> int | None:
         hint = _hint(self.io, self.paths.earliest_hint)
         if hint is not None and self.exists(hint) and not self.exists(hint - 1):
