@@ -16,7 +16,17 @@ from typing import Any
 
 import click
 
-from bridge.commands import broker, connect, demo, exporter, ingest, meta, table, worker
+from bridge.commands import (
+    broker,
+    connect,
+    demo,
+    exporter,
+    ingest,
+    meta,
+    table,
+    table_tags,
+    worker,
+)
 from bridge.errors import DtsError
 from filestore.errors import FileStoreError
 from logstore.client_config import CONFIG_ENV, client_settings
@@ -91,6 +101,7 @@ def _setup_logging() -> None:
     logging.basicConfig(level=level, format=worker.PLAIN_LOG_FORMAT)
 
 
+table.table.add_command(table_tags.tag)
 cli.add_command(table.table)
 cli.add_command(broker.broker)
 cli.add_command(connect.connect)

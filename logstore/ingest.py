@@ -21,15 +21,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, Decoded, decode_columns
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import (
@@ -39,75 +37,20 @@ from logstore.errors import (
     LogStoreError,
     SourceSchemaChanged,
 )
+from logstore.ingest_sources import (
+    IngestSource,
+    IngestStats,
+    LazyField,
+    SourceBatch,
+    SourceState,
+    assigned_consumer,
+    source_spec,
+)
 from logstore.spec import LogSpec
-from logstore.topics import describe_topic
 from logstore.transactions import TransactionTracker, collection_names, transaction_events
 from logstore.writer import LogWriter
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class IngestStats:
-    records: int = 0
-    rows: int = 0
-    barriers: int = 0
-    dead_letters: int = 0
-    truncates: int = 0
-    skipped: int = 0  # heartbeats and schema-change events (not changes)
-    split_transactions: int = 0  # barriers closed inside a source transaction (timeout)
-    redelivered: int = 0  # events of complete transactions a restarted connector sent again
-    last_barrier: int | None = None
-
-
-def source_spec(spec: LogSpec, source_topic: str, decimal_mode: str = "precise") -> LogSpec:
-    """How source records are read: upsert semantics with a key (Debezium's ``u`` may
-    lack ``before``, e.g. PostgreSQL without REPLICA IDENTITY FULL), and decimals in
-    records without a schema as the connector's ``decimal.handling.mode`` writes them
-    (Debezium's default, ``precise``: base64, never read as a number)."""
-    return dataclasses.replace(
-        spec,
-        topic=source_topic,
-        consistency="transactional",
-        changelog_mode="upsert" if spec.primary_key else "all",
-        decimal_mode=decimal_mode,
-    )
-
-
-@dataclass(frozen=True)
-class IngestSource:
-    """One more source topic of an ingest and the table log it is copied into;
-    ``collection``: its table as Debezium's ``END`` events name it (``schema.table``),
-    else learnt from its first event. Until every table's is known, no transaction of an
-    ingest of several tables counts as complete: a barrier waits (at most 30 s)."""
-
-    topic: str
-    spec: LogSpec
-    bucketer: Bucketer
-    collection: str | None = None
-
-
-@dataclass
-class _Source:
-    topic: str
-    spec: LogSpec  # the table's log
-    src_spec: LogSpec  # how its records are read
-    dlq: DeadLetterQueue | None
-    named: bool = False  # its data collection's names learnt from a record
-
-
-@dataclass
-class _Batch:
-    """One source topic's records of a consumed batch, decoded."""
-
-    source: _Source
-    decoded: Decoded
-    parts: np.ndarray  # partition and offset of each record kept (arrival order)
-    offs: np.ndarray
-    arrival: np.ndarray  # each kept record's index in the consumed batch
-    ids: pa.Array | None = None  # their source transactions (with a transaction topic)
-    orders: pa.Array | None = None  # and each one's total_order in its transaction
-    repeated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 class Ingestor:
@@ -158,7 +101,7 @@ class Ingestor:
         self.committed = IngestStats()
         self.group_id = group_id or f"dts-ingest-{spec.topic}"
         self.sources = {
-            g.topic: _Source(
+            g.topic: SourceState(
                 g.topic,
                 g.spec,
                 source_spec(g.spec, g.topic, decimal_mode),
@@ -168,7 +111,7 @@ class Ingestor:
             )
             for g in given
         }
-        self._consumer = self._assigned(bootstrap, topics)
+        self._consumer = assigned_consumer(bootstrap, topics, self.group_id)
         self._offsets: dict[tuple[str, int], int] = {}
         self.transaction_topic = transaction_topic
         self.txns: TransactionTracker | None = None
@@ -181,7 +124,7 @@ class Ingestor:
                     self.sources[g.topic].named = True
                 elif more:  # several tables: none is whole before this one's is known
                     self.txns.unnamed.add(g.topic)
-            self._txn_consumer = self._assigned(bootstrap, [transaction_topic])
+            self._txn_consumer = assigned_consumer(bootstrap, [transaction_topic], self.group_id)
         self.writer = LogWriter(
             bootstrap,
             spec,
@@ -191,45 +134,6 @@ class Ingestor:
             also=[(g.spec, g.bucketer) for g in more],
         )
         self.lenient = lenient
-
-    def _assigned(self, bootstrap: str, topics: Sequence[str]) -> Consumer:
-        """A consumer of the group's committed positions in ``topics`` (else their
-        beginnings: a table added to a running source is read from its start)."""
-        parts = []
-        for topic in topics:
-            info = describe_topic(bootstrap, topic, with_config=False)
-            if info is None:
-                raise LogStoreError(f"topic {topic!r} does not exist on {bootstrap}")
-            parts += [TopicPartition(topic, p) for p in range(info.partitions)]
-        consumer = Consumer(
-            confluent_config(
-                bootstrap,
-                {
-                    "fetch.wait.max.ms": 100,
-                    "log_level": 3,
-                    # Debezium events are large (~0.5 KB with their source block): the
-                    # 1 MB per-partition default leaves a fast consumer waiting on fetches
-                    "max.partition.fetch.bytes": 16 << 20,
-                    "fetch.max.bytes": 64 << 20,
-                },
-                # exactly-once needs these whatever the settings say
-                {
-                    "group.id": self.group_id,
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                },
-            )
-        )
-        committed = _committed_offsets(consumer, parts, timeout_s=15)
-        consumer.assign(
-            [
-                TopicPartition(
-                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                )
-                for tp in committed
-            ]
-        )
-        return consumer
 
     def run(
         self,
@@ -350,8 +254,8 @@ class Ingestor:
         return stop, cut is not None
 
     def _decode_source(
-        self, source: _Source, good: list[Any], arrival: list[int]
-    ) -> tuple[_Batch, DecodeError | None]:
+        self, source: SourceState, good: list[Any], arrival: list[int]
+    ) -> tuple[SourceBatch, DecodeError | None]:
         """Decode one topic's records of a batch and settle its bad ones: dead letters,
         or (strict) each partition stops at its first bad record."""
         msgs = [good[i] for i in arrival]
@@ -377,7 +281,7 @@ class Ingestor:
             kept &= (parts != p) | (offs < o)
         for p, o in stops.items():  # the source offset stops exactly at that record
             self._offsets[(source.topic, p)] = o
-        batch = _Batch(source, decoded, parts[kept], offs[kept], np.asarray(arrival)[kept])
+        batch = SourceBatch(source, decoded, parts[kept], offs[kept], np.asarray(arrival)[kept])
         batch.repeated = np.zeros(len(batch.parts), dtype=bool)
         if self.txns is not None:
             ids, orders = self._transaction_events(source, values, all_ids, decoded)
@@ -391,7 +295,7 @@ class Ingestor:
         return batch, stop
 
     def _transaction_events(
-        self, source: _Source, raw: list[Any], ids: np.ndarray, decoded: Decoded
+        self, source: SourceState, raw: list[Any], ids: np.ndarray, decoded: Decoded
     ) -> tuple[pa.Array, pa.Array]:
         """The records' source transaction ids and orders in them (null for dead
         letters: not JSON)."""
@@ -410,7 +314,7 @@ class Ingestor:
                     break
         return transaction_events(values)
 
-    def _copy(self, batch: _Batch, which: np.ndarray) -> None:
+    def _copy(self, batch: SourceBatch, which: np.ndarray) -> None:
         """Write the rows of these records of a batch (not the repeats of a restarted
         connector); their offsets are consumed."""
         parts, offs = batch.parts[which], batch.offs[which]
@@ -423,7 +327,7 @@ class Ingestor:
             self._offsets[key] = max(self._offsets.get(key, 0), last)
 
     def _decode(
-        self, source: _Source, msgs: list[Any]
+        self, source: SourceState, msgs: list[Any]
     ) -> tuple[Decoded, np.ndarray, np.ndarray, list[Any]]:
         """Decode messages; also their partitions, offsets and values as arrays."""
         parts = [m.partition() for m in msgs]
@@ -433,9 +337,9 @@ class Ingestor:
             source.src_spec,
             parts,
             offs,
-            _Lazy(msgs, "key"),  # keys and headers are read only for the few records
+            LazyField(msgs, "key"),  # keys and headers are read only for the few records
             values,  # that need them (tombstones, key-only deletes,
-            _Lazy(msgs, "headers"),  # dead letters): not one call per record
+            LazyField(msgs, "headers"),  # dead letters): not one call per record
             lenient=True,  # bad records are handled here: dead letters or a clean stop
         )
         return (
@@ -446,7 +350,7 @@ class Ingestor:
         )
 
     def _write_in_order(
-        self, source: _Source, decoded: Decoded, parts: np.ndarray, offs: np.ndarray
+        self, source: SourceState, decoded: Decoded, parts: np.ndarray, offs: np.ndarray
     ) -> None:
         """Write the decoded rows of the records kept (``parts``/``offs``, in arrival
         order), with a truncate in the log where a truncate arrived."""
@@ -506,54 +410,9 @@ class Ingestor:
                 self._txn_consumer.close()
 
 
-class _Lazy(Sequence[Any]):
-    """One field of each message (``key``, ``headers``), read when indexed."""
-
-    def __init__(self, msgs: list[Any], field: str) -> None:
-        self._msgs = msgs
-        self._field = field
-
-    def __len__(self) -> int:
-        return len(self._msgs)
-
-    @overload
-    def __getitem__(self, i: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Any]: ...
-
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [getattr(m, self._field)() for m in self._msgs[i]]
-        return getattr(self._msgs[i], self._field)()
-
-
 # a barrier waits at most this long for a source transaction to end: the log's Kafka
 # transaction (transaction.timeout.ms 60 s) must commit before the broker aborts it
 _MAX_DEFER_S = 30.0
 
-_COORDINATOR_NOT_READY = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
 
-
-def _committed_offsets(
-    consumer: Consumer, parts: list[TopicPartition], timeout_s: float
-) -> list[TopicPartition]:
-    """The group's committed offsets, waiting for a coordinator that is still starting.
-
-    On a freshly started broker the first committed() fails with NOT_COORDINATOR while
-    ``__consumer_offsets`` is being created; that is a wait, not an error for the user.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return list(consumer.committed(parts, timeout=max(1.0, deadline - time.monotonic())))
-        except KafkaException as e:
-            err = e.args[0] if e.args else None
-            code = err.code() if isinstance(err, KafkaError) else None
-            if code not in _COORDINATOR_NOT_READY or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
+__all__ = ["IngestSource", "IngestStats", "Ingestor", "source_spec"]

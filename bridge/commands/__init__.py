@@ -3,5 +3,5 @@ table, worker): options and output only; the work is done by the packages they c
 ``signals`` and ``heap`` hold what the long-running commands do to their process (SIGTERM
 as Ctrl-C; start-up's objects frozen out of the collector's walks).
 
-Imports within bridge: bridge.demo, bridge.exporter, bridge.meta, bridge.tables, bridge.worker.
+Imports within bridge: bridge.consistency_read, bridge.demo, bridge.exporter, bridge.meta, bridge.tables, bridge.worker.
 """

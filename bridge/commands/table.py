@@ -100,7 +100,7 @@ def _split_list(text: str | None, param: str = "--primary-key") -> list[str]:
     return _entries(text, param) if text and text.strip() else []
 
 
-def _ms(ms: int | None) -> str:
+def utc_time(ms: int | None) -> str:
     if ms is None:
         return ""
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -117,7 +117,7 @@ def print_arrow(console: Console, data: pa.Table, title: str, limit: int = 50) -
         console.print(f"... {data.num_rows - limit} more rows")
 
 
-def _fail(e: Exception) -> click.ClickException:
+def click_error(e: Exception) -> click.ClickException:
     return click.ClickException(str(e))
 
 
@@ -155,7 +155,7 @@ def create(
             _key_values(options, "--option"),
         )
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     click.echo(f"created {t.name} at {t.paths.root}")
 
 
@@ -186,7 +186,7 @@ def alter(name: str, set_: tuple[str, ...], unset: tuple[str, ...], warehouse: s
         t = Catalog(warehouse).get_table(name)
         schema = t.set_options(_key_values(set_, "--set"), unset=list(unset))
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     click.echo(f"altered {t.name}: schema {schema.id}")
     if schema.core_options.iceberg_storage != "disabled":
         click.echo(IcebergSync(t).describe())
@@ -211,7 +211,7 @@ def describe(name: str, warehouse: str) -> None:
         schema = t.schema
         latest = t.latest_snapshot()
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     console = Console()
     cols = RichTable(title=f"{t.name} (schema {schema.id})")
     for c in ("column", "type", "nullable", "key"):
@@ -232,7 +232,7 @@ def describe(name: str, warehouse: str) -> None:
         console.print("no snapshots yet")
     else:
         console.print(
-            f"latest snapshot: {latest.id} ({latest.commit_kind}, {_ms(latest.time_millis)}, "
+            f"latest snapshot: {latest.id} ({latest.commit_kind}, {utc_time(latest.time_millis)}, "
             f"barrier {latest.barrier}, {latest.total_record_count} records in files)"
         )
 
@@ -246,7 +246,7 @@ def drop(name: str, if_exists: bool, warehouse: str) -> None:
     try:
         Catalog(warehouse).drop_table(name, ignore_if_missing=if_exists)
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     click.echo(f"dropped {name}")
 
 
@@ -277,7 +277,7 @@ def scan(
             timestamp=timestamp,
         )
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     print_arrow(Console(), data, f"{t.name}: {data.num_rows} rows", limit)
 
 
@@ -290,7 +290,7 @@ def snapshots(name: str, warehouse: str) -> None:
         t = Catalog(warehouse).get_table(name)
         snaps = t.snapshots()
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     out = RichTable(title=f"{t.name} snapshots")
     for c in (
         "id",
@@ -308,7 +308,7 @@ def snapshots(name: str, warehouse: str) -> None:
         out.add_row(
             str(s.id),
             s.commit_kind,
-            _ms(s.time_millis),
+            utc_time(s.time_millis),
             s.commit_user,
             str(s.commit_identifier),
             "" if s.barrier is None else str(s.barrier),
@@ -354,7 +354,7 @@ def compact(name: str, full: bool, partitions: tuple[str, ...], warehouse: str) 
 
             result = t.compact(full=full, partition=wanted, progress=progress)
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     if result.snapshot is None:
         click.echo(f"{name}: nothing to compact")
         return
@@ -385,7 +385,7 @@ def expire(
         older = parse_duration_ms(older_than, "--older-than") if older_than else None
         r = t.expire(retain_min=retain_min, retain_max=retain_max, older_than_ms=older)
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     click.echo(
         f"{name}: expired {len(r.expired_snapshots)} snapshots, deleted "
         f"{r.deleted_data_files} data files, {r.deleted_changelog_files} changelog files, "
@@ -404,95 +404,13 @@ def remove_orphans(name: str, older_than: str, dry_run: bool, warehouse: str) ->
         t = Catalog(warehouse).get_table(name)
         r = t.remove_orphans(parse_duration_ms(older_than, "--older-than"), dry_run=dry_run)
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     for path in r.deleted:
         click.echo(("would delete " if dry_run else "deleted ") + path)
     click.echo(
         f"{name}: {len(r.deleted)} orphan files ({r.bytes} bytes) "
         f"{'found' if dry_run else 'deleted'}; {r.kept_recent} younger than {older_than} kept"
     )
-
-
-@table.group("tag")
-def tag() -> None:
-    """Create, list and delete tags (named snapshots that survive expiration)."""
-
-
-@tag.command("create")
-@click.argument("name")
-@click.argument("tag_name")
-@click.option("--snapshot", "snapshot_id", type=int, default=None, help="Default: latest.")
-@warehouse_option
-def tag_create(name: str, tag_name: str, snapshot_id: int | None, warehouse: str) -> None:
-    """Tag a snapshot of table NAME as TAG_NAME."""
-    try:
-        snap = Catalog(warehouse).get_table(name).create_tag(tag_name, snapshot_id)
-    except FileStoreError as e:
-        raise _fail(e) from None
-    click.echo(f"{name}: tag {tag_name} -> snapshot {snap.id}")
-
-
-@tag.command("consistent")
-@click.argument("tag_name")
-@click.argument("tables", nargs=-1, required=True)
-@click.option(
-    "--meta-url",
-    envvar="DTS_META_URL",
-    default=None,
-    help="MetaService address (env DTS_META_URL); without it, from the tables' snapshots.",
-)
-@click.option("--replace", is_flag=True, help="Move the tag where the tables have it already.")
-@warehouse_option
-def tag_consistent_(
-    tag_name: str, tables: tuple[str, ...], meta_url: str | None, replace: bool, warehouse: str
-) -> None:
-    """Tag TABLES at their consistent barrier as TAG_NAME (an Iceberg tag too).
-
-    \b
-    e.g. dts table tag consistent eod shop.orders shop.customer_totals
-    """
-    from bridge.consistency_read import tag_consistent
-    from bridge.meta.errors import MetaError
-
-    try:
-        pinned = tag_consistent(
-            Catalog(warehouse), list(tables), tag_name, meta_url=meta_url, replace=replace
-        )
-    except (FileStoreError, MetaError) as e:
-        raise _fail(e) from None
-    for name, snap in pinned.items():
-        click.echo(f"{name}: tag {tag_name} -> snapshot {snap.id} (barrier {snap.barrier})")
-
-
-@tag.command("list")
-@click.argument("name")
-@warehouse_option
-def tag_list(name: str, warehouse: str) -> None:
-    """List the tags of table NAME."""
-    try:
-        tags = Catalog(warehouse).get_table(name).list_tags()
-    except FileStoreError as e:
-        raise _fail(e) from None
-    out = RichTable(title=f"{name} tags")
-    for c in ("tag", "snapshot", "time (UTC)", "barrier", "records"):
-        out.add_column(c)
-    for tag_name, s in tags:
-        barrier = "" if s.barrier is None else str(s.barrier)
-        out.add_row(tag_name, str(s.id), _ms(s.time_millis), barrier, str(s.total_record_count))
-    Console().print(out)
-
-
-@tag.command("delete")
-@click.argument("name")
-@click.argument("tag_name")
-@warehouse_option
-def tag_delete(name: str, tag_name: str, warehouse: str) -> None:
-    """Delete tag TAG_NAME of table NAME."""
-    try:
-        snap = Catalog(warehouse).get_table(name).delete_tag(tag_name)
-    except FileStoreError as e:
-        raise _fail(e) from None
-    click.echo(f"{name}: deleted tag {tag_name} (snapshot {snap.id})")
 
 
 @table.command("rollback")
@@ -507,7 +425,7 @@ def rollback(name: str, snapshot_id: int | None, tag_name: str | None, warehouse
     try:
         r = Catalog(warehouse).get_table(name).rollback_to(snapshot_id, tag=tag_name)
     except FileStoreError as e:
-        raise _fail(e) from None
+        raise click_error(e) from None
     click.echo(
         f"{name}: rolled back to snapshot {r.snapshot.id}; removed snapshots "
         f"{r.removed_snapshots or 'none'}, deleted {r.deleted_files} files"

@@ -231,8 +231,11 @@ def populate_warehouse(warehouse: Path) -> None:
     """Real tables such that every FileStore series the dashboards use has data and every
     FileStore alert fires: a 2-bucket primary-key table at its stop trigger, a table with a
     stale barrier, a compacted table with expired snapshots, a table with an unreadable
-    snapshot, and an append table."""
+    snapshot, and an append table whose Iceberg metadata is missing."""
+    from unittest import mock
+
     from filestore import Catalog
+    from filestore.iceberg import IcebergSync
 
     catalog = Catalog(str(warehouse))
     catalog.create_database("shop")
@@ -284,10 +287,17 @@ def populate_warehouse(warehouse: Path) -> None:
         w.close()
     compacted.compact(full=True)
     compacted.expire(retain_min=1, retain_max=2)
-    events = catalog.create_table("shop.events", pa.schema([("v", pa.string())]))
+    # An append table whose Iceberg metadata could not be written (the commit stands):
+    # Iceberg readers would see nothing, and the alert on it fires.
+    events = catalog.create_table(
+        "shop.events",
+        pa.schema([("v", pa.string())]),
+        options={"metadata.iceberg.storage": "table-location"},
+    )
     w = events.new_write("monitoring-test")
     w.write(pa.table({"v": ["a", "b"]}))
-    w.commit(barrier=now_ms)
+    with mock.patch.object(IcebergSync, "sync", side_effect=OSError(28, "No space left")):
+        w.commit(barrier=now_ms)
     w.close()
 
 

@@ -66,6 +66,7 @@ FIRING: dict[str, tuple[str, set[str] | None]] = {
     "DtsDeadLetterRecords": ("table", None),  # one undecodable record in the worker's log
     "DtsConsistentLagHigh": ("group", {META_GROUP}),  # daily_revenue stopped 2 minutes ago
     "DtsWorkerTableStalled": ("table", {STUCK_TABLE}),  # its latest snapshot is corrupt
+    "DtsIcebergMetadataBehind": ("table", {"shop.events"}),  # its one sync failed
 }
 
 
