@@ -40,7 +40,10 @@ class ColumnForm:
     """How one column's values travel when not in our ISO form.
 
     ``kind="int"``: an integer count of ``unit`` (``"D"`` = days); ``kind="b64dec"``:
-    base64 of the big-endian two's-complement unscaled value with ``scale``.
+    base64 of the big-endian two's-complement unscaled value with ``scale``;
+    ``kind="numdec"``: a JSON number (Kafka's JsonConverter with ``decimal.format=NUMERIC``),
+    parsed straight into the column's decimal type: exact, and refused when it needs more
+    digits than the column has.
     """
 
     kind: str
@@ -115,13 +118,20 @@ def default_unit(t: pa.DataType) -> str:
 
 
 def parse_type(t: pa.DataType, form: ColumnForm) -> pa.DataType:
+    if form.kind == "numdec":
+        return t
     return pa.int64() if form.kind == "int" else pa.string()
 
 
 # --------------------------------------------------------------------------- plans
 
 
-def plan_from_semantics(schema: pa.Schema, semantics: Mapping[str, Semantic]) -> Plan:
+def plan_from_semantics(
+    schema: pa.Schema, semantics: Mapping[str, Semantic], numbers: Iterable[str] = ()
+) -> Plan:
+    """The plan a batch's Debezium schemas give; ``numbers``: decimal columns whose values
+    are JSON numbers (``json_number_fields``)."""
+    numeric = set(numbers)
     forms: dict[str, ColumnForm] = {}
     for name, (sem, typ, scale) in semantics.items():
         if name not in schema.names:
@@ -131,6 +141,8 @@ def plan_from_semantics(schema: pa.Schema, semantics: Mapping[str, Semantic]) ->
             forms[name] = ColumnForm("int", SEMANTIC_UNITS[sem])
         elif is_temporal(t) and sem is None and typ in _CONNECT_INTS:
             forms[name] = ColumnForm("int", default_unit(t))
+        elif pa.types.is_decimal(t) and sem == DECIMAL_SEMANTIC and name in numeric:
+            forms[name] = ColumnForm("numdec")
         elif pa.types.is_decimal(t) and sem == DECIMAL_SEMANTIC:
             forms[name] = ColumnForm("b64dec", scale=int(scale) if scale else 0)
     return tuple(sorted(forms.items()))
@@ -160,6 +172,29 @@ def schemaless_decimals(schema: pa.Schema, decimal_mode: str) -> dict[str, Colum
     }
 
 
+def json_number_fields(values: Iterable[bytes], schema: pa.Schema, limit: int = 32) -> set[str]:
+    """Decimal columns whose values in the first records' images are JSON numbers (an
+    unambiguous form: base64 and decimal text are strings)."""
+    decimals = [f.name for f in schema if pa.types.is_decimal(f.type)]
+    found: set[str] = set()
+    for i, v in enumerate(values):
+        if i >= limit or not decimals:
+            break
+        try:
+            doc = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            continue
+        env = doc.get("payload", doc) if isinstance(doc, dict) else None
+        for image in (env.get("before"), env.get("after")) if isinstance(env, dict) else ():
+            if isinstance(image, dict):
+                found |= {
+                    n
+                    for n in decimals
+                    if isinstance(image.get(n), int | float) and not isinstance(image.get(n), bool)
+                }
+    return found
+
+
 def schemaless_plan(schema: pa.Schema, decimal_mode: str) -> Plan:
     """The plan a log starts with: nothing but its decimal mode's forms."""
     return tuple(sorted(schemaless_decimals(schema, decimal_mode).items()))
@@ -186,7 +221,9 @@ def probe_plan(
         if not isinstance(doc, dict):
             continue
         if isinstance(doc.get("schema"), dict) and isinstance(doc.get("payload"), dict):
-            return plan_from_semantics(schema, _semantics_of_schema_doc(doc["schema"])), True
+            numbers = json_number_fields([v], schema)
+            semantics = _semantics_of_schema_doc(doc["schema"])
+            return plan_from_semantics(schema, semantics, numbers), True
         for image in (doc.get("before"), doc.get("after")):
             if not isinstance(image, dict):
                 continue
@@ -200,6 +237,8 @@ def probe_plan(
         if k == "int"
     }
     forms.update(schemaless_decimals(schema, decimal_mode))
+    for name in json_number_fields(values, schema, limit):  # numbers, whatever the mode says
+        forms[name] = ColumnForm("numdec")
     return tuple(sorted(forms.items())), False
 
 
@@ -297,4 +336,6 @@ def apply_form(arr: pa.Array, t: pa.DataType, form: ColumnForm) -> pa.Array:
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], arr.type)
     if form.kind == "b64dec":
         return _decimal_from_base64(arr, form.scale or 0, t)
+    if form.kind == "numdec":
+        return arr.cast(t)
     return _temporal_from_int(arr, str(form.unit), t)

@@ -19,6 +19,7 @@ from logstore.debezium import (
     Plan,
     apply_form,
     batch_semantics,
+    json_number_fields,
     parse_type,
     plan_from_semantics,
     probe_plan,
@@ -247,7 +248,8 @@ def parse_envelopes(
     has_schema = "schema" in env.column_names
     semantics = batch_semantics(combined(env.column("schema"))) if has_schema else None
     if semantics is not None:
-        wanted, from_schema = plan_from_semantics(s.spec.schema, semantics), True
+        numbers = json_number_fields(_first_values(values), s.spec.schema)
+        wanted, from_schema = plan_from_semantics(s.spec.schema, semantics, numbers), True
         if wanted != plan:
             plan = wanted
             env, unknown = _parse_with(values, s, plan, True, exact)

@@ -149,6 +149,21 @@ def _exist(broker: EmbeddedBroker, topics: list[str]) -> bool:
     return all(t in known for t in topics)
 
 
+def _first_value(broker: EmbeddedBroker, topic: str) -> Any:
+    """The first record of a topic, parsed (numbers as Python floats: only to look)."""
+    import orjson
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "peek", "log_level": 3})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        msg = c.poll(30)
+        assert msg is not None and msg.error() is None and msg.value()
+        return orjson.loads(msg.value())
+    finally:
+        c.close()
+
+
 def _normal(v: Any) -> Any:
     import json
 
@@ -358,3 +373,65 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
         ), reason
     finally:
         dlq.close()
+
+
+def test_numeric_decimals_as_json_numbers_equal_the_database(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """``decimal.handling.mode=precise`` with the JsonConverter's ``decimal.format=NUMERIC``:
+    decimals arrive as JSON numbers (up to 38 digits) and are read exactly."""
+    run = uuid.uuid4().hex[:6]
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), nullable=False),
+            ("big", pa.decimal128(38, 10)),
+            ("money", pa.decimal128(12, 2)),
+        ]
+    )
+    rows = [
+        (1, "1234567890123456789012345678.0123456789", "0.10"),
+        (2, "-0.0000000001", "-99999.99"),
+        (3, None, "1.00"),
+    ]
+    with local_postgres(logical=True) as url:
+        _execute(
+            url,
+            "CREATE TABLE amounts (id integer PRIMARY KEY, big numeric(38, 10), money numeric(12, 2))",
+            *(("INSERT INTO amounts VALUES (%s, %s, %s)", r) for r in rows),
+        )
+        prefix = f"num{run}"
+        connector = pg_connector(url, f"num-{run}", ["public.amounts"], prefix)
+        connector.update(
+            {
+                "decimal.handling.mode": "precise",
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "true",
+                "value.converter.decimal.format": "NUMERIC",
+            }
+        )
+        table = Catalog(str(warehouse)).create_table(
+            f"db.amounts_{run}", schema, primary_key=["id"]
+        )
+        with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
+            _execute(url, "UPDATE amounts SET money = money + 0.01 WHERE id = 1")
+            wait_for(lambda: _exist(broker, [f"{prefix}.public.amounts"]), 90, "topic", None)
+            first = _first_value(broker, f"{prefix}.public.amounts")
+            assert isinstance(first["payload"]["after"]["money"], float), first  # a JSON number
+            ingest = Ingestor(
+                broker.bootstrap,
+                f"{prefix}.public.amounts",
+                log_spec_for(table),
+                bucketer_for(table),
+                barrier_interval_s=0.2,
+            )
+            stats = ingest.run(idle_exit_s=6)
+            ingest.close()
+            assert stats.rows > 0 and stats.dead_letters == 0, stats
+        worker = start_worker(warehouse, broker.bootstrap, [table.name], f"g-{run}", tmp_path)
+        try:
+            wait_for(lambda: worker.table_status(table.name).get("lag_records") == 0, 90, "lag")
+            wait_for(lambda: latest_barrier(table) is not None, 90, table.name, worker)
+        finally:
+            assert worker.stop() == 0, worker.tail()
+        cols = ["id", "big", "money"]
+        assert _dts_rows(table, cols) == _source_rows(url, "amounts", cols)

@@ -512,3 +512,40 @@ def test_a_new_column_stops_decoding_at_the_first_record_that_carries_it() -> No
     with pytest.raises(SourceSchemaChanged) as err:
         decode_records([(0, 0, None, value, None)], spec)
     assert err.value.fields == {"amount": pa.decimal128(10, 2)}
+
+
+def test_decimals_as_json_numbers_are_read_exactly_or_refused() -> None:
+    """Kafka's JsonConverter with ``decimal.format=NUMERIC`` writes decimals as JSON
+    numbers, with or without a schema: read exactly into the column (never through a
+    float), in the default ``precise`` mode too; a number the column cannot hold exactly
+    is a bad record."""
+    spec = LogSpec("dbz.t", SCHEMA, ["id"], 1, decimal_mode="precise")
+    numeric = [{**f, "type": "double"} if f["field"] == "price" else f for f in FIELDS]
+
+    def numbers(i: int, price: str, schema: bool) -> bytes:
+        image = {**row(i), "price": decimal.Decimal(price)}
+        if not schema:
+            image = {**image, "seen_us": WHEN_US, "zoned": WHEN_US}
+        payload = {"before": None, "after": image, "op": "c"}
+        text = orjson.dumps(payload, default=str).replace(
+            f'"{price}"'.encode(), price.encode()
+        )  # the number as JsonConverter writes it: digits, not a string
+        if schema:
+            return orjson.dumps(
+                {"schema": debezium_schema(numeric), "payload": orjson.loads(text)}
+            ).replace(f"{float(price)!r}".encode(), price.encode())
+        return text
+
+    for schema in (True, False):
+        recs = [
+            RawRecord(0, i, None, numbers(i, p, schema))
+            for i, p in enumerate(["12.34", "-0.01", "99999999.99", "0.10"])
+        ]
+        out = decode_records(recs, spec).table
+        got = out.column("price").to_pylist()
+        assert got == [decimal.Decimal(p) for p in ("12.34", "-0.01", "99999999.99", "0.10")], (
+            schema
+        )
+        lossy = [RawRecord(0, 9, None, numbers(9, "1.005", schema))]
+        with pytest.raises(DecodeError, match=r"1\.005 requires scale 3"):
+            decode_records(lossy, spec)
