@@ -229,12 +229,18 @@ def test_leader_and_controller_killed_while_everything_runs(  # type: ignore[no-
                     f"stream {stream.status}, error {stream.exception()}, "
                     f"last progress {stream.lastProgress}"
                 ) from None
-            wait_for(
-                lambda: rows_at(ingested, latest_barrier(ingested) or 0) == source.expected(),
-                120,
-                "the ingested table at the source's final state",
-                a,
-            )
+            try:
+                wait_for(
+                    lambda: rows_at(ingested, latest_barrier(ingested) or 0) == source.expected(),
+                    120,
+                    "the ingested table at the source's final state",
+                    a,
+                )
+            except AssertionError as e:  # where the ingest stood says why
+                tail = (tmp_path / "ingest.log").read_text(errors="replace")[-3000:]
+                raise AssertionError(
+                    f"{e}\ningest (exit {ingest.poll()}), its log's tail:\n{tail}"
+                ) from None
             assert stream.exception() is None
         finally:
             stream.stop()
