@@ -76,7 +76,8 @@ def postgres_connector(
     """Debezium's PostgreSQL connector set as dts reads it best: ``pgoutput`` (no server
     plug-in to install), transaction metadata on (``<prefix>.transaction``, which
     ``dts ingest --transaction-topic`` reads so a barrier never splits a transaction),
-    decimals as exact strings, timestamps in microseconds, a heartbeat topic apart."""
+    decimals as exact strings, timestamps in microseconds, truncates sent, a heartbeat
+    topic apart."""
     return {
         "name": name,
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -96,6 +97,8 @@ def postgres_connector(
         "decimal.handling.mode": "string",
         "time.precision.mode": "adaptive_time_microseconds",
         "snapshot.mode": "initial",
+        # TRUNCATE empties the dts table too (the connector skips truncates by default)
+        "skipped.operations": "none",
         **(extra or {}),
     }
 

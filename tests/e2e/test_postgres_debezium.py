@@ -435,3 +435,111 @@ def test_numeric_decimals_as_json_numbers_equal_the_database(
             assert worker.stop() == 0, worker.tail()
         cols = ["id", "big", "money"]
         assert _dts_rows(table, cols) == _source_rows(url, "amounts", cols)
+
+
+def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """What else a real connector sends: ``real``, ``double precision``, ``smallint``,
+    ``boolean``, ``char``, ``bytea``, ``time``, ``timestamp``, NULL in every column, an
+    update of the primary key, deletes under ``REPLICA IDENTITY FULL``, and ``TRUNCATE``
+    followed by new rows: the table equals the database after each phase."""
+    run = uuid.uuid4().hex[:6]
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), nullable=False),
+            ("r", pa.float32()),
+            ("d", pa.float64()),
+            ("s", pa.int16()),
+            ("b", pa.bool_()),
+            ("c", pa.string()),
+            ("raw", pa.binary()),
+            ("t", pa.time64("us")),
+            ("ts", pa.timestamp("us")),
+        ]
+    )
+    insert = "INSERT INTO kinds VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    with local_postgres(logical=True) as url:
+        _execute(
+            url,
+            "CREATE TABLE kinds (id integer PRIMARY KEY, r real, d double precision, "
+            "s smallint, b boolean, c char(3), raw bytea, t time, ts timestamp)",
+            "ALTER TABLE kinds REPLICA IDENTITY FULL",
+            (
+                insert,
+                (
+                    1,
+                    1.5,
+                    2.25,
+                    7,
+                    True,
+                    "ab",
+                    b"\x00\xff",
+                    "12:34:56.789",
+                    "2024-02-29 01:02:03.456789",
+                ),
+            ),
+            (insert, (2, None, None, None, None, None, None, None, None)),
+        )
+        prefix = f"kinds{run}"
+        table = Catalog(str(warehouse)).create_table(f"db.kinds_{run}", schema, primary_key=["id"])
+        worker = start_worker(warehouse, broker.bootstrap, [table.name], f"g-{run}", tmp_path)
+        cols = schema.names
+        casts = ", ".join(cols)
+
+        def source() -> list[tuple[Any, ...]]:
+            import psycopg
+
+            with psycopg.connect(url) as conn, conn.cursor() as cur:
+                cur.execute(f"SELECT {casts} FROM kinds ORDER BY id")
+                return [
+                    tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+                    for row in cur.fetchall()
+                ]
+
+        try:
+            connector = pg_connector(url, f"kinds-{run}", ["public.kinds"], prefix)
+            with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
+                wait_for(lambda: _exist(broker, [f"{prefix}.public.kinds"]), 90, "topic", None)
+                ingest = Ingestor(
+                    broker.bootstrap,
+                    f"{prefix}.public.kinds",
+                    log_spec_for(table),
+                    bucketer_for(table),
+                    barrier_interval_s=0.2,
+                )
+                with ThreadPoolExecutor(1) as pool:
+                    running = pool.submit(ingest.run, idle_exit_s=20)
+                    phases = [
+                        ("UPDATE kinds SET id = 10 WHERE id = 1",),  # the key moves
+                        ("DELETE FROM kinds WHERE id = 2",),  # under REPLICA IDENTITY FULL
+                        (
+                            "TRUNCATE kinds",
+                            (
+                                insert,
+                                (
+                                    3,
+                                    -0.5,
+                                    1e300,
+                                    -32768,
+                                    False,
+                                    "xyz",
+                                    b"",
+                                    "00:00:00",
+                                    "1970-01-01 00:00:00",
+                                ),
+                            ),
+                        ),
+                    ]
+                    for phase in [(), *phases]:
+                        if phase:
+                            _execute(url, *phase)
+                        expected = source()
+                        wait_for(
+                            lambda e=expected: _dts_rows(table, cols) == e, 90, str(phase), worker
+                        )
+                    stats = running.result(timeout=120)
+                ingest.close()
+                assert stats.truncates >= 1 and stats.dead_letters == 0, stats
+        finally:
+            assert worker.stop() == 0, worker.tail()
