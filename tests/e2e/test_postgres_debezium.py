@@ -26,6 +26,7 @@ from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
 from logstore.connect import ConnectWorker, postgres_connector
 from logstore.ingest import Ingestor
+from logstore.topics import create_topic
 from tests.bridge.worker.support import latest_barrier, start_worker, wait_for
 from tests.postgres import local_postgres
 
@@ -543,3 +544,78 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
                 assert stats.truncates >= 1 and stats.dead_letters == 0, stats
         finally:
             assert worker.stop() == 0, worker.tail()
+
+
+def test_columns_added_and_dropped_while_streaming_through_dts_ingest(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """``dts ingest --topic-prefix ... --evolve-schema`` as a user runs it: ``ADD COLUMN``
+    while streaming adds the column to the dts table, typed by the event's schema (the
+    new rows carry it, the older ones read null); after ``DROP COLUMN`` the dts table
+    keeps the column, and every row written since reads null there (the source no longer
+    has a value), the rows before keep theirs."""
+    import signal
+    import subprocess
+    import sys
+
+    run = uuid.uuid4().hex[:6]
+    prefix = f"ddl{run}"
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("name", pa.string())])
+    with local_postgres(logical=True) as url:
+        _execute(
+            url,
+            "CREATE TABLE items (id integer PRIMARY KEY, name text)",
+            "INSERT INTO items VALUES (1, 'one'), (2, 'two')",
+        )
+        for topic in ("public.items", "transaction"):
+            create_topic(broker.bootstrap, f"{prefix}.{topic}", 1, {})
+        table = Catalog(str(warehouse)).create_table(f"db.items_{run}", schema, primary_key=["id"])
+        worker = start_worker(warehouse, broker.bootstrap, [table.name], f"g-{run}", tmp_path)
+        connector = pg_connector(url, f"ddl-{run}", ["public.items"], prefix)
+        log = open(tmp_path / "ingest.log", "wb")  # noqa: SIM115 (closed below)
+        ingest = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "bridge.cli", "ingest", "--topic-prefix", prefix),
+                *("--tables", f"public.items={table.name}", "--evolve-schema"),
+                *("--warehouse", str(warehouse), "--bootstrap", broker.bootstrap),
+                *("--barrier-interval", "0.2"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+        def rows() -> list[dict[str, Any]]:
+            return sorted(table.read().to_pylist(), key=lambda r: r["id"])
+
+        try:
+            with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
+                wait_for(lambda: len(rows()) == 2, 90, "the snapshot", worker)
+                _execute(
+                    url,
+                    "ALTER TABLE items ADD COLUMN price numeric(10, 2)",
+                    "INSERT INTO items VALUES (3, 'three', 3.50)",
+                )
+                wait_for(lambda: len(rows()) == 3, 90, "the row with the new column", worker)
+                # the type the event's schema gives: numeric as exact text, the connector's
+                # decimal.handling.mode=string (dts connect's setting)
+                assert table.schema.arrow_schema.field("price").type == pa.string()
+                assert [r.get("price") for r in rows()] == [None, None, "3.50"]
+                _execute(
+                    url,
+                    "ALTER TABLE items DROP COLUMN name",
+                    "INSERT INTO items VALUES (4, 4.00)",
+                    "UPDATE items SET price = 1.00 WHERE id = 1",
+                )
+                wait_for(
+                    lambda: len(rows()) == 4 and rows()[0]["price"] is not None, 90, "drop", worker
+                )
+                names = {r["id"]: r["name"] for r in rows()}
+                assert names == {1: None, 2: "two", 3: "three", 4: None}  # written since: null
+        finally:
+            ingest.send_signal(signal.SIGINT)
+            code = ingest.wait(timeout=60)
+            log.close()
+            assert worker.stop() == 0, worker.tail()
+        out = (tmp_path / "ingest.log").read_text()
+        assert code == 0, out
+        assert "schema: added price string" in out, out
