@@ -13,15 +13,19 @@ connector (in Kafka Connect) feeds two pipelines at once:
 
 Every read checks the bank's invariants: the total balance never changes, and every
 balance is its opening balance plus what its transfers moved. The dts reads must show no
-violation; the per-topic reads' violations are counted and printed. Halfway, the Connect
-worker is SIGKILLed and restarted: it sends again what it produced after its last flushed
-offset, and no table may show a duplicate or a loss. In the end every table equals
-``SELECT`` from PostgreSQL.
+violation; the per-topic reads' violations are counted and printed. A third of the way,
+the Connect worker is SIGKILLed and restarted: it sends again what it produced after its
+last flushed offset. Two thirds of the way, the database's ``dts ingest`` is SIGKILLed
+(in the middle of a barrier) and started again. No table may show a duplicate or a loss;
+in the end every table equals ``SELECT`` from PostgreSQL.
 """
 
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -42,7 +46,7 @@ from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
 from logstore.connect import ConnectWorker
-from logstore.ingest import Ingestor, IngestSource
+from logstore.ingest import Ingestor
 from logstore.topics import create_topic
 from tests.bridge.worker.support import start_worker, wait_for
 from tests.e2e.test_postgres_debezium import pg_connector
@@ -160,31 +164,49 @@ def _read_loop(
     return strong, latest
 
 
+@dataclass
+class _SharedIngest:
+    """The database's one ``dts ingest`` (``--topic-prefix``), as a user runs it: a process
+    that a test can SIGKILL and start again."""
+
+    command: list[str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return int(self.proc.wait(timeout=60))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return int(self.proc.wait())
+
+
 @contextmanager
 def _ingests(
-    bootstrap: str, prefix: str, tables: dict[str, Table], run: str
-) -> Iterator[tuple[threading.Event, list[Any]]]:
-    """The database's one ingest and the two per-topic ones, running in threads."""
+    bootstrap: str, warehouse: Path, prefix: str, tables: dict[str, Table], logs: Path
+) -> Iterator[_SharedIngest]:
+    """The database's one ingest (a ``dts ingest`` process) and the two per-topic ones
+    (threads), all running."""
     topic = {t: f"{prefix}.public.{t}" for t in ("accounts", "transfers")}
-    txn_topic = f"{prefix}.transaction"
-    one = Ingestor(
-        bootstrap,
-        topic["accounts"],
-        log_spec_for(tables["accounts"]),
-        bucketer_for(tables["accounts"]),
-        group_id=f"dts-ingest-{prefix}",
-        transactional_id=f"dts-ingest-{prefix}",
-        barrier_interval_s=0.2,
-        transaction_topic=txn_topic,
-        collection="public.accounts",
-        more=[
-            IngestSource(
-                topic["transfers"],
-                log_spec_for(tables["transfers"]),
-                bucketer_for(tables["transfers"]),
-                collection="public.transfers",
-            )
+    mapping = ",".join(f"public.{t}={tables[t].name}" for t in ("accounts", "transfers"))
+    shared = _SharedIngest(
+        [
+            *(sys.executable, "-m", "bridge.cli", "ingest", "--topic-prefix", prefix),
+            *("--tables", mapping, "--barrier-interval", "0.2"),
+            *("--warehouse", str(warehouse), "--bootstrap", bootstrap),
         ],
+        logs / "ingest.log",
     )
     apart = [
         Ingestor(
@@ -193,21 +215,24 @@ def _ingests(
             log_spec_for(tables[f"{t}_apart"]),
             bucketer_for(tables[f"{t}_apart"]),
             barrier_interval_s=0.2,
-            transaction_topic=txn_topic,
+            transaction_topic=f"{prefix}.transaction",
         )
         for t in ("accounts", "transfers")
     ]
     stop = threading.Event()
-    with ThreadPoolExecutor(3) as pool:
-        runs = [pool.submit(i.run, stop) for i in (one, *apart)]
+    shared.start()
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(i.run, stop) for i in apart]
         try:
-            yield stop, runs
+            yield shared
         finally:
             stop.set()
+            code = shared.stop()
             for r in runs:
                 r.result(timeout=120)
-            for i in (one, *apart):
+            for i in apart:
                 i.close()
+    assert code == 0, shared.log.read_text()[-3000:]
 
 
 def _source(url: str, table: str) -> list[tuple[Any, ...]]:
@@ -283,7 +308,7 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
                 ConnectWorker(
                     broker.bootstrap, connector, work_dir=tmp_path / "connect"
                 ) as connect,
-                _ingests(broker.bootstrap, prefix, tables, run),
+                _ingests(broker.bootstrap, warehouse, prefix, tables, tmp_path) as shared,
                 ThreadPoolExecutor(2) as pool,
             ):
                 reading, banking = threading.Event(), threading.Event()
@@ -292,10 +317,16 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
                     bank = pool.submit(_bank, url, banking)
                     # a crash mid-stream: Connect sends again what it wrote after its last
                     # flushed offset (up to 1 s of transactions, some cut in half)
-                    wait_for(lambda: _count(url, "transfers") >= TRANSFERS // 2, 300, "transfers")
+                    wait_for(lambda: _count(url, "transfers") >= TRANSFERS // 3, 300, "transfers")
                     connect.kill()
                     connect.rest_port = 0
                     connect.start()
+                    # and the ingest, in the middle of a barrier (of source transactions):
+                    # its open Kafka transaction is aborted, the next one resumes at the
+                    # offsets the last barrier committed
+                    wait_for(lambda: _count(url, "transfers") >= 2 * TRANSFERS // 3, 300, "2/3")
+                    shared.kill()
+                    shared.start()
                     written = bank.result(timeout=600)
                     # and until every table has caught up with the database
                     for key, t in tables.items():
@@ -311,7 +342,7 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
     sent = _records(broker.bootstrap, f"{prefix}.public.transfers")
     print(
         f"\nbank: {written} transfers, {sent - written} insert events sent again by Connect "
-        "after its SIGKILL; strong reads across the shared-barrier tables: "
+        "after its SIGKILL (and dts ingest SIGKILLed too); strong reads across the shared-barrier tables: "
         f"{strong.count}, violations {len(strong.bad)} (refused before a common barrier: "
         f"{strong.not_yet}); latest-snapshot reads of the per-topic tables: {latest.count}, "
         f"violations {len(latest.bad)}"
