@@ -143,6 +143,11 @@ def pg_connector(url: str, name: str, tables: list[str], prefix: str) -> dict[st
     )
 
 
+def _ingestor(broker: EmbeddedBroker, topic: str, table: Table, **options: Any) -> Ingestor:
+    """An ingest of ``topic`` into ``table``'s log."""
+    return Ingestor(broker.bootstrap, topic, log_spec_for(table), bucketer_for(table), **options)
+
+
 def _exist(broker: EmbeddedBroker, topics: list[str]) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -209,11 +214,10 @@ def test_postgres_through_debezium_equals_the_database(
             topics = [f"{prefix}.public.{n}" for n in tables] + [f"{prefix}.transaction"]
             wait_for(lambda: _exist(broker, topics), 90, "the connector's topics", None)
             ingest = {
-                name: Ingestor(
-                    broker.bootstrap,
+                name: _ingestor(
+                    broker,
                     f"{prefix}.public.{name}",
-                    log_spec_for(t),
-                    bucketer_for(t),
+                    t,
                     barrier_interval_s=0.5,
                     transaction_topic=f"{prefix}.transaction",
                 )
@@ -340,13 +344,8 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
             topics = [f"{prefix}.public.{n}" for n in tables]
             wait_for(lambda: _exist(broker, topics), 90, "the connector's topics", None)
             for name, t in tables.items():
-                ingest = Ingestor(
-                    broker.bootstrap,
-                    f"{prefix}.public.{name}",
-                    log_spec_for(t),
-                    bucketer_for(t),
-                    barrier_interval_s=0.2,
-                    lenient=True,
+                ingest = _ingestor(
+                    broker, f"{prefix}.public.{name}", t, barrier_interval_s=0.2, lenient=True
                 )
                 stats = ingest.run(idle_exit_s=6)
                 ingest.close()
@@ -418,13 +417,7 @@ def test_numeric_decimals_as_json_numbers_equal_the_database(
             wait_for(lambda: _exist(broker, [f"{prefix}.public.amounts"]), 90, "topic", None)
             first = _first_value(broker, f"{prefix}.public.amounts")
             assert isinstance(first["payload"]["after"]["money"], float), first  # a JSON number
-            ingest = Ingestor(
-                broker.bootstrap,
-                f"{prefix}.public.amounts",
-                log_spec_for(table),
-                bucketer_for(table),
-                barrier_interval_s=0.2,
-            )
+            ingest = _ingestor(broker, f"{prefix}.public.amounts", table, barrier_interval_s=0.2)
             stats = ingest.run(idle_exit_s=6)
             ingest.close()
             assert stats.rows > 0 and stats.dead_letters == 0, stats
@@ -502,13 +495,7 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
             connector = pg_connector(url, f"kinds-{run}", ["public.kinds"], prefix)
             with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
                 wait_for(lambda: _exist(broker, [f"{prefix}.public.kinds"]), 90, "topic", None)
-                ingest = Ingestor(
-                    broker.bootstrap,
-                    f"{prefix}.public.kinds",
-                    log_spec_for(table),
-                    bucketer_for(table),
-                    barrier_interval_s=0.2,
-                )
+                ingest = _ingestor(broker, f"{prefix}.public.kinds", table, barrier_interval_s=0.2)
                 with ThreadPoolExecutor(1) as pool:
                     running = pool.submit(ingest.run, idle_exit_s=20)
                     phases = [
