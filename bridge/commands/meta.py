@@ -15,7 +15,7 @@ from bridge.commands.signals import sigterm_as_interrupt
 from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
 from bridge.meta.client import DEFAULT_URL, MetaClient
 from bridge.meta.errors import MetaError
-from bridge.meta.models import ConsistencyMode, JobKind, JobState, SinkRole
+from bridge.meta.models import DEFAULT_PRUNE_KEEP, ConsistencyMode, JobKind, JobState, SinkRole
 from filestore import Catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,6 +140,14 @@ def _default_db(db: str | None, warehouse: str | None) -> str:
     help="A running job silent this long is marked failed.",
 )
 @click.option(
+    "--keep-barriers",
+    type=click.IntRange(1),
+    default=DEFAULT_PRUNE_KEEP,
+    show_default=True,
+    help="Barriers kept per table (older ones are pruned; a consistent read needs the "
+    "barriers its tables share).",
+)
+@click.option(
     "--token",
     envvar=TOKEN_ENV,
     help=f"Bearer token of jobs and tools (env {TOKEN_ENV}).",
@@ -155,6 +163,7 @@ def serve(
     db: str | None,
     warehouse: str | None,
     heartbeat_timeout_ms: int,
+    keep_barriers: int,
     token: str | None,
     admin_token: str | None,
 ) -> None:
@@ -173,7 +182,7 @@ def serve(
             "--admin-token), or bind 127.0.0.1"
         )
     store = Store(_default_db(db, warehouse), heartbeat_timeout_ms=heartbeat_timeout_ms)
-    app = create_app(store, auth=auth)
+    app = create_app(store, auth=auth, prune_keep=keep_barriers)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))

@@ -54,6 +54,10 @@ Millis = Annotated[int, Field(ge=0, le=MAX_INT64), _NO_BOOL]
 TimeoutMs = Annotated[int, Field(ge=100, le=86_400_000), _NO_BOOL]
 
 
+#: completed barriers the service keeps per table (``dts meta serve --keep-barriers``)
+DEFAULT_PRUNE_KEEP = 100_000
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

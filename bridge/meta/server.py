@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -24,6 +25,7 @@ from bridge.meta.errors import MetaError
 from bridge.meta.graph import render_mermaid
 from bridge.meta.metrics import RequestMetrics, meta_registry, requests_counter
 from bridge.meta.models import (
+    DEFAULT_PRUNE_KEEP,
     JOB_ID_PATTERN,
     MAX_INT64,
     TABLE_PATTERN,
@@ -48,7 +50,6 @@ from bridge.meta.store import Store
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PRUNE_KEEP = 100_000
 MAX_BATCH = 10_000
 
 
@@ -114,12 +115,13 @@ def create_app(
     *,
     sweep_interval_s: float | None = None,
     prune_keep: int = DEFAULT_PRUNE_KEEP,
+    prune_interval_s: float = 60.0,
     registry: CollectorRegistry | None = None,
     auth: MetaAuth | None = None,
 ) -> FastAPI:
     """The API over ``store``. A background task marks jobs failed whose heartbeat timed
     out (every ``sweep_interval_s``, default a quarter of the heartbeat timeout) and keeps
-    the newest ``prune_keep`` barriers per table. Prometheus metrics on ``/metrics`` come
+    the newest ``prune_keep`` barriers per table (pruned every ``prune_interval_s``). Prometheus metrics on ``/metrics`` come
     from ``registry`` (default: a fresh one with the store's collector, see
     :mod:`bridge.meta.metrics`); the app counts its requests in it too. ``auth``: the
     bearer tokens it accepts (:mod:`bridge.meta.auth`; default: none, an open service)."""
@@ -127,7 +129,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(_housekeeping(store, interval, prune_keep))
+        task = asyncio.create_task(_housekeeping(store, interval, prune_keep, prune_interval_s))
         try:
             yield
         finally:
@@ -192,16 +194,20 @@ def create_app(
     return app
 
 
-async def _housekeeping(store: Store, interval: float, prune_keep: int) -> None:
-    rounds = 0
+async def _housekeeping(
+    store: Store, interval: float, prune_keep: int, prune_interval_s: float
+) -> None:
+    """Sweep every ``interval``; prune at start and then every ``prune_interval_s`` (a
+    time, not a count of sweeps, whose pace follows the heartbeat timeout)."""
+    next_prune = 0.0
     while True:
         try:
             failed = await asyncio.to_thread(store.sweep)
             if failed:
                 log.warning("heartbeat timeout, marked failed: %s", ", ".join(failed))
-            rounds += 1
-            if rounds % 1000 == 1:
+            if time.monotonic() >= next_prune:
                 await asyncio.to_thread(store.prune_barriers, prune_keep)
+                next_prune = time.monotonic() + prune_interval_s
         except Exception:  # keep sweeping through transient database errors
             log.exception("MetaService housekeeping failed; retrying")
         await asyncio.sleep(interval)

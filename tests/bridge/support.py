@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -22,13 +23,17 @@ class RunningServer:
     """create_app(store) served by uvicorn in a thread, on a free port."""
 
     def __init__(
-        self, store: Store, sweep_interval_s: float | None = None, auth: MetaAuth | None = None
+        self,
+        store: Store,
+        sweep_interval_s: float | None = None,
+        auth: MetaAuth | None = None,
+        **app_options: Any,
     ) -> None:
         self.store = store
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        app = create_app(store, sweep_interval_s=sweep_interval_s, auth=auth)
+        app = create_app(store, sweep_interval_s=sweep_interval_s, auth=auth, **app_options)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True

@@ -172,3 +172,35 @@ def test_serve_without_a_token_stays_on_loopback(warehouse: Path) -> None:
         "meta", "serve", "--host", "0.0.0.0", "--port", "0", "--warehouse", str(warehouse)
     )
     assert code == 2 and "without a token" in out and "DTS_META_TOKEN" in out
+
+
+def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
+    """``--keep-barriers`` reaches the housekeeping (which prunes at start and every
+    minute); 0 is refused."""
+    import time
+
+    from bridge.meta.client import MetaClient
+    from bridge.meta.models import TableBarrierReport
+
+    proc, url = _serve(warehouse, "--keep-barriers", "3")
+    try:
+        with MetaClient(url) as client:
+            client.register_job("spark-streaming", [], ["db.kept"], job_id="w1")
+            reports = [
+                TableBarrierReport(table="db.kept", barrier=b, snapshot_id=b, job_id="w1")
+                for b in range(1, 11)
+            ]
+            client.report_barriers(reports)
+    finally:
+        _stop(proc)
+    proc, url = _serve(warehouse, "--keep-barriers", "3")  # pruned as it starts
+    try:
+        with MetaClient(url) as client:
+            until = time.monotonic() + 30
+            while len(client.barriers("db.kept")) > 3 and time.monotonic() < until:
+                time.sleep(0.1)
+            assert [r.barrier for r in client.barriers("db.kept")] == [10, 9, 8]
+    finally:
+        _stop(proc)
+    code, out = _dts("meta", "serve", "--keep-barriers", "0")
+    assert code != 0 and "--keep-barriers" in out
