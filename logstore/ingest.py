@@ -1,4 +1,9 @@
-"""Copy an external Debezium topic into a table's log, adding barriers, exactly once.
+"""Copy external Debezium topics into their tables' logs, adding barriers, exactly once.
+
+The topics of one source database go through one ingest: every barrier is closed on
+every table's log in one Kafka transaction, under one id, and (with the transaction
+topic) never inside a source transaction, so barrier B of each table holds the same
+committed source transactions.
 
 Consume-transform-produce: source records are decoded (debezium-json, also
 with ``schema-include``), re-encoded for the table (partition = bucket) and
