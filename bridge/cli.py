@@ -23,6 +23,7 @@ from bridge.commands import (
     exporter,
     ingest,
     meta,
+    meta_serve,
     table,
     table_tags,
     worker,
@@ -102,6 +103,7 @@ def _setup_logging() -> None:
 
 
 table.table.add_command(table_tags.tag)
+meta.meta.add_command(meta_serve.serve)
 cli.add_command(table.table)
 cli.add_command(broker.broker)
 cli.add_command(connect.connect)
