@@ -12,6 +12,7 @@ deletes and transactions that change both tables, in the types a real schema has
 
 from __future__ import annotations
 
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -130,8 +131,11 @@ def _dts_rows(table: Table, columns: list[str]) -> list[tuple[Any, ...]]:
     return [tuple(_normal(r[c]) for c in columns) for r in rows]
 
 
-def pg_connector(url: str, name: str, tables: list[str], prefix: str) -> dict[str, str]:
-    """Debezium's connector for the test database at ``url`` (as dts reads it best)."""
+def pg_connector(
+    url: str, name: str, tables: list[str], prefix: str, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Debezium's connector for the test database at ``url`` (as dts reads it best), with
+    ``extra`` settings."""
     return postgres_connector(
         name,
         host="127.0.0.1",
@@ -140,6 +144,7 @@ def pg_connector(url: str, name: str, tables: list[str], prefix: str) -> dict[st
         dbname="postgres",
         tables=tables,
         topic_prefix=prefix,
+        extra=extra,
     )
 
 
@@ -606,3 +611,99 @@ def test_columns_added_and_dropped_while_streaming_through_dts_ingest(
         out = (tmp_path / "ingest.log").read_text()
         assert code == 0, out
         assert "schema: added price string" in out, out
+
+
+def _values(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of a one-partition topic so far, parsed."""
+    import orjson
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "peek", "log_level": 3})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, low)])
+        out: list[Any] = []
+        while len(out) < high - low:
+            msgs = c.consume(1000, timeout=10)
+            assert msgs, f"{topic}: {len(out)} of {high - low} records read"
+            out += [orjson.loads(m.value()) if m.value() else None for m in msgs]
+        return out
+    finally:
+        c.close()
+
+
+def test_heartbeats_and_transactions_without_the_tables_rows_hold_no_barrier_back(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    """Between the table's changes the database commits transactions that touch only a
+    table dts does not take, transactional logical messages, and the connector sends
+    heartbeats every 200 ms. Each change of the table is in a closed barrier while that
+    traffic goes on (not only when the ingest stops), and the table equals the database."""
+    run = uuid.uuid4().hex[:6]
+    prefix = f"hb{run}"
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("v", pa.string())])
+    table = Catalog(str(warehouse)).create_table(f"db.watched_{run}", schema, primary_key=["id"])
+    changes = 5
+    with local_postgres(logical=True) as url:
+        _execute(
+            url,
+            "CREATE TABLE watched (id integer PRIMARY KEY, v text)",
+            "CREATE TABLE other (id integer PRIMARY KEY, v text)",
+        )
+        for topic in ("public.watched", "transaction"):
+            create_topic(broker.bootstrap, f"{prefix}.{topic}", 1, {})
+        connector = pg_connector(
+            url, f"hb-{run}", ["public.watched"], prefix, {"heartbeat.interval.ms": "200"}
+        )
+        ingest = _ingestor(
+            broker,
+            f"{prefix}.public.watched",
+            table,
+            barrier_interval_s=0.2,
+            transaction_topic=f"{prefix}.transaction",
+            collection="public.watched",
+        )
+        closed: list[int] = []  # rows copied at each barrier
+        stop = threading.Event()
+        with (
+            ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"),
+            ThreadPoolExecutor(1) as pool,
+        ):
+            running = pool.submit(ingest.run, stop, on_barrier=lambda st: closed.append(st.rows))
+            try:
+                for k in range(changes):
+                    for j in range(5):  # the database's other traffic
+                        n = k * 5 + j
+                        _execute(url, ("INSERT INTO other VALUES (%s, 'x')", (n,)))
+                        _execute(url, "SELECT pg_logical_emit_message(true, 'dts', 'm')")
+                    _execute(url, ("INSERT INTO watched VALUES (%s, 'v')", (k,)))
+                    _execute(url, ("INSERT INTO other VALUES (%s, 'after')", (1000 + k,)))
+                    # its barrier closes while the traffic after it goes on
+                    wait_for(lambda k=k: bool(closed) and closed[-1] > k, 60, f"change {k}")
+            finally:
+                stop.set()
+            stats = running.result(timeout=60)
+        ingest.close()
+        assert stats.rows == changes and stats.dead_letters == 0, stats
+        # the traffic was there: heartbeats, and transaction events of no change of ours
+        assert _values(broker.bootstrap, f"__debezium-heartbeat.{prefix}")
+        ends = [v for v in _values(broker.bootstrap, f"{prefix}.transaction") if v]
+        foreign = [
+            e
+            for e in (e.get("payload", e) for e in ends)
+            if e.get("status") == "END"
+            and not any(
+                c.get("data_collection") == "public.watched" and c.get("event_count")
+                for c in e.get("data_collections") or []
+            )
+        ]
+        print(f"\n{len(ends)} transaction events, {len(foreign)} ENDs with no change of ours")
+        assert foreign, ends  # the logical messages' transactions
+        worker = start_worker(warehouse, broker.bootstrap, [table.name], f"g-{run}", tmp_path)
+        try:
+            wait_for(lambda: worker.table_status(table.name).get("lag_records") == 0, 90, "lag")
+            wait_for(lambda: latest_barrier(table) is not None, 90, table.name, worker)
+        finally:
+            assert worker.stop() == 0, worker.tail()
+        cols = ["id", "v"]
+        assert _dts_rows(table, cols) == _source_rows(url, "watched", cols)
