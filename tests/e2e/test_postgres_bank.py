@@ -15,7 +15,8 @@ Every read checks the bank's invariants: the total balance never changes, and ev
 balance is its opening balance plus what its transfers moved. The dts reads must show no
 violation; the per-topic reads' violations are counted and printed. A third of the way,
 the Connect worker is SIGKILLed and restarted: it sends again what it produced after its
-last flushed offset. Two thirds of the way, the database's ``dts ingest`` is SIGKILLed
+last flushed offset. Half way, PostgreSQL restarts (fast shutdown: the bank's open
+transaction rolls back and is tried again; the connector reconnects). Two thirds of the way, the database's ``dts ingest`` is SIGKILLed
 (in the middle of a barrier) and started again. No table may show a duplicate or a loss;
 in the end every table equals ``SELECT`` from PostgreSQL.
 """
@@ -50,7 +51,7 @@ from logstore.ingest import Ingestor
 from logstore.topics import create_topic
 from tests.bridge.worker.support import start_worker, wait_for
 from tests.e2e.test_postgres_debezium import pg_connector
-from tests.postgres import local_postgres
+from tests.postgres import postgres_server
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -83,32 +84,63 @@ TRANSFERS_SCHEMA = pa.schema(
 )
 
 
-def _bank(url: str, stop: threading.Event) -> int:
-    """Transfers (and writes that move no money) until ``TRANSFERS`` are done."""
+def _bank(url: str, stop: threading.Event) -> tuple[int, int]:
+    """Transfers (and writes that move no money) until ``TRANSFERS`` are done, and how
+    often the database cut the bank off: a transfer cut off is tried again unless it
+    committed."""
     import psycopg
 
     rnd = random.Random(7)
-    done = 0
-    with psycopg.connect(url, autocommit=False) as conn:
-        while done < TRANSFERS and not stop.is_set():
-            a, b = rnd.sample(range(1, ACCOUNTS + 1), 2)
-            amount = Decimal(rnd.randint(1, 5000)) / 100
+    done = cut_off = 0
+    conn: psycopg.Connection[Any] | None = None
+    while done < TRANSFERS and not stop.is_set():
+        # drawn before trying, so a transfer tried again is the same transfer
+        a, b = rnd.sample(range(1, ACCOUNTS + 1), 2)
+        amount = Decimal(rnd.randint(1, 5000)) / 100
+        longer, idle = rnd.random() < 0.2, rnd.random() < 0.1
+        try:
+            conn = conn or psycopg.connect(url, autocommit=False)
             with conn.cursor() as cur:
                 cur.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, a))
-                if rnd.random() < 0.2:  # a longer transaction: more events between the two
+                if longer:  # more events between the two
                     cur.execute("UPDATE accounts SET balance = balance WHERE id = %s", (b,))
                 cur.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, b))
                 cur.execute(
                     "INSERT INTO transfers VALUES (%s, %s, %s, %s, now())", (done, a, b, amount)
                 )
             conn.commit()
-            done += 1
-            if rnd.random() < 0.1:  # a single-table write that moves no money
+            if idle:  # a single-table write that moves no money
                 with conn.cursor() as cur:
                     cur.execute("UPDATE accounts SET balance = balance WHERE id = %s", (a,))
                 conn.commit()
-            time.sleep(0.01)
-    return done
+        except psycopg.OperationalError:  # the server went away
+            cut_off += 1
+            conn = _reconnect(url)
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM transfers WHERE id = %s", (done,))
+                row = cur.fetchone()
+            conn.commit()
+            if not row or not row[0]:
+                continue  # it did not commit: the same transfer again
+        done += 1
+        time.sleep(0.01)
+    if conn is not None:
+        conn.close()
+    return done, cut_off
+
+
+def _reconnect(url: str) -> Any:
+    """A connection once the database is back (bounded)."""
+    import psycopg
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return psycopg.connect(url, autocommit=False)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def violations(accounts: pa.Table, transfers: pa.Table) -> list[str]:
@@ -289,12 +321,18 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
         )
         for key, name in names.items()
     }
-    with local_postgres(logical=True) as url:
+    with postgres_server(logical=True) as pg:
         from tests.e2e.test_postgres_debezium import _execute
 
+        url = pg.url
         _execute(url, DDL)
         connector = pg_connector(
-            url, f"bank-{run}", ["public.accounts", "public.transfers"], prefix
+            url,
+            f"bank-{run}",
+            ["public.accounts", "public.transfers"],
+            prefix,
+            # back soon after the database restarts (Debezium waits 10 s by default)
+            {"retriable.restart.connector.wait.ms": "1000"},
         )
         # made here, as an operator would: the connector writes the transaction topic and
         # an empty table's topic only at their first event, and the ingest reads them all
@@ -321,13 +359,17 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
                     connect.kill()
                     connect.rest_port = 0
                     connect.start()
+                    # the database restarts: the connector's task fails, starts again and
+                    # resumes from its last flushed offset (the slot kept the WAL since)
+                    wait_for(lambda: _count(url, "transfers") >= TRANSFERS // 2, 300, "1/2")
+                    pg.restart()
                     # and the ingest, in the middle of a barrier (of source transactions):
                     # its open Kafka transaction is aborted, the next one resumes at the
                     # offsets the last barrier committed
                     wait_for(lambda: _count(url, "transfers") >= 2 * TRANSFERS // 3, 300, "2/3")
                     shared.kill()
                     shared.start()
-                    written = bank.result(timeout=600)
+                    written, cut_off = bank.result(timeout=600)
                     # and until every table has caught up with the database
                     for key, t in tables.items():
                         source = "accounts" if key.startswith("accounts") else "transfers"
@@ -342,11 +384,13 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
     sent = _records(broker.bootstrap, f"{prefix}.public.transfers")
     print(
         f"\nbank: {written} transfers, {sent - written} insert events sent again by Connect "
-        "after its SIGKILL (and dts ingest SIGKILLed too); strong reads across the shared-barrier tables: "
+        f"after its SIGKILL (PostgreSQL restarted: the bank cut off {cut_off} time(s); dts "
+        "ingest SIGKILLed too); strong reads across the shared-barrier tables: "
         f"{strong.count}, violations {len(strong.bad)} (refused before a common barrier: "
         f"{strong.not_yet}); latest-snapshot reads of the per-topic tables: {latest.count}, "
         f"violations {len(latest.bad)}"
     )
     assert written == TRANSFERS
+    assert cut_off >= 1  # the restart reached the bank's connection
     assert strong.count >= READS, strong
     assert strong.bad == [], strong.bad[:5]
