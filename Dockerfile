@@ -1,5 +1,18 @@
-# The dts image: the `dts` CLI (worker, MetaService, exporter) and PySpark with Java 17,
-# used by every dts service of docker-compose.yml.
+# The dts image: the `dts` CLI (worker, MetaService, exporter, ingest, connect) and PySpark
+# with Java 17, used by every dts service of docker-compose.yml (and of
+# docker-compose.postgres.yml).
+
+# Kafka Connect (the broker's version) and Debezium's PostgreSQL connector, from Maven
+# Central as `make connect-jars` fetches them: `dts connect postgres` runs them.
+FROM maven:3.9-eclipse-temurin-17 AS connect-jars
+ARG KAFKA_VERSION=4.1.1
+ARG DEBEZIUM_VERSION=3.6.1.Final
+COPY deps/kafka-connect.pom.xml deps/maven-settings.xml /deps/
+RUN mvn -q -B -s /deps/maven-settings.xml -f /deps/kafka-connect.pom.xml \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars \
+      -Dkafka.version=${KAFKA_VERSION} -Ddebezium.version=${DEBEZIUM_VERSION} \
+    && touch /jars/.complete
+
 FROM python:3.11-slim-bookworm
 
 # Java for PySpark; nothing else from the distribution is needed at run time.
@@ -21,13 +34,15 @@ COPY bridge ./bridge
 # every role of the stack: worker, MetaService on PostgreSQL, exporter, Spark (pyproject.toml)
 RUN pip install '.[all]'
 
-# An unprivileged user owning the warehouse mount point (named volumes inherit it).
+# An unprivileged user owning the mount points (named volumes inherit them).
 RUN useradd --create-home --uid 10001 dts \
-    && mkdir -p /warehouse /opt/dts/examples \
-    && chown dts:dts /warehouse
+    && mkdir -p /warehouse /connect /opt/dts/examples \
+    && chown dts:dts /warehouse /connect
 USER dts
 
+COPY --from=connect-jars /jars /opt/dts/connect-jars
 ENV DTS_WAREHOUSE=/warehouse \
+    DTS_CONNECT_JARS=/opt/dts/connect-jars \
     PYSPARK_PYTHON=python
 EXPOSE 6066 8765 9464
 ENTRYPOINT ["dts"]

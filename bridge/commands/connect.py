@@ -6,6 +6,7 @@ Production users run their own Connect cluster and point `dts ingest` at its top
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,7 +14,8 @@ import click
 
 from bridge.commands.signals import stop_on_signal
 from logstore.connect import ConnectWorker, postgres_connector
-from logstore.errors import ConnectStartError
+from logstore.errors import ConnectStartError, TopicError
+from logstore.topics import create_topic
 
 
 @click.group()
@@ -26,7 +28,7 @@ def connect() -> None:
     "--dsn",
     required=True,
     help="The database: postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME (wal_level=logical; "
-    "the user needs the REPLICATION attribute).",
+    "the user needs the REPLICATION attribute). Without a password in it, $PGPASSWORD.",
 )
 @click.option(
     "--tables",
@@ -48,8 +50,15 @@ def connect() -> None:
     help="The worker's directory: its offsets (a restart resumes there) and its log.",
 )
 @click.option("--name", default="dts-postgres", show_default=True, help="The connector's name.")
+@click.option(
+    "--rest-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port of the worker's REST API on 127.0.0.1 (0: any free port).",
+)
 def postgres(
-    dsn: str, tables: str, topic_prefix: str, bootstrap: str, data: Path, name: str
+    dsn: str, tables: str, topic_prefix: str, bootstrap: str, data: Path, name: str, rest_port: int
 ) -> None:
     """Capture PostgreSQL tables with Debezium (pgoutput, transaction metadata on, decimals
     as exact text) into Kafka; print the topics and the one `dts ingest` command that reads
@@ -65,15 +74,26 @@ def postgres(
         host=url.hostname,
         port=url.port or 5432,
         user=url.username or "postgres",
-        password=url.password or "",
+        # libpq's variable: a password kept out of the command line (and `ps`)
+        password=url.password or os.environ.get("PGPASSWORD", ""),
         dbname=url.path[1:],
         tables=captured,
         topic_prefix=topic_prefix,
     )
+    # made before the connector starts, so that `dts ingest` can start at once: the
+    # connector writes the transaction topic and an empty table's topic only at their first
+    # event (one partition each, as the connector's own topics get them)
+    try:
+        for t in [*captured, "transaction"]:
+            create_topic(bootstrap, f"{topic_prefix}.{t}", 1, {})
+    except TopicError as exc:
+        raise click.ClickException(str(exc)) from exc
     try:
         with (
             stop_on_signal() as stop,
-            ConnectWorker(bootstrap, config, work_dir=data.resolve()) as worker,
+            ConnectWorker(
+                bootstrap, config, work_dir=data.resolve(), rest_port=rest_port
+            ) as worker,
         ):
             click.echo(f"Kafka Connect REST: {worker.rest_url} (log: {worker.log_path})")
             click.echo(f"transactions: {topic_prefix}.transaction")

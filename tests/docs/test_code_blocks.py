@@ -5,6 +5,8 @@
   to an empty warehouse there and ``.venv/bin`` first on ``PATH``. A block that mentions
   ``DTS_BOOTSTRAP`` also gets the session's embedded broker.
 - Blocks in any other language (```text, ```console, ```json, ...) are shown, not run.
+- A block that mentions ``SOURCE_DSN`` gets a fresh PostgreSQL (``wal_level=logical``) and
+  up to ``SOURCE_BLOCK_TIMEOUT_S``: it starts Kafka Connect.
 - A block whose first line is ``# no-run: <reason>`` is skipped; the reason is mandatory.
 - Every block names its language, so that nothing runnable is skipped by accident.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.spark.cluster import python_without_project, spark_cluster
+from tests.postgres import local_postgres
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -32,6 +35,7 @@ RUNNERS = {
     "sh": ["bash", "-euo", "pipefail"],
 }
 BLOCK_TIMEOUT_S = 150
+SOURCE_BLOCK_TIMEOUT_S = 360
 _OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 _NO_RUN = re.compile(r"^\s*#\s*no-run\b:?\s*(?P<reason>.*)$")
 
@@ -92,7 +96,9 @@ def test_every_block_names_its_language(block: Block) -> None:
     )
 
 
-def run_block(block: Block, tmp_path: Path, extra_env: dict[str, str]) -> tuple[int, str]:
+def run_block(
+    block: Block, tmp_path: Path, extra_env: dict[str, str], timeout_s: float = BLOCK_TIMEOUT_S
+) -> tuple[int, str]:
     """Run ``block`` in ``tmp_path`` with a fresh warehouse; returns (exit code, output)."""
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
@@ -117,11 +123,11 @@ def run_block(block: Block, tmp_path: Path, extra_env: dict[str, str]) -> tuple[
         start_new_session=True,  # so a timeout ends everything the block started
     )
     try:
-        output, _ = proc.communicate(timeout=BLOCK_TIMEOUT_S)
+        output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        pytest.fail(f"{block.id}: still running after {BLOCK_TIMEOUT_S}s:\n{output[-3000:]}")
+        pytest.fail(f"{block.id}: still running after {timeout_s}s:\n{output[-3000:]}")
     return proc.returncode, output
 
 
@@ -141,7 +147,11 @@ def test_code_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRe
             cluster = stack.enter_context(spark_cluster(tmp_path / "spark-cluster"))
             extra["SPARK_MASTER"] = cluster.master_url
             extra["PYSPARK_PYTHON"] = python_without_project(tmp_path / "executor-python")
-        code, output = run_block(block, tmp_path, extra)
+        timeout_s = BLOCK_TIMEOUT_S
+        if "SOURCE_DSN" in block.code:
+            extra["SOURCE_DSN"] = stack.enter_context(local_postgres(logical=True))
+            timeout_s = SOURCE_BLOCK_TIMEOUT_S
+        code, output = run_block(block, tmp_path, extra, timeout_s)
         assert code == 0, f"{block.id} exited {code}:\n{output[-3000:]}"
         if "SPARK_MASTER" in extra:
             assert "Registered app" in cluster.log_tail(400), cluster.log_tail()

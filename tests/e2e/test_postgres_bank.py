@@ -18,7 +18,8 @@ the Connect worker is SIGKILLed and restarted: it sends again what it produced a
 last flushed offset. Half way, PostgreSQL restarts (fast shutdown: the bank's open
 transaction rolls back and is tried again; the connector reconnects). Two thirds of the way, the database's ``dts ingest`` is SIGKILLed
 (in the middle of a barrier) and started again. No table may show a duplicate or a loss;
-in the end every table equals ``SELECT`` from PostgreSQL.
+in the end every table equals ``SELECT`` from PostgreSQL. The same bank runs once more on
+a three-broker cluster whose partition leader is killed while the database is written.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,18 +41,20 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from bridge.consistency_read import consistent_read_tables
 from bridge.meta.errors import NoConsistentVersion
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
+from logstore.cluster import KafkaCluster
 from logstore.connect import ConnectWorker
 from logstore.ingest import Ingestor
 from logstore.topics import create_topic
 from tests.bridge.worker.support import start_worker, wait_for
 from tests.e2e.test_postgres_debezium import pg_connector
-from tests.postgres import postgres_server
+from tests.postgres import PostgresServer, postgres_server
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -300,9 +303,45 @@ def _dts(table: Table) -> list[tuple[Any, ...]]:
     return [tuple(r.values()) for r in table.read().sort_by("id").to_pylist()]
 
 
-def test_every_strong_read_across_the_bank_is_one_committed_transaction(
-    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
-) -> None:
+@dataclass
+class Running:
+    """The parts a fault can hit while the bank writes."""
+
+    pg: PostgresServer
+    connect: ConnectWorker
+    shared: _SharedIngest
+
+
+@dataclass
+class Fault:
+    """``hit`` once the database holds ``at`` transfers."""
+
+    at: int
+    name: str
+    hit: Callable[[Running], None]
+
+
+@dataclass
+class BankRun:
+    written: int
+    cut_off: int  # times the database cut the bank's connection
+    sent: int  # insert events of transfers in the source topic (a redelivery counts again)
+    strong: Reads
+    latest: Reads
+
+    def summary(self, faults: str) -> str:
+        return (
+            f"\nbank ({faults}): {self.written} transfers, {self.sent - self.written} insert "
+            f"events sent again, the bank cut off {self.cut_off} time(s); strong reads across "
+            f"the shared-barrier tables: {self.strong.count}, violations "
+            f"{len(self.strong.bad)} (refused before a common barrier: {self.strong.not_yet});"
+            f" latest-snapshot reads of the per-topic tables: {self.latest.count}, violations "
+            f"{len(self.latest.bad)}"
+        )
+
+
+def _run_bank(bootstrap: str, warehouse: Path, tmp_path: Path, faults: list[Fault]) -> BankRun:
+    """The bank through ``faults``, until every table equals the database."""
     run = uuid.uuid4().hex[:6]
     prefix = f"bank{run}"
     catalog = Catalog(str(warehouse))
@@ -337,38 +376,22 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
         # made here, as an operator would: the connector writes the transaction topic and
         # an empty table's topic only at their first event, and the ingest reads them all
         for topic in ("public.accounts", "public.transfers", "transaction"):
-            create_topic(broker.bootstrap, f"{prefix}.{topic}", 1, {})
-        worker = start_worker(
-            warehouse, broker.bootstrap, list(names.values()), f"g-{run}", tmp_path
-        )
+            create_topic(bootstrap, f"{prefix}.{topic}", 1, {})
+        worker = start_worker(warehouse, bootstrap, list(names.values()), f"g-{run}", tmp_path)
         try:
             with (
-                ConnectWorker(
-                    broker.bootstrap, connector, work_dir=tmp_path / "connect"
-                ) as connect,
-                _ingests(broker.bootstrap, warehouse, prefix, tables, tmp_path) as shared,
+                ConnectWorker(bootstrap, connector, work_dir=tmp_path / "connect") as connect,
+                _ingests(bootstrap, warehouse, prefix, tables, tmp_path) as shared,
                 ThreadPoolExecutor(2) as pool,
             ):
                 reading, banking = threading.Event(), threading.Event()
                 try:
                     reads = pool.submit(_read_loop, catalog, names, reading)
                     bank = pool.submit(_bank, url, banking)
-                    # a crash mid-stream: Connect sends again what it wrote after its last
-                    # flushed offset (up to 1 s of transactions, some cut in half)
-                    wait_for(lambda: _count(url, "transfers") >= TRANSFERS // 3, 300, "transfers")
-                    connect.kill()
-                    connect.rest_port = 0
-                    connect.start()
-                    # the database restarts: the connector's task fails, starts again and
-                    # resumes from its last flushed offset (the slot kept the WAL since)
-                    wait_for(lambda: _count(url, "transfers") >= TRANSFERS // 2, 300, "1/2")
-                    pg.restart()
-                    # and the ingest, in the middle of a barrier (of source transactions):
-                    # its open Kafka transaction is aborted, the next one resumes at the
-                    # offsets the last barrier committed
-                    wait_for(lambda: _count(url, "transfers") >= 2 * TRANSFERS // 3, 300, "2/3")
-                    shared.kill()
-                    shared.start()
+                    parts = Running(pg, connect, shared)
+                    for f in faults:
+                        wait_for(lambda f=f: _count(url, "transfers") >= f.at, 300, f.name)
+                        f.hit(parts)
                     written, cut_off = bank.result(timeout=600)
                     # and until every table has caught up with the database
                     for key, t in tables.items():
@@ -381,16 +404,67 @@ def test_every_strong_read_across_the_bank_is_one_committed_transaction(
         finally:
             code = worker.stop()
         assert code == 0, worker.tail()
-    sent = _records(broker.bootstrap, f"{prefix}.public.transfers")
-    print(
-        f"\nbank: {written} transfers, {sent - written} insert events sent again by Connect "
-        f"after its SIGKILL (PostgreSQL restarted: the bank cut off {cut_off} time(s); dts "
-        "ingest SIGKILLed too); strong reads across the shared-barrier tables: "
-        f"{strong.count}, violations {len(strong.bad)} (refused before a common barrier: "
-        f"{strong.not_yet}); latest-snapshot reads of the per-topic tables: {latest.count}, "
-        f"violations {len(latest.bad)}"
-    )
-    assert written == TRANSFERS
-    assert cut_off >= 1  # the restart reached the bank's connection
-    assert strong.count >= READS, strong
-    assert strong.bad == [], strong.bad[:5]
+    sent = _records(bootstrap, f"{prefix}.public.transfers")
+    return BankRun(written, cut_off, sent, strong, latest)
+
+
+def _restart_connect(parts: Running) -> None:
+    """Connect SIGKILLed: it sends again what it wrote after its last flushed offset (up to
+    1 s of transactions, some cut in half)."""
+    parts.connect.kill()
+    parts.connect.rest_port = 0
+    parts.connect.start()
+
+
+def _restart_ingest(parts: Running) -> None:
+    """The database's dts ingest SIGKILLed in the middle of a barrier (of source
+    transactions): its open Kafka transaction is aborted, the next one resumes at the
+    offsets the last barrier committed."""
+    parts.shared.kill()
+    parts.shared.start()
+
+
+def test_every_strong_read_across_the_bank_is_one_committed_transaction(
+    broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
+) -> None:
+    faults = [
+        Fault(TRANSFERS // 3, "Connect SIGKILLed", _restart_connect),
+        # fast shutdown: Debezium's task fails, starts again and resumes from its last
+        # flushed offset (the slot kept the WAL since)
+        Fault(TRANSFERS // 2, "PostgreSQL restarted", lambda parts: parts.pg.restart()),
+        Fault(2 * TRANSFERS // 3, "dts ingest SIGKILLed", _restart_ingest),
+    ]
+    bank = _run_bank(broker.bootstrap, warehouse, tmp_path, faults)
+    print(bank.summary(", ".join(f.name for f in faults)))
+    assert bank.written == TRANSFERS
+    assert bank.cut_off >= 1  # the restart reached the bank's connection
+    assert bank.strong.count >= READS, bank.strong
+    assert bank.strong.bad == [], bank.strong.bad[:5]
+
+
+def test_the_bank_through_a_three_broker_cluster_whose_leader_dies(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """The same bank on three brokers (topics replicated three times, two in sync): the
+    node leading the transfers' source topic is SIGKILLed while the database is written,
+    and started again later. Connect, the ingests and the worker carry on through the
+    failover."""
+    killed: list[int] = []
+    with KafkaCluster(3, data_dir=tmp_path / "kafka") as cluster:
+
+        def kill_leader(parts: Running) -> None:
+            topics = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+            source = next(t for t in topics.topics if t.endswith(".public.transfers"))
+            killed.append(cluster.leader(source))
+            cluster.kill(killed[-1])
+
+        faults = [
+            Fault(TRANSFERS // 3, "the source topic's leader killed", kill_leader),
+            Fault(2 * TRANSFERS // 3, "it is back", lambda _: cluster.start_node(killed[-1])),
+        ]
+        bank = _run_bank(cluster.bootstrap, warehouse, tmp_path, faults)
+    print(bank.summary(", ".join(f.name for f in faults)))
+    assert killed and killed[0] in (1, 2, 3)
+    assert bank.written == TRANSFERS
+    assert bank.strong.count >= READS, bank.strong
+    assert bank.strong.bad == [], bank.strong.bad[:5]

@@ -12,6 +12,7 @@ deletes and transactions that change both tables, in the types a real schema has
 
 from __future__ import annotations
 
+import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -256,6 +257,16 @@ def test_postgres_through_debezium_equals_the_database(
         assert code == 0, worker.tail()
 
 
+def compose_healthcheck(service: str) -> list[str]:
+    """A docker-compose.postgres.yml service's healthcheck command, to run here."""
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.postgres.yml").read_text())
+    test = list(doc["services"][service]["healthcheck"]["test"])
+    assert test[0] == "CMD" and test[1] == "python"
+    return [sys.executable, *test[2:]]
+
+
 def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -265,6 +276,9 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
     import sys
     import urllib.request
 
+    from logstore.localhost import free_port
+
+    port = free_port()
     with local_postgres(logical=True) as url:
         _execute(url, DDL)
         proc = subprocess.Popen(
@@ -284,6 +298,8 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
                 broker.bootstrap,
                 "--data",
                 str(tmp_path / "connect"),
+                "--rest-port",
+                str(port),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -294,8 +310,12 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
             first = proc.stdout.readline()  # printed once the connector's task runs
             assert first.startswith("Kafka Connect REST: http://127.0.0.1:"), first
             rest = first.split()[3]
+            assert rest == f"http://127.0.0.1:{port}"
             with urllib.request.urlopen(f"{rest}/connectors/dts-postgres/status") as r:
                 assert json.loads(r.read())["tasks"][0]["state"] == "RUNNING"
+            # docker-compose.postgres.yml's healthcheck of this command, as it runs there
+            check = [a.replace(":8083/", f":{port}/") for a in compose_healthcheck("connect")]
+            assert subprocess.run(check, timeout=30).returncode == 0
             assert (
                 "try.public.customers -> dts ingest"
                 in proc.stdout.readline() + proc.stdout.readline()
@@ -307,6 +327,7 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
                 proc.kill()
     assert proc.returncode == 0, err
     assert "connect stopped" in err
+    assert subprocess.run(check, capture_output=True, timeout=30).returncode != 0  # it can fail
 
 
 def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
