@@ -53,6 +53,7 @@ def log_spec_for(table: Table) -> LogSpec:
         retention_ms=int(opts.log_retention_ms),
         replication_factor=topic["replication_factor"],
         min_insync_replicas=topic["min_insync_replicas"],
+        unavailable_values=opts.log_unavailable_values,
     )
 
 

@@ -27,6 +27,10 @@ AGGREGATE_FUNCTIONS = (
 # aggregate functions that can take back a value (Paimon: FieldAggregator.retract)
 RETRACTABLE_FUNCTIONS = ("sum",)
 FILE_FORMATS = ("parquet",)
+# a value a Debezium source did not send (its placeholder, e.g. PostgreSQL's unchanged
+# TOASTed column under REPLICA IDENTITY DEFAULT): refuse the record (a bad record), or keep
+# the column's current value (a partial update, from the worker's per-bucket state)
+UNAVAILABLE_VALUES = ("refuse", "keep-current")
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20}
 _SIZE_UNITS |= {"gb": 1 << 30, "g": 1 << 30}
@@ -68,6 +72,7 @@ KNOWN_OPTIONS = frozenset(
         "log.retention",
         "log.replication-factor",
         "log.min-insync-replicas",
+        "log.unavailable-values",
     }
 )
 _FIELD_OPTION = re.compile(r"fields\.[^.]+\.(aggregate-function|ignore-retract)")
@@ -194,6 +199,7 @@ class CoreOptions:
     log_retention_ms: int = 7 * 86_400_000
     # aggregation engine: a -D removes the whole key instead of retracting its values
     aggregation_remove_record_on_delete: bool = False
+    log_unavailable_values: str = "refuse"
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> CoreOptions:
@@ -245,6 +251,9 @@ class CoreOptions:
             log_retention_ms=parse_duration_ms(raw.get("log.retention", "7 d"), "log.retention"),
             aggregation_remove_record_on_delete=_bool(
                 raw, "aggregation.remove-record-on-delete", False
+            ),
+            log_unavailable_values=_choice(
+                raw, "log.unavailable-values", "refuse", UNAVAILABLE_VALUES
             ),
         )
         for key, value in raw.items():

@@ -124,6 +124,9 @@ def build_schema(
             raise SchemaError(f"bucket-key column {col!r} must be part of the primary key {pk}")
     if core.merge_engine != "deduplicate" and not pk:
         raise SchemaError(f"merge-engine {core.merge_engine!r} needs a primary key")
+    if core.log_unavailable_values == "keep-current" and not pk:
+        # the current value is the current row of the record's key
+        raise SchemaError("log.unavailable-values=keep-current needs a primary key")
     if core.deletion_vectors and (not pk or core.merge_engine != "deduplicate"):
         # a vector marks rows a newer row of the same key replaces: that needs a key, and
         # an engine whose newest row is the whole current value

@@ -233,9 +233,10 @@ def _decode_slice(
                     reasons.setdefault(int(i), f"key field {col!r} missing or null in {label!r}")
     for at, names in unknown.items():
         reasons.setdefault(at, unknown_reason(names))
-    for image, present in ((after, has_after), (before, has_before)):
-        for at, reason in unavailable_values(image, present).items():
-            reasons.setdefault(at, reason)
+    if spec.unavailable_values == "refuse":  # else the worker fills in the current values
+        for image, present in ((after, has_after), (before, has_before)):
+            for at, reason in unavailable_values(image, present).items():
+                reasons.setdefault(at, reason)
     if reasons:
         op = op.copy()
         op[list(reasons)] = -1

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from logstore.errors import LogSpecError
 from logstore.spec import OFFSET_COLUMN, PARTITION_COLUMN, ROW_KIND, LogSpec
+from logstore.unavailable import UNRESOLVED, fill_unavailable
 
 _SHARD = "__dts_shard"
 _IDX = "__dts_i"
@@ -44,9 +45,11 @@ class Normalizer:
         spill_dir: str | Path | None = None,
         shards: int = 32,
         partition_column: str | None = None,
+        full_changelog: bool = True,
     ) -> None:
         """``partition_column``: the input column naming each row's log partition, kept in
-        the state so that ``retract_partition`` can remove one partition's rows."""
+        the state so that ``retract_partition`` can remove one partition's rows.
+        ``full_changelog=False``: no ``-U`` rows out (the state only fills in values)."""
         if not spec.primary_key:
             raise LogSpecError(f"{spec.topic}: normalizing an upsert log needs a primary key")
         self.spec = spec
@@ -66,6 +69,11 @@ class Normalizer:
         self._spilled: dict[int, Path] = {}
         self._spilled_rows: dict[int, int] = {}
         self.spills = 0
+        # log.unavailable-values=keep-current: Debezium's placeholders are filled in from
+        # the key's current row; rows with one that cannot be are set apart here
+        self.fills_unavailable = spec.unavailable_values == "keep-current"
+        self.full_changelog = full_changelog
+        self.unresolved: pa.Table | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -210,6 +218,7 @@ class Normalizer:
     def process(self, table: pa.Table) -> pa.Table:
         """Normalize one batch (value columns, ``_row_kind`` and any meta columns)."""
         extra = [c for c in table.column_names if c not in self.values and c != ROW_KIND]
+        self.unresolved = None
         if table.num_rows == 0:
             return table
         table = self._conform(table)
@@ -217,7 +226,10 @@ class Normalizer:
         assert isinstance(df, pl.DataFrame)
         if ROW_KIND not in df.columns:
             df = df.with_columns(pl.lit("+I").alias(ROW_KIND))
-        df = self._with_shards(df.filter(pl.col(ROW_KIND) != "-U").with_row_index(_IDX))
+        df = self._with_shards(df.filter(pl.col(ROW_KIND) != "-U"))
+        if self.fills_unavailable:
+            df = self._fill_unavailable(df)
+        df = df.with_row_index(_IDX)
         n = len(df)
         is_del = (df[ROW_KIND] == "-D").to_numpy()
 
@@ -282,6 +294,8 @@ class Normalizer:
         out = out_vals.with_columns(pl.Series(ROW_KIND, kind, dtype=pl.String))
         if extra:
             out = pl.concat([out, df.select(extra)[rec]], how="horizontal")
+        if not self.full_changelog:
+            out = out.filter(pl.col(ROW_KIND) != "-U")
 
         self._update_state(self._with_partition(df), touched)
         result = out.to_arrow()
@@ -290,6 +304,15 @@ class Normalizer:
             + [table.schema.field(c) for c in extra]
         )
         return result.select(target.names).cast(target)
+
+    def _fill_unavailable(self, df: pl.DataFrame) -> pl.DataFrame:
+        """``df`` with its placeholders filled in; the rows that cannot be filled go to
+        ``unresolved`` (as given: they change nothing)."""
+        state = self._held(sorted(df[_SHARD].unique().to_list()))
+        df = fill_unavailable(df, self.key, self.values, state, ROW_KIND)
+        bad = df[UNRESOLVED]
+        self.unresolved = df.filter(bad).drop(UNRESOLVED, _SHARD).to_arrow() if bad.any() else None
+        return df.filter(~bad).drop(UNRESOLVED)
 
     def _update_state(self, df: pl.DataFrame, touched: list[int]) -> None:
         """Each key's last row of the batch replaces its state row (a -D removes it)."""

@@ -47,6 +47,9 @@ class LogSpec:
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
     decimal_mode: str = "string"
+    # Debezium's placeholder for a value not sent: "refuse" (a bad record) or
+    # "keep-current" (passed on; the worker fills in the key's current value)
+    unavailable_values: str = "refuse"
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -67,6 +70,11 @@ class LogSpec:
             raise LogSpecError(
                 f"{self.topic}: decimal mode must be one of {DECIMAL_MODES}, "
                 f"got {self.decimal_mode!r}"
+            )
+        if self.unavailable_values not in ("refuse", "keep-current"):
+            raise LogSpecError(
+                f"{self.topic}: log.unavailable-values must be refuse or keep-current, "
+                f"got {self.unavailable_values!r}"
             )
         if self.consistency not in CONSISTENCIES:
             raise LogSpecError(

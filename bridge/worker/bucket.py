@@ -19,10 +19,15 @@ import pyarrow as pa
 
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import BucketStatus
+from logstore.spec import OFFSET_COLUMN
 
 
 class BucketNormalizer(Protocol):
     """Upsert log -> full changelog for one bucket (``logstore.normalize.Normalizer``)."""
+
+    # rows of the last batch that could not be normalized (a value a Debezium source did
+    # not send, with no current value to keep), as given; None: none
+    unresolved: pa.Table | None
 
     def process(self, table: pa.Table) -> pa.Table: ...
 
@@ -87,6 +92,14 @@ class BucketWriter:
         if self._normalizer is None or rows.num_rows == 0:
             return rows
         return self._normalizer.process(rows)
+
+    def take_unresolved(self) -> list[int]:
+        """Log offsets of the rows the last ``normalize`` set apart (dead letters)."""
+        unresolved = None if self._normalizer is None else self._normalizer.unresolved
+        if unresolved is None:
+            return []
+        self._normalizer.unresolved = None  # type: ignore[union-attr]
+        return [int(o) for o in unresolved.column(OFFSET_COLUMN).to_pylist()]
 
     def write(self, rows: pa.Table) -> None:
         """Rows of the open barrier, written now (prepared at its marker)."""

@@ -30,6 +30,8 @@ from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
 from logstore.codec import Decoded, DecodeFailure
 from logstore.markers import Marker
 from logstore.records import LogRecords
+from logstore.spec import OFFSET_COLUMN
+from logstore.unavailable import UNFILLABLE
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +186,9 @@ class TableWorker:
             return []
         decoded = self.hooks.decode(records)
         faults.reach("batch")
-        self._count_errors(decoded)
+        self._dead_letter(decoded.errors)
         prepared: list[PreparedRecord] = []
+        set_apart: list[tuple[int, int]] = []  # (bucket, offset) of rows normalize refused
         table: pa.Table = decoded.table
         markers: dict[int, list[Marker]] = {}
         for m in decoded.markers:
@@ -200,13 +203,19 @@ class TableWorker:
                 continue  # revoked while this batch was in flight
             rows = table.take(np.flatnonzero(parts == b)) if table.num_rows else table
             prepared += self._process_bucket(
-                writer, rows, markers.get(b, []), sorted(truncates.get(b, []))
+                writer, rows, markers.get(b, []), sorted(truncates.get(b, [])), set_apart
             )
             writer.advance(last_offset + 1, last_ts)
+        self._dead_letter(_unfillable(records, set_apart))
         return prepared
 
     def _process_bucket(
-        self, writer: BucketWriter, rows: pa.Table, markers: list[Any], truncates: list[int]
+        self,
+        writer: BucketWriter,
+        rows: pa.Table,
+        markers: list[Any],
+        truncates: list[int],
+        set_apart: list[tuple[int, int]],
     ) -> list[PreparedRecord]:
         offsets = rows.column("_offset").to_numpy() if rows.num_rows else np.empty(0, np.int64)
         if offsets.size > 1 and np.any(np.diff(offsets) < 0):
@@ -227,7 +236,9 @@ class TableWorker:
                 # read_committed: every record that arrives is committed, so it goes to the
                 # FileStore writer at once (which spills to files): memory stays bounded
                 # however long a barrier is
-                data = writer.normalize(_data_columns(rows.slice(seg.start, seg.stop - seg.start)))
+                given = _data_columns(rows.slice(seg.start, seg.stop - seg.start), OFFSET_COLUMN)
+                data = _data_columns(writer.normalize(given))
+                set_apart += [(writer.bucket, o) for o in writer.take_unresolved()]
                 writer.write(data)
                 self.metrics.records_out.labels(**labels).inc(data.num_rows)
             if seg.barrier is None or seg.next_offset is None:
@@ -242,8 +253,7 @@ class TableWorker:
         self.metrics.memtable_bytes.labels(**labels).set(writer.status.memtable_bytes)
         return prepared
 
-    def _count_errors(self, decoded: Decoded) -> None:
-        errors = decoded.errors
+    def _dead_letter(self, errors: Sequence[DecodeFailure]) -> None:
         if not errors:
             return
         if self.hooks.send_to_dlq is not None:
@@ -299,7 +309,21 @@ class TableWorker:
         self.metrics.barrier_last_committed.labels(self.name, self.metrics.job).set(barrier)
 
 
-def _data_columns(rows: pa.Table) -> pa.Table:
-    """The row columns (+ ``_row_kind``) the FileStore writer takes; drops log bookkeeping."""
-    drop = [c for c in rows.column_names if c.startswith("_") and c != ROW_KIND]
+def _data_columns(rows: pa.Table, keep: str | None = None) -> pa.Table:
+    """The row columns (+ ``_row_kind``) the FileStore writer takes; drops log bookkeeping
+    (but ``keep``)."""
+    drop = [c for c in rows.column_names if c.startswith("_") and c not in (ROW_KIND, keep)]
     return rows.drop_columns(drop) if drop else rows
+
+
+def _unfillable(records: LogRecords, where: list[tuple[int, int]]) -> list[DecodeFailure]:
+    """The records of rows the normalizer could not fill in, as dead letters."""
+    if not where:
+        return []
+    out = []
+    for p, o in where:  # dead letters only: a handful
+        i = int(np.flatnonzero((records.partitions == p) & (records.offsets == o))[0])
+        out.append(
+            DecodeFailure(p, o, UNFILLABLE, records.keys[i], records.values[i], records.headers[i])
+        )
+    return out

@@ -100,7 +100,7 @@ def snapshot_id_at(table: Table, barrier: int) -> int | None:
     return None if snap is None else int(snap.id)
 
 
-def needs_normalize(table: Table, spec: LogSpec) -> bool:
+def needs_full_changelog(table: Table, spec: LogSpec) -> bool:
     """An upsert-mode log stores no -U and may store key-only -D; merge engines that
     retract (partial-update, aggregation) and changelog-producer=input need both
     images, so the worker rebuilds them from per-bucket state."""
@@ -110,11 +110,21 @@ def needs_normalize(table: Table, spec: LogSpec) -> bool:
     return opts.merge_engine in _RETRACTING_ENGINES or opts.changelog_producer == "input"
 
 
+def needs_normalize(table: Table, spec: LogSpec) -> bool:
+    """Whether the worker keeps per-bucket state: for a full changelog, or to fill in the
+    values a Debezium source did not send (log.unavailable-values=keep-current)."""
+    return needs_full_changelog(table, spec) or spec.unavailable_values == "keep-current"
+
+
 def new_normalizer(
     table: Table, spec: LogSpec, bucket: int, snapshot_id: int | None, state_rows: int
 ) -> BucketNormalizer:
     """A Normalizer whose state is the bucket's rows at ``snapshot_id`` (the resume point)."""
-    normalizer = Normalizer(spec, max_rows_in_memory=state_rows)
+    normalizer = Normalizer(
+        spec,
+        max_rows_in_memory=state_rows,
+        full_changelog=needs_full_changelog(table, spec),
+    )
     if snapshot_id is not None:
         normalizer.seed(table.read_bucket(bucket, snapshot_id, spec.schema.names))
     return normalizer
@@ -170,7 +180,7 @@ def build_table_worker(
 
     normalize = needs_normalize(table, spec)
     if normalize:
-        log.info("table %s: upsert log normalized from per-bucket state", table.name)
+        log.info("table %s: the log is normalized from per-bucket state", table.name)
     hooks = TableHooks(
         new_write=lambda: table.new_write(config.commit_user),
         new_commit=lambda: table.new_commit(config.commit_user),

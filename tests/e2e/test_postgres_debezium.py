@@ -334,9 +334,10 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
     broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
 ) -> None:
     """An update under REPLICA IDENTITY DEFAULT that leaves a TOASTed text unchanged comes
-    without its value: the ingest refuses it (to the dead-letter topic, naming the way
+    without its value: the ingest refuses it (to the dead-letter topic, naming the ways
     out) rather than store Debezium's placeholder; under REPLICA IDENTITY FULL the same
-    update comes whole and the table equals the database."""
+    update comes whole; with log.unavailable-values=keep-current the placeholder goes to
+    the log and the worker keeps the current value. The last two equal the database."""
     import random
     import string
 
@@ -355,18 +356,31 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
             "CREATE TABLE docs (id integer PRIMARY KEY, n integer, doc text)",
             "CREATE TABLE full_docs (id integer PRIMARY KEY, n integer, doc text)",
             "ALTER TABLE full_docs REPLICA IDENTITY FULL",
+            "CREATE TABLE keep_docs (id integer PRIMARY KEY, n integer, doc text)",
             ("INSERT INTO docs VALUES (1, 0, %s)", (big,)),
             ("INSERT INTO full_docs VALUES (1, 0, %s)", (big,)),
+            ("INSERT INTO keep_docs VALUES (1, 0, %s), (2, 0, %s)", (big, big[::-1])),
         )
         prefix = f"toast{run}"
-        connector = pg_connector(url, f"toast-{run}", ["public.docs", "public.full_docs"], prefix)
+        names = ["docs", "full_docs", "keep_docs"]
+        connector = pg_connector(url, f"toast-{run}", [f"public.{n}" for n in names], prefix)
         catalog = Catalog(str(warehouse))
+        keep = {"log.unavailable-values": "keep-current", "bucket": "2"}
         tables = {
-            name: catalog.create_table(f"db.{name}_{run}", schema, primary_key=["id"])
-            for name in ("docs", "full_docs")
+            name: catalog.create_table(
+                f"db.{name}_{run}",
+                schema,
+                primary_key=["id"],
+                options=keep if "keep" in name else {},
+            )
+            for name in names
         }
         with ConnectWorker(broker.bootstrap, connector, work_dir=tmp_path / "connect"):
             _execute(url, "UPDATE docs SET n = 1", "UPDATE full_docs SET n = 1")
+            # unchanged twice in one transaction, then changed, then unchanged again
+            _execute(url, "UPDATE keep_docs SET n = 1", "UPDATE keep_docs SET n = n + 1")
+            _execute(url, "UPDATE keep_docs SET doc = 'small' WHERE id = 2")
+            _execute(url, "UPDATE keep_docs SET n = 10 + n")
             topics = [f"{prefix}.public.{n}" for n in tables]
             wait_for(lambda: _exist(broker, topics), 90, "the connector's topics", None)
             for name, t in tables.items():
@@ -376,6 +390,7 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
                 stats = ingest.run(idle_exit_s=6)
                 ingest.close()
                 assert stats.dead_letters == (1 if name == "docs" else 0), (name, stats)
+        keep_rows = _source_rows(url, "keep_docs", ["id", "n", "doc"])
     worker = start_worker(
         warehouse, broker.bootstrap, [t.name for t in tables.values()], f"g-{run}", tmp_path
     )
@@ -388,6 +403,9 @@ def test_an_unchanged_toasted_value_is_never_stored_as_the_placeholder(
     # the snapshot's row stands in docs (its update refused); full_docs has the update
     assert tables["docs"].read().to_pylist() == [{"id": 1, "n": 0, "doc": big}]
     assert tables["full_docs"].read().to_pylist() == [{"id": 1, "n": 1, "doc": big}]
+    # keep_docs equals the database: the TOASTed text kept, never the placeholder
+    assert _dts_rows(tables["keep_docs"], ["id", "n", "doc"]) == keep_rows
+    assert keep_rows == [(1, 12, big), (2, 12, "small")]
     dlq = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"dlq-{run}"})
     try:
         dlq.assign([TopicPartition(f"{prefix}.public.docs.dlq", 0, 0)])

@@ -72,6 +72,10 @@ def test_bad_table_definitions(warehouse: Path) -> None:
         cat.create_table("db.x", SCHEMA, primary_key=["id"], options={"merge-engine": "magic"})
     with pytest.raises(SchemaError, match="needs a primary key"):
         cat.create_table("db.x", SCHEMA, options={"merge-engine": "first-row"})
+    with pytest.raises(SchemaError, match="keep-current needs a primary key"):
+        cat.create_table("db.x", SCHEMA, options={"log.unavailable-values": "keep-current"})
+    with pytest.raises(InvalidOption, match="refuse, keep-current"):
+        cat.create_table("db.x", SCHEMA, options={"log.unavailable-values": "keep"})
     assert cat.list_tables() == []
 
 
