@@ -42,11 +42,17 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from logstore.client_config import confluent_config
 from logstore.codec import decode_columns
 from logstore.dlq import DeadLetterQueue
-from logstore.errors import BarrierNotFoundError, LogStoreError, OffsetsExpiredError
+from logstore.errors import (
+    BarrierNotFoundError,
+    DecodeError,
+    LogStoreError,
+    OffsetsExpiredError,
+)
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
 from logstore.normalize import Normalizer, at_truncate
 from logstore.scan import scan_range
-from logstore.spec import BARRIER_COLUMN, PARTITION_COLUMN, LogSpec
+from logstore.spec import BARRIER_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, LogSpec
+from logstore.unavailable import UNFILLABLE
 from logstore.watermarks import watermark
 
 Start = str | dict[str, Any]
@@ -274,6 +280,7 @@ class LogReader:
         for ev in events:
             if isinstance(ev, DataBatch):
                 rows = self.normalizer.process(ev.table)
+                self._refuse_unresolved()
                 if rows.num_rows:
                     out.append(DataBatch(rows))
             elif isinstance(ev, Truncated):
@@ -285,6 +292,22 @@ class LogReader:
             else:
                 out.append(ev)
         return out
+
+    def _refuse_unresolved(self) -> None:
+        """A placeholder (log.unavailable-values=keep-current) whose key this reader has
+        no value for: the reader started after the key's last whole row."""
+        assert self.normalizer is not None
+        bad = self.normalizer.unresolved
+        if bad is None:
+            return
+        raise DecodeError(
+            self.spec.topic,
+            int(bad.column(PARTITION_COLUMN)[0].as_py()),
+            int(bad.column(OFFSET_COLUMN)[0].as_py()),
+            f"{UNFILLABLE}; a log reader that starts later than the key's last whole row "
+            "cannot know the value: read the table (FileStore) and then its log, as a "
+            "stitched Spark read does, or the log from its earliest offset",
+        )
 
     # ------------------------------------------------------------------ misc
 

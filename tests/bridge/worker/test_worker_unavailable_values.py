@@ -15,6 +15,8 @@ import pytest
 from bridge.tables import log_spec_for
 from filestore import Catalog
 from logstore.dlq import OFFSET_HEADER, REASON_HEADER
+from logstore.errors import DecodeError
+from logstore.reader import DataBatch, LogReader
 from logstore.unavailable import PLACEHOLDER as P
 from tests.bridge.worker.support import (
     SCHEMA,
@@ -74,5 +76,15 @@ def test_placeholders_keep_the_current_value_and_an_unknown_key_is_a_dead_letter
     }
     (letter,) = dead_letters(broker.bootstrap, log_spec_for(table).dlq_topic, 1)
     assert "no current value to keep" in letter[REASON_HEADER], letter
-    assert int(letter[OFFSET_HEADER]) >= 0
     assert status["healthy"] is True, status
+    # a reader of the log fills in what it has read before, and refuses (never drops, never
+    # shows the placeholder) a record whose key it has no value for: id 99's
+    seen: list[dict[str, object]] = []
+    reader = LogReader(broker.bootstrap, log_spec_for(table), stop_at_end=True)
+    with pytest.raises(DecodeError, match="no current value to keep") as refused:
+        for ev in reader:
+            if isinstance(ev, DataBatch):
+                seen += ev.table.to_pylist()
+    reader.close()
+    assert refused.value.offset == int(letter[OFFSET_HEADER])
+    assert all(r["v"] != P for r in seen)
