@@ -34,6 +34,12 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from logstore.codec import Bucketer, Decoded, decode_columns
+from logstore.completed_log import (
+    completed_topic,
+    encode_completed,
+    ensure_completed_topic,
+    read_completed,
+)
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import (
     BadSourceRecord,
@@ -52,7 +58,12 @@ from logstore.ingest_sources import (
     source_spec,
 )
 from logstore.spec import LogSpec
-from logstore.transactions import TransactionTracker, collection_names, transaction_events
+from logstore.transactions import (
+    DONE_KEPT,
+    TransactionTracker,
+    collection_names,
+    transaction_events,
+)
 from logstore.writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -139,6 +150,13 @@ class Ingestor:
             also=[(g.spec, g.bucketer) for g in more],
         )
         self.lenient = lenient
+        # the transactions earlier runs completed (after the writer fenced a crashed run's
+        # open barrier): a restarted connector's repeats of them are dropped
+        self._completed_topic: str | None = None
+        if self.txns is not None:
+            self._completed_topic = completed_topic(self.group_id)
+            ensure_completed_topic(bootstrap, self._completed_topic)
+            self.txns.remember(read_completed(bootstrap, self._completed_topic, DONE_KEPT))
 
     def run(
         self,
@@ -395,9 +413,17 @@ class Ingestor:
                 TopicPartition(self.transaction_topic, p, o)
                 for p, o in sorted(self.txns.safe_offsets().items())
             ]
-        self.stats.last_barrier = self.writer.barrier(
-            source_offsets=offsets, group_metadata=self._consumer.consumer_group_metadata()
-        )
+        completed = self.txns.take_completed() if self.txns is not None else []
+        try:
+            if completed and self._completed_topic is not None:
+                self.writer.write_state(self._completed_topic, encode_completed(completed))
+            self.stats.last_barrier = self.writer.barrier(
+                source_offsets=offsets, group_metadata=self._consumer.consumer_group_metadata()
+            )
+        except BaseException:
+            if self.txns is not None:  # not committed: the next barrier records them
+                self.txns.completed[:0] = completed
+            raise
         self.stats.barriers += 1
         self.committed = dataclasses.replace(self.stats)
         if on_barrier is not None:

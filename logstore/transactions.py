@@ -114,6 +114,9 @@ class TransactionTracker:
     # restarted connector, they are dropped
     done: dict[str, None] = field(default_factory=dict)
     _done_array: pa.Array | None = field(default=None, repr=False, compare=False)
+    # completed since the last barrier took them (``take_completed``): the ingest commits
+    # them with the barrier, so a restarted ingest still knows them (``remember``)
+    completed: list[str] = field(default_factory=list)
     position: dict[int, int] = field(default_factory=dict)  # transaction topic: next offset
 
     def on_transaction_events(self, records: Sequence[tuple[int, int, bytes | None]]) -> None:
@@ -201,10 +204,22 @@ class TransactionTracker:
             self.counts.pop(txn, None)
             self.end_offset.pop(txn, None)
             self.done[txn] = None
+        self.completed += done
         if done:
             self._done_array = None
             for old in list(self.done)[: max(0, len(self.done) - DONE_KEPT)]:
                 del self.done[old]
+
+    def take_completed(self) -> list[str]:
+        """The transactions completed since the last call (to commit with a barrier)."""
+        taken, self.completed = self.completed, []
+        return taken
+
+    def remember(self, completed: Sequence[str]) -> None:
+        """Transactions an earlier run completed (oldest first): sent again, dropped."""
+        for txn in completed[-DONE_KEPT:]:
+            self.done[txn] = None
+        self._done_array = None
 
     def redelivered(self, ids: pa.Array) -> np.ndarray:
         """Which of these events belong to a transaction already complete (sent again)."""

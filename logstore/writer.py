@@ -224,6 +224,18 @@ class LogWriter:
             self._producer.poll(0)
             self._pending_rows += spec.buckets
 
+    def write_state(self, topic: str, value: bytes) -> None:
+        """One record of the writer's own state to ``topic`` (not a table's log), in the
+        open barrier's transaction: committed with the barrier, or aborted with it."""
+        self._check_usable()
+        if not self.spec.transactional:
+            raise WriterError(f"{topic}: state records need log.consistency=transactional")
+        with self._lock:
+            self._check_usable()
+            self._ensure_txn()
+            self._producer.produce(topic, value)
+            self._producer.poll(0)
+
     def barrier(
         self,
         barrier_id: int | None = None,

@@ -190,3 +190,68 @@ def test_one_ingest_of_both_tables_puts_each_transaction_in_one_shared_barrier(
         with LogReader(broker.bootstrap, log_spec_for(table), stop_at_end=True) as r:
             markers.append({passed.barrier for passed in r.read_all()[1]})
     assert markers[0] == markers[1] and len(markers[0]) == stats.barriers
+
+
+def test_a_restarted_ingest_drops_what_a_restarted_connector_sends_again(
+    broker: EmbeddedBroker, warehouse: Path
+) -> None:
+    """A Connect worker and the ingest restart together: Connect sends again transactions
+    the ingest had completed and committed before it stopped. The new ingest reads them
+    back from its completed-transactions topic (committed with each barrier) and drops
+    them: every transaction's rows are in the table's log once."""
+    run = uuid.uuid4().hex[:6]
+    topic, txn_topic = f"pg.public.orders.{run}", f"pg.transaction.{run}"
+    create_topic(broker.bootstrap, topic, 1, {})
+    create_topic(broker.bootstrap, txn_topic, 1, {})
+    table = Catalog(str(warehouse)).create_table(
+        f"shop.orders_{run}", SCHEMA, primary_key=["id"], options={"bucket": "1"}
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+    def send(ks: range) -> None:
+        """Each transaction inserts order k and updates order 0."""
+        for k in ks:
+            txn = f"{900 + k}:{1000 + k}"
+            producer.produce(txn_topic, orjson.dumps({"status": "BEGIN", "id": txn}))
+            for order, i in enumerate((k, 0), 1):
+                producer.produce(topic, _event("orders", i, txn, order, order))
+            end = {
+                "status": "END",
+                "id": txn,
+                "event_count": 2,
+                "data_collections": [{"data_collection": "public.orders", "event_count": 2}],
+            }
+            producer.produce(txn_topic, orjson.dumps(end))
+        producer.flush(10)
+
+    def ingest() -> Ingestor:
+        return Ingestor(
+            broker.bootstrap,
+            topic,
+            log_spec_for(table),
+            bucketer_for(table),
+            group_id=f"dts-ingest-{run}",
+            barrier_interval_s=0.0,
+            transaction_topic=txn_topic,
+            collection="public.orders",
+        )
+
+    send(range(1, 7))
+    first = ingest()
+    assert first.run(idle_exit_s=3).barriers >= 1
+    first.close()
+    send(range(3, 7))  # the restarted connector's repeats: transactions 3 to 6 again
+    send(range(7, 8))
+    second = ingest()
+    stats = second.run(idle_exit_s=3)
+    second.close()
+    assert stats.redelivered == 8, stats  # both events of each repeated transaction
+    with LogReader(
+        broker.bootstrap, log_spec_for(table), stop_at_end=True, normalize=False
+    ) as reader:
+        data, _ = reader.read_all()
+    per_txn: dict[str, int] = defaultdict(int)
+    for batch in data:
+        for txn in batch.table["txn"].to_pylist():
+            per_txn[txn] += 1
+    assert per_txn == {f"{900 + k}:{1000 + k}": 2 for k in range(1, 8)}
