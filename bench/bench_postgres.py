@@ -13,11 +13,12 @@ as commands in their own processes, all started at once.
    Printed: the connector's rate, how far the ingest and the worker stay behind it, when
    the first rows are readable in dts and when the whole table is.
 2. **Streaming** for ``--stream-seconds``: one connection commits transactions as fast
-   as it can (each updates 10 rows and inserts one), the pace the connector then sets.
-   Printed: the source's rate, the ingest's lag behind the connector (records and
-   seconds: p50, p99, max), the time to drain once the writer stops, and each process's
-   CPU share. The headroom is the ingest's backlog rate (measured in the snapshot, when
-   it had records waiting) over the connector's streaming rate.
+   as it can (each updates 10 rows and inserts one). Printed: what PostgreSQL wrote and
+   what the connector delivered a second, how long the connector took to drain after the
+   writer stopped, the ingest's lag behind the connector (records and seconds: p50, p99,
+   max) and how long dts took after the connector's last event; each process's CPU share
+   and CPU per event. The headroom: the events a second the ingest could take on one core
+   at its CPU cost per event, over the connector's rate.
 
 Usage: python -m bench.bench_postgres --rows 1000000 --stream-seconds 60
 """
@@ -288,13 +289,6 @@ def _snapshot_phase(
         raise RuntimeError(f"the snapshot did not reach the table; see {tmp}")
     table_done = probe.samples[-1].t
     cpu1 = _cpu(pids)
-    behind = [s for s in probe.samples if s.source - s.ingested > 0]
-    # the ingest's rate while records waited for it: what it can do, not what it was given
-    backlog_rate = (
-        (behind[-1].ingested - behind[0].ingested) / (behind[-1].t - behind[0].t)
-        if len(behind) > 1 and behind[-1].t > behind[0].t
-        else float("nan")
-    )
     assert source_done is not None and ingest_done is not None
     first_source = next(s.t for s in probe.samples if s.source > 0)
     wall = table_done - first_source
@@ -305,9 +299,9 @@ def _snapshot_phase(
         "ingest_done_after_connector_s": ingest_done - source_done,
         "table_done_s": table_done,
         "table_done_after_connector_s": table_done - source_done,
-        "ingest_backlog_rows_per_s": backlog_rate,
         "max_ingest_lag_records": max(s.source - s.ingested for s in probe.samples),
         "snapshot_cpu_share": {k: v / wall for k, v in cpu.items()},
+        "snapshot_cpu_us_per_event": {k: 1e6 * v / rows for k, v in cpu.items()},
     }
     print(f"   first rows readable in dts {first_rows:.1f}s after start; the connector wrote "
           f"{rows:,} rows at {out['connector_snapshot_rows_per_s']:,.0f}/s; the ingest was "
@@ -342,48 +336,65 @@ def _stream_phase(
     wall = time.monotonic() - t0
     cpu1 = _cpu(pids)
     cpu = {k: cpu1[k] - cpu0[k] for k in pids} | {"postgres": _descendants_cpu(server) - pg0}
+    window = probe.samples[begin:]
+    delivered = window[-1].source - window[0].source  # by the connector, in the window
     stopped = time.monotonic() - started
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:  # until the ingest and the table have everything
+    deadline = time.monotonic() + 900
+    final_t = stopped  # when the connector delivered its last event
+    while time.monotonic() < deadline:  # until the connector, the ingest, the table are done
         s = probe.sample(time.monotonic() - started)
-        if s.ingested >= s.source and _table_caught_up(s, probe.buckets):
+        if s.source > probe.samples[-2].source:
+            final_t = s.t
+        if s.t - final_t > 5 and s.ingested >= s.source and _table_caught_up(s, probe.buckets):
             break
         time.sleep(SAMPLE_S)
-    drained = probe.samples[-1].t - stopped
-    during = probe.samples[begin:]
-    first, last = during[0], during[-1]
-    rate = (last.source - first.source) / max(1e-9, last.t - first.t)
-    lags = [float(s.source - s.ingested) for s in during]
+    caught = next(
+        x.t
+        for x in probe.samples[begin:]
+        if x.t >= final_t and x.ingested >= x.source and _table_caught_up(x, probe.buckets)
+    )
+    rate = delivered / wall
+    lags = [float(x.source - x.ingested) for x in probe.samples[begin:]]
     p50, p99 = _percentile(lags, 0.5), _percentile(lags, 0.99)
     out = {
-        "stream_events": counts[0],
-        "stream_source_rows_per_s": rate,
+        "stream_postgres_events_per_s": counts[0] / wall,
+        "stream_connector_events_per_s": rate,
+        "stream_connector_drain_s": final_t - stopped,
+        "stream_dts_after_connector_s": caught - final_t,
         "stream_ingest_lag_records": {"p50": p50, "p99": p99, "max": max(lags)},
         "stream_ingest_lag_s_p99": p99 / rate if rate else float("nan"),
-        "stream_drain_s": drained,
         "stream_cpu_share": {k: v / wall for k, v in cpu.items()},
+        "stream_cpu_us_per_event": {k: 1e6 * v / max(1, delivered) for k, v in cpu.items()},
+        # events a second the ingest could take on one core at its CPU cost per event
+        "stream_ingest_capacity_per_s": delivered / cpu["ingest"],
     }
-    print(f"   source {rate:,.0f} events/s; ingest lag p50 {p50:,.0f} "
-          f"p99 {p99:,.0f} max {max(lags):,.0f} records; "
-          f"drained {drained:.1f}s after the writer stopped", flush=True)  # fmt: skip
+    print(f"   PostgreSQL {out['stream_postgres_events_per_s']:,.0f} events/s, the connector "
+          f"delivered {rate:,.0f}/s; ingest lag p50 {p50:,.0f} p99 {p99:,.0f} records; the "
+          f"connector drained {final_t - stopped:.1f}s after the writer stopped, dts "
+          f"{caught - final_t:.1f}s after the connector", flush=True)  # fmt: skip
     return out
 
 
 def report(r: dict[str, Any]) -> None:
-    headroom = r["ingest_backlog_rows_per_s"] / r["stream_source_rows_per_s"]
+    headroom = r["stream_ingest_capacity_per_s"] / r["stream_connector_events_per_s"]
     print(f"\nload {r['rows']:,} rows into PostgreSQL: {r['load_s']:.1f}s")
     print(f"first rows readable in dts: {r['first_rows_in_dts_s']:.1f}s after the parts "
           f"started; the whole table: {r['table_done_s']:.1f}s")  # fmt: skip
-    print(f"initial snapshot: connector {r['connector_snapshot_rows_per_s']:,.0f} rows/s, "
-          f"ingest on its backlog {r['ingest_backlog_rows_per_s']:,.0f} rows/s, "
+    print(f"initial snapshot: connector {r['connector_snapshot_rows_per_s']:,.0f} rows/s; "
+          f"the table complete {r['table_done_after_connector_s']:.1f}s after the connector; "
           f"max ingest lag {r['max_ingest_lag_records']:,} records")  # fmt: skip
-    print(f"streaming: source {r['stream_source_rows_per_s']:,.0f} events/s, ingest lag "
-          f"p99 {r['stream_ingest_lag_records']['p99']:,.0f} records "
-          f"(~{r['stream_ingest_lag_s_p99']:.2f}s), drained {r['stream_drain_s']:.1f}s after "
-          f"the writer stopped; headroom (ingest backlog rate / source rate) {headroom:.1f}x")  # fmt: skip
-    for phase in ("snapshot_cpu_share", "stream_cpu_share"):
-        shares = ", ".join(f"{k} {v:.2f}" for k, v in r[phase].items())
-        print(f"CPU cores used, {phase.split('_')[0]}: {shares}")
+    print(f"streaming: PostgreSQL {r['stream_postgres_events_per_s']:,.0f} events/s, the "
+          f"connector {r['stream_connector_events_per_s']:,.0f}/s (drained "
+          f"{r['stream_connector_drain_s']:.1f}s after the writer stopped); ingest lag behind "
+          f"the connector p99 {r['stream_ingest_lag_records']['p99']:,.0f} records "
+          f"(~{r['stream_ingest_lag_s_p99']:.2f}s); dts done "
+          f"{r['stream_dts_after_connector_s']:.1f}s after the connector")  # fmt: skip
+    print(f"headroom: the ingest's CPU per event gives {r['stream_ingest_capacity_per_s']:,.0f} "
+          f"events/s on one core = {headroom:.1f}x the connector's rate")  # fmt: skip
+    for phase in ("snapshot", "stream"):
+        shares = ", ".join(f"{k} {v:.2f}" for k, v in r[f"{phase}_cpu_share"].items())
+        per = ", ".join(f"{k} {v:.0f}" for k, v in r[f"{phase}_cpu_us_per_event"].items())
+        print(f"{phase}: CPU cores used: {shares}; CPU us per event: {per}")
     print(f"load average {r['load_average']:.2f}")
 
 
