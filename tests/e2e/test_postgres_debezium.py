@@ -479,7 +479,8 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
     broker: EmbeddedBroker, warehouse: Path, tmp_path: Path
 ) -> None:
     """What else a real connector sends: ``real``, ``double precision``, ``smallint``,
-    ``boolean``, ``char``, ``bytea``, ``time``, ``timestamp``, NULL in every column, an
+    ``boolean``, ``char``, ``varchar``, ``bytea``, ``time``, ``timestamp``,
+    ``numeric(38,10)``, ``integer[]`` (with a NULL element), NULL in every column, an
     update of the primary key, deletes under ``REPLICA IDENTITY FULL``, and ``TRUNCATE``
     followed by new rows: the table equals the database after each phase."""
     run = uuid.uuid4().hex[:6]
@@ -494,14 +495,18 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
             ("raw", pa.binary()),
             ("t", pa.time64("us")),
             ("ts", pa.timestamp("us")),
+            ("v", pa.string()),
+            ("big", pa.decimal128(38, 10)),
+            ("ints", pa.list_(pa.int32())),
         ]
     )
-    insert = "INSERT INTO kinds VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    insert = "INSERT INTO kinds VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
     with local_postgres(logical=True) as url:
         _execute(
             url,
             "CREATE TABLE kinds (id integer PRIMARY KEY, r real, d double precision, "
-            "s smallint, b boolean, c char(3), raw bytea, t time, ts timestamp)",
+            "s smallint, b boolean, c char(3), raw bytea, t time, ts timestamp, "
+            "v varchar(20), big numeric(38, 10), ints integer[])",
             "ALTER TABLE kinds REPLICA IDENTITY FULL",
             (
                 insert,
@@ -515,9 +520,12 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
                     b"\x00\xff",
                     "12:34:56.789",
                     "2024-02-29 01:02:03.456789",
+                    "varying",
+                    Decimal("1234567890123456789012345678.0123456789"),
+                    [1, None, 3],
                 ),
             ),
-            (insert, (2, None, None, None, None, None, None, None, None)),
+            (insert, (2, *([None] * 11))),
         )
         prefix = f"kinds{run}"
         table = Catalog(str(warehouse)).create_table(f"db.kinds_{run}", schema, primary_key=["id"])
@@ -559,6 +567,9 @@ def test_truncate_key_updates_nulls_and_more_types_equal_the_database(
                                     b"",
                                     "00:00:00",
                                     "1970-01-01 00:00:00",
+                                    "",
+                                    Decimal("-0.0000000001"),
+                                    [],
                                 ),
                             ),
                         ),
