@@ -102,7 +102,7 @@ def write_bucket_file(
     opts = schema.core_options
     name = f"{prefix}-{uuid.uuid4()}-0.parquet"
     path = ctx.paths.data_file(schema.partition_keys, partition, bucket, name)
-    ctx.io.mkdirs(path.rsplit("/", 1)[0])
+    ctx.io.ensure_parent(path)
     with ctx.io.open_output(path) as out:
         pk = schema.primary_key
         # _VALUE_KIND: a handful of distinct bytes, smaller and faster without a dictionary

@@ -45,6 +45,12 @@ def resolve_filesystem(
     return fs, path.rstrip("/")
 
 
+def has_directories(fs: pafs.FileSystem) -> bool:
+    """False for object stores, where a key needs no parent: creating one there costs a
+    request per level (pyarrow writes an empty marker object for each) and buys nothing."""
+    return fs.type_name not in ("s3", "gcs")
+
+
 class FileIO:
     """Small, explicit file operations on one filesystem."""
 
@@ -61,6 +67,11 @@ class FileIO:
 
     def mkdirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
+
+    def ensure_parent(self, path: str) -> None:
+        """Make the directory a file is about to be written into, where directories exist."""
+        if has_directories(self.fs):
+            self.mkdirs(path.rsplit("/", 1)[0])
 
     def list_dir(self, path: str) -> list[pafs.FileInfo]:
         """Direct children of path; empty when path does not exist."""
@@ -126,7 +137,7 @@ class FileIO:
         return tmp
 
     def _write_stream(self, path: str, data: bytes) -> None:
-        self.mkdirs(path.rsplit("/", 1)[0])
+        self.ensure_parent(path)
         with self.fs.open_output_stream(path) as out:
             out.write(data)
 

@@ -155,15 +155,25 @@ class SnapshotManager:
         first, skipping ones expired meanwhile. Files are read one at a time as the caller
         goes on: a walk that stops early costs what it read, not the table's history."""
         latest = self.latest_id() if start is None else start
-        earliest = self.earliest_id()
-        if latest is None or earliest is None:
+        if latest is None:
             return
-        # never below the earliest: a stream far behind would try-read every expired id
-        lowest = earliest if down_to is None else max(down_to, earliest)
-        for n in range(latest, lowest - 1, -1):
+        # The earliest is looked up at the first missing id only: on an object store it
+        # costs five requests, and most walks (the latest barrier, a commit's conflict
+        # check) stop before they reach a gap.
+        lowest = 1 if down_to is None else max(down_to, 1)
+        earliest: int | None = None
+        n = latest
+        while n >= lowest:
             data = self.io.try_read_bytes(self.paths.snapshot(n))
             if data is not None:
                 yield Snapshot.from_json(json.loads(data))
+            elif earliest is None:
+                earliest = self.earliest_id()
+                if earliest is None:
+                    return
+                # never below the earliest: a stream far behind would try-read every expired id
+                lowest = max(lowest, earliest)
+            n -= 1
 
     def all(self) -> list[Snapshot]:
         snaps = list(self.iter_backwards())

@@ -22,6 +22,7 @@ import orjson
 import pyarrow.fs as pafs
 
 from bridge.worker.errors import PreparedRecordError
+from filestore.fileio import has_directories
 
 PREPARED_DIR = "_prepared"
 
@@ -64,12 +65,16 @@ class PreparedStore:
         if not record.written_ms:
             record.written_ms = int(time.time() * 1000)
         final = self._path(record.barrier, record.bucket)
+        if not has_directories(self.fs):
+            # an object store publishes the whole object at once when it is closed
+            with self.fs.open_output_stream(final) as out:
+                out.write(record.to_bytes())
+            return
         tmp = f"{final}.{uuid.uuid4().hex}.tmp"
         self.fs.create_dir(f"{self.root}/{record.barrier}", recursive=True)
         with self.fs.open_output_stream(tmp) as out:
             out.write(record.to_bytes())
-        # rename publishes the whole record at once (atomic on POSIX and HDFS;
-        # object stores publish the object atomically on close anyway)
+        # rename publishes the whole record at once (atomic on POSIX and HDFS)
         self.fs.move(tmp, final)
 
     def get(self, barrier: int, bucket: int) -> PreparedRecord:

@@ -171,3 +171,38 @@ def test_several_committers_per_table_on_s3_lose_no_commit(
     )
     last = snaps[-1]
     assert values[42] == f"{last.commit_user}-{last.commit_identifier}"
+
+
+def test_writes_on_s3_make_no_directory_markers(s3_warehouse: str) -> None:
+    """S3 keys need no parents: data files, manifests, snapshots and the worker's prepared
+    records are written without pyarrow's empty marker objects (a PUT per level per file
+    before), and the prepared records still list and read back."""
+    from bridge.worker.prepared import PreparedRecord, PreparedStore
+
+    cat = Catalog(s3_warehouse)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    t = cat.create_table("db.markers", schema, primary_key=["id"], options={"bucket": "2"})
+    w = t.new_write("markers")
+    for barrier in (1, 2):
+        w.write(pa.table({"id": [1, 2, barrier + 10], "v": ["a", "b", "c"]}, schema=schema))
+        w.commit(barrier=barrier)
+    w.close()
+    store = PreparedStore(cat.io.fs, t.paths.root)
+    store.put(PreparedRecord(barrier=7, bucket=1, next_offset=42, record_count=3))
+    assert store.barriers() == {7: {1}}
+    assert store.get(7, 1).next_offset == 42
+
+    # the catalog's own warehouse/ and database markers stay: an empty database lists
+    assert [k for k in _marker_keys(s3_warehouse) if "/markers" in k] == []
+    assert t.read().num_rows == 4
+
+
+def _marker_keys(warehouse: str) -> list[str]:
+    """Keys ending in '/' (pyarrow's directory markers) in the warehouse's bucket, read
+    through S3's own listing: pyarrow's would show them as directories, like real ones."""
+    import boto3
+
+    endpoint = "http://" + warehouse.split("endpoint_override=")[1].split("&")[0]
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket="dts-test")
+    return [o["Key"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith("/")]
