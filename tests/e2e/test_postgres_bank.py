@@ -45,12 +45,10 @@ from confluent_kafka.admin import AdminClient
 
 from bridge.consistency_read import consistent_read_tables
 from bridge.meta.errors import NoConsistentVersion
-from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
 from logstore.cluster import KafkaCluster
 from logstore.connect import ConnectWorker
-from logstore.ingest import Ingestor
 from logstore.topics import create_topic
 from tests.bridge.worker.support import start_worker, wait_for
 from tests.e2e.test_postgres_debezium import pg_connector
@@ -204,9 +202,9 @@ def _read_loop(
 
 
 @dataclass
-class _SharedIngest:
-    """The database's one ``dts ingest`` (``--topic-prefix``), as a user runs it: a process
-    that a test can SIGKILL and start again."""
+class _IngestProcess:
+    """A ``dts ingest`` process, as a user runs it (it restarts its ingest when the
+    cluster fails it over), that a test can SIGKILL and start again."""
 
     command: list[str]
     log: Path
@@ -234,44 +232,36 @@ class _SharedIngest:
 @contextmanager
 def _ingests(
     bootstrap: str, warehouse: Path, prefix: str, tables: dict[str, Table], logs: Path
-) -> Iterator[_SharedIngest]:
-    """The database's one ingest (a ``dts ingest`` process) and the two per-topic ones
-    (threads), all running."""
-    topic = {t: f"{prefix}.public.{t}" for t in ("accounts", "transfers")}
+) -> Iterator[_IngestProcess]:
+    """The database's one ingest (``--topic-prefix``) and the two per-topic ones, each a
+    ``dts ingest`` process, all running; yields the database's."""
+    common = [
+        *(sys.executable, "-m", "bridge.cli", "ingest", "--barrier-interval", "0.2"),
+        *("--warehouse", str(warehouse), "--bootstrap", bootstrap),
+    ]
     mapping = ",".join(f"public.{t}={tables[t].name}" for t in ("accounts", "transfers"))
-    shared = _SharedIngest(
-        [
-            *(sys.executable, "-m", "bridge.cli", "ingest", "--topic-prefix", prefix),
-            *("--tables", mapping, "--barrier-interval", "0.2"),
-            *("--warehouse", str(warehouse), "--bootstrap", bootstrap),
-        ],
-        logs / "ingest.log",
+    shared = _IngestProcess(
+        [*common, "--topic-prefix", prefix, "--tables", mapping], logs / "ingest.log"
     )
     apart = [
-        Ingestor(
-            bootstrap,
-            topic[t],
-            log_spec_for(tables[f"{t}_apart"]),
-            bucketer_for(tables[f"{t}_apart"]),
-            barrier_interval_s=0.2,
-            transaction_topic=f"{prefix}.transaction",
+        _IngestProcess(
+            [
+                *common,
+                *("--from-topic", f"{prefix}.public.{t}", "--table", tables[f"{t}_apart"].name),
+                *("--transaction-topic", f"{prefix}.transaction"),
+            ],
+            logs / f"ingest-{t}-apart.log",
         )
         for t in ("accounts", "transfers")
     ]
-    stop = threading.Event()
-    shared.start()
-    with ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(i.run, stop) for i in apart]
-        try:
-            yield shared
-        finally:
-            stop.set()
-            code = shared.stop()
-            for r in runs:
-                r.result(timeout=120)
-            for i in apart:
-                i.close()
-    assert code == 0, shared.log.read_text()[-3000:]
+    for ingest in (shared, *apart):
+        ingest.start()
+    try:
+        yield shared
+    finally:
+        codes = [ingest.stop() for ingest in (shared, *apart)]
+    for ingest, code in zip((shared, *apart), codes, strict=True):
+        assert code == 0, ingest.log.read_text()[-3000:]
 
 
 def _source(url: str, table: str) -> list[tuple[Any, ...]]:
@@ -313,7 +303,7 @@ class Running:
 
     pg: PostgresServer
     connect: ConnectWorker
-    shared: _SharedIngest
+    shared: _IngestProcess
 
 
 @dataclass
