@@ -255,9 +255,9 @@ class LogFetcher:
             log.warning("fetch: %s", err.str())
 
     def _nudge_when_idle(self, consumer: Consumer) -> None:
-        """Nothing assigned (a rebalance under way, more workers than buckets): no fetch
-        fails when the brokers go, so now and then ask for the metadata of a topic this
-        fetcher read. A request that fails starts the probes, which confirm the outage
+        """Nothing assigned (a rebalance under way, more workers than buckets), or nothing
+        fetched while the queue is full: no fetch fails when the brokers go, so now and
+        then ask for the metadata of a topic this fetcher read. A request that fails starts the probes, which confirm the outage
         before it is reported (one slow answer on a busy machine is no outage)."""
         now = time.monotonic()
         topic = next(iter(self._topic_epoch), None)
@@ -323,6 +323,12 @@ class LogFetcher:
                 return
             except queue.Full:
                 self.blocked = True
+                # no fetch runs while the table workers are behind, so none can fail if
+                # the brokers go (and a data plane stalled by the outage never drains the
+                # queue): ask for metadata now and then, as an idle fetcher does
+                assert self._consumer is not None
+                self._nudge_when_idle(self._consumer)
+                self._probe_link(self._consumer)
 
     def _check_errors(self, errors: list[Any]) -> None:
         for m in errors:

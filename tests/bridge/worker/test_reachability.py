@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -212,15 +213,16 @@ def test_a_closed_idle_connection_raises_no_alarm(monkeypatch: pytest.MonkeyPatc
 
 @contextlib.contextmanager
 def _fetching_from_a_broker(
-    tmp_path: Path, buckets: int
+    tmp_path: Path, buckets: int, records: int = 0, **fetcher: int
 ) -> Iterator[tuple[LogFetcher, Recorder, EmbeddedBroker, str]]:
     """A fetcher on a real broker with a table's topic; both stopped on the way out."""
     broker = EmbeddedBroker(log_path=tmp_path / "broker.log").start()
     try:
         spec = LogSpec("db.race", pa.schema([("id", pa.int64())]), ["id"], buckets=buckets)
         ensure_topic(broker.bootstrap, spec)
+        _produce(broker.bootstrap, spec.topic, records)
         link = Recorder(answers_allowed=True)
-        fetcher = LogFetcher(broker.bootstrap, link=link)
+        fetcher = LogFetcher(broker.bootstrap, link=link, **fetcher)
         fetcher.start()
         try:
             yield fetcher, link, broker, spec.topic
@@ -252,3 +254,33 @@ def test_a_broker_that_stops_while_nothing_is_assigned_is_reported(tmp_path: Pat
         fetcher.drop(topic)  # revoked: nothing assigned
         broker.stop()
         assert link.told.wait(30), "the fetch thread never reported the log unreachable"
+
+
+def _produce(bootstrap: str, topic: str, records: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(records):
+        producer.produce(topic, b"{}", key=str(i).encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.kafka
+def test_a_broker_that_stops_while_the_queue_is_full_is_reported(tmp_path: Path) -> None:
+    """The table workers are behind (CI's race: right after the first assignment, with a
+    backlog) and nobody drains the fetch queue: the fetch thread waits to hand over a batch
+    and fetches nothing, so no fetch can fail; it must find the outage all the same."""
+    with _fetching_from_a_broker(tmp_path, 1, 50, batch_size=10, queue_batches=1) as (
+        fetcher,
+        link,
+        broker,
+        topic,
+    ):
+        fetcher.assign(topic, {0: 0}, fetcher.new_epoch())
+        deadline = time.monotonic() + 30
+        while not fetcher.blocked:  # until the queue is full and the thread waits on it
+            assert time.monotonic() < deadline, "the fetch queue never filled"
+            time.sleep(0.05)
+        broker.stop()
+        assert link.told.wait(30), "the fetch thread never reported the log unreachable"
+    assert fetcher.error is None
