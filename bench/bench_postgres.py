@@ -240,9 +240,9 @@ def run(rows: int, stream_s: float) -> dict[str, Any]:
                 Path(tmp) / "worker.log",
                 env,
             )
-            assert connect._proc is not None
+            assert connect.pid is not None
             pids = {
-                "connect": connect._proc.pid,
+                "connect": connect.pid,
                 "ingest": ingest.pid,
                 "worker": worker.pid,
                 "broker": int(broker.pid or 0),
