@@ -80,6 +80,9 @@ class IcebergSync:
     def __init__(self, ctx: TableContext) -> None:
         self.ctx = ctx
         self.dir = f"{ctx.paths.root}/{METADATA_DIR}"
+        self._deletes_of: (
+            tuple[Mapping[str, pafs.FileInfo], dict[str, tuple[str, pafs.FileInfo]]] | None
+        ) = None
 
     # -- versions ----------------------------------------------------------------------
 
@@ -267,12 +270,27 @@ class IcebergSync:
         if not f.deletion_vector and not f.delete_row_count:
             return None
         prefix = delete_file_prefix(f)
-        for name, info in listing.items():  # the vector unchanged: nothing to read
-            if name.startswith(prefix):
-                return info.path, int(name[len(prefix) : -len(".parquet")]), int(info.size or 0)
+        known = self._delete_files(listing).get(prefix)
+        if known is not None:  # the vector unchanged: nothing to read
+            name, info = known
+            return info.path, int(name[len(prefix) : -len(".parquet")]), int(info.size or 0)
         skipped = skipped_rows(self.ctx, path, f)
         dpath = f"{self.dir}/{prefix}{len(skipped)}.parquet"
         return dpath, len(skipped), write_position_deletes(self.ctx, dpath, path, skipped)
+
+    def _delete_files(
+        self, listing: Mapping[str, pafs.FileInfo]
+    ) -> dict[str, tuple[str, pafs.FileInfo]]:
+        """The listing's delete files by name prefix (``delete_file_prefix``), made once
+        per listing: a commit looks up every data file with a vector in it."""
+        if self._deletes_of is None or self._deletes_of[0] is not listing:
+            index = {
+                name[: name.rindex("-") + 1]: (name, info)
+                for name, info in listing.items()
+                if name.startswith("deletes-") and name.endswith(".parquet")
+            }
+            self._deletes_of = (listing, index)
+        return self._deletes_of[1]
 
     # -- table metadata ------------------------------------------------------------------
 
