@@ -103,7 +103,7 @@ test-tools:
 # TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 2
 test: $(STAMP) test-tools jars iceberg-readers lint typecheck
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 tests
 
 bench: $(STAMP) jars iceberg-readers
 	DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m bench.run

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,13 @@ def run_block(
     return proc.returncode, output
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
+def _param(block: Block) -> Any:
+    """A block that starts a Spark cluster or a PostgreSQL server is slow."""
+    heavy = "SPARK_MASTER" in block.code or "SOURCE_DSN" in block.code
+    return pytest.param(block, id=block.id, marks=[pytest.mark.slow] if heavy else [])
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in RUNNABLE])
 def test_code_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     reason = block.no_run_reason
     if reason is not None:

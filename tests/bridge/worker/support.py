@@ -118,6 +118,7 @@ def wait_for(
     timeout_s: float,
     what: str,
     worker: WorkerProc | None = None,
+    poll_s: float = 0.1,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -127,7 +128,7 @@ def wait_for(
             raise AssertionError(
                 f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.tail()}"
             )
-        time.sleep(0.1)
+        time.sleep(poll_s)
     tail = f":\n{worker.tail()}" if worker is not None else ""
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{tail}")
 
@@ -312,13 +313,16 @@ def commit_latency(
     committed: Callable[[], int | None],
     timeout_s: float = 60,
     worker: WorkerProc | None = None,
+    poll_s: float = 0.1,
 ) -> float:
     """Seconds until a barrier newer than the last one the writer had closed is committed
     (``committed``: the table's latest barrier): the pipeline's end-to-end delay, or, called
     right after a fault or a repair, its stall."""
     written = producer.barriers[-1]
     t0 = time.monotonic()
-    wait_for(lambda: (committed() or 0) > written, timeout_s, "a new barrier committed", worker)
+    wait_for(
+        lambda: (committed() or 0) > written, timeout_s, "a new barrier committed", worker, poll_s
+    )
     return time.monotonic() - t0
 
 

@@ -51,6 +51,10 @@ pytest.importorskip("moto.server", reason="moto[server] is a dev dependency")
 # between barriers: a barrier costs a worker alone ~2 s on moto (six buckets prepared and
 # two commits, each a few dozen S3 requests); the writer must not outrun it for long
 PAUSE_S = 3.0
+# how often the test looks at both tables: a look is a dozen requests to moto, which serves
+# the workers too, one request at a time (at 0.1 s the test's own looks slowed the workers'
+# commits past its waits in CI)
+POLL_S = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +127,8 @@ def test_two_workers_on_s3_one_killed_during_a_rebalance(  # type: ignore[no-unt
             writers[0], logs[0], rows=20, pause_s=PAUSE_S, followers=[(writers[1], logs[1])]
         ) as producer:
             a = worker()
-            wait_for(lambda: committed() > 0, 90, "the first commits on S3", a)
-            note("one worker", commit_latency(producer, committed, 60, a))
+            wait_for(lambda: committed() > 0, 90, "the first commits on S3", a, POLL_S)
+            note("one worker", commit_latency(producer, committed, 60, a, POLL_S))
 
             b = worker()  # joins: the group rebalances
             wait_for(lambda: bool(b.owned_buckets(orders.name)), 60, "the new assignment", b)
@@ -139,12 +143,12 @@ def test_two_workers_on_s3_one_killed_during_a_rebalance(  # type: ignore[no-unt
                 "the killed worker's buckets moved",
                 b,
             )
-            wait_for(lambda: committed() > written, 90, "a barrier after the kill", b)
+            wait_for(lambda: committed() > written, 90, "a barrier after the kill", b, POLL_S)
             note("stall after the kill", time.monotonic() - killed)
             _consistent_read_is_right(catalog, [orders, events], logs, None)
             barriers = producer.stop()
         caught_up = time.monotonic()
-        wait_for(lambda: committed() == barriers[-1], 120, "every barrier committed", b)
+        wait_for(lambda: committed() == barriers[-1], 120, "every barrier committed", b, POLL_S)
         note("the last barrier committed after the writer stopped", time.monotonic() - caught_up)
         wait_for(
             lambda: _meta_barrier(meta.url, names) == barriers[-1],
