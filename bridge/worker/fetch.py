@@ -257,8 +257,9 @@ class LogFetcher:
     def _nudge_when_idle(self, consumer: Consumer) -> None:
         """Nothing assigned (a rebalance under way, more workers than buckets), or nothing
         fetched while the queue is full: no fetch fails when the brokers go, so now and
-        then ask for the metadata of a topic this fetcher read. A request that fails starts the probes, which confirm the outage
-        before it is reported (one slow answer on a busy machine is no outage)."""
+        then ask for the metadata of a topic this fetcher read. A request that fails starts
+        the probes, which confirm the outage before it is reported (one slow answer on a
+        busy machine is no outage)."""
         now = time.monotonic()
         topic = next(iter(self._topic_epoch), None)
         if self._link_error is not None or now < self._idle_probe_at or topic is None:

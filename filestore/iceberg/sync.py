@@ -80,9 +80,6 @@ class IcebergSync:
     def __init__(self, ctx: TableContext) -> None:
         self.ctx = ctx
         self.dir = f"{ctx.paths.root}/{METADATA_DIR}"
-        self._deletes_of: (
-            tuple[Mapping[str, pafs.FileInfo], dict[str, tuple[str, pafs.FileInfo]]] | None
-        ) = None
 
     # -- versions ----------------------------------------------------------------------
 
@@ -129,6 +126,7 @@ class IcebergSync:
             for e in (self._read(current).get("snapshots", []) if current else [])
         }
         listing = {i.base_name: i for i in ctx.io.list_dir(self.dir)}
+        delete_files = _delete_files(listing)
         tags = list_tags(ctx)
         tagged = {snap.id: snap for _, snap in tags}
         retained = [i for i in ctx.snapshot_manager.list_ids() if earliest is None or i >= earliest]
@@ -143,7 +141,7 @@ class IcebergSync:
                     continue
                 parent = int(entries[-1]["snapshot-id"]) if entries else None
                 result.files_left_out = self._write_snapshot(
-                    snap, parent, versions[-1], spec, listing
+                    snap, parent, versions[-1], spec, delete_files
                 )
                 result.snapshots_written.append(sid)
                 entry = self._snapshot_json(snap, parent)
@@ -211,11 +209,11 @@ class IcebergSync:
         parent_id: int | None,
         schema: TableSchema,
         spec: dict[str, Any],
-        listing: Mapping[str, pafs.FileInfo],
+        delete_files: Mapping[str, tuple[str, pafs.FileInfo]],
     ) -> int:
         """Its manifests, then its manifest list (last: its presence says all is there).
         Returns the data files left out (buckets that need a merge)."""
-        data, deletes, left_out = self._files(snap, schema, spec, listing)
+        data, deletes, left_out = self._files(snap, schema, spec, delete_files)
         manifests: list[Manifest] = []
         for content, entries, suffix in ((DATA, data, "m0"), (POSITION_DELETES, deletes, "m1")):
             if not entries:
@@ -233,7 +231,7 @@ class IcebergSync:
         snap: Snapshot,
         schema: TableSchema,
         spec: dict[str, Any],
-        listing: Mapping[str, pafs.FileInfo],
+        delete_files: Mapping[str, tuple[str, pafs.FileInfo]],
     ) -> tuple[list[FileEntry], list[FileEntry], int]:
         ctx = self.ctx
         keys = schema.partition_keys
@@ -253,7 +251,7 @@ class IcebergSync:
             for f in files:
                 path = ctx.paths.data_file(keys, part, bucket, f.file_name)
                 data.append(FileEntry(DATA, path, values, f.row_count, f.file_size, DATA_SEQUENCE))
-                found = self._deletes(path, f, listing)
+                found = self._deletes(path, f, delete_files)
                 if found is not None:
                     dpath, count, size = found
                     deletes.append(
@@ -262,7 +260,7 @@ class IcebergSync:
         return data, deletes, left_out
 
     def _deletes(
-        self, path: str, f: DataFileMeta, listing: Mapping[str, pafs.FileInfo]
+        self, path: str, f: DataFileMeta, delete_files: Mapping[str, tuple[str, pafs.FileInfo]]
     ) -> tuple[str, int, int] | None:
         """The position delete file of a data file (path, positions, size): the one an
         earlier snapshot wrote for the same vector, else written now; None when dts
@@ -270,27 +268,13 @@ class IcebergSync:
         if not f.deletion_vector and not f.delete_row_count:
             return None
         prefix = delete_file_prefix(f)
-        known = self._delete_files(listing).get(prefix)
+        known = delete_files.get(prefix)
         if known is not None:  # the vector unchanged: nothing to read
             name, info = known
             return info.path, int(name[len(prefix) : -len(".parquet")]), int(info.size or 0)
         skipped = skipped_rows(self.ctx, path, f)
         dpath = f"{self.dir}/{prefix}{len(skipped)}.parquet"
         return dpath, len(skipped), write_position_deletes(self.ctx, dpath, path, skipped)
-
-    def _delete_files(
-        self, listing: Mapping[str, pafs.FileInfo]
-    ) -> dict[str, tuple[str, pafs.FileInfo]]:
-        """The listing's delete files by name prefix (``delete_file_prefix``), made once
-        per listing: a commit looks up every data file with a vector in it."""
-        if self._deletes_of is None or self._deletes_of[0] is not listing:
-            index = {
-                name[: name.rindex("-") + 1]: (name, info)
-                for name, info in listing.items()
-                if name.startswith("deletes-") and name.endswith(".parquet")
-            }
-            self._deletes_of = (listing, index)
-        return self._deletes_of[1]
 
     # -- table metadata ------------------------------------------------------------------
 
@@ -391,6 +375,16 @@ def _snapshot_of(name: str) -> int:
     """The snapshot id in ``snap-<id>-dts.avro`` and ``<id>-dts-m<k>.avro``."""
     parts = name.split("-")
     return int(parts[1] if parts[0] == "snap" else parts[0])
+
+
+def _delete_files(listing: Mapping[str, pafs.FileInfo]) -> dict[str, tuple[str, pafs.FileInfo]]:
+    """The listing's delete files (name, info) by name prefix (``delete_file_prefix``): a
+    commit looks up every data file with a vector, so the listing is indexed once."""
+    return {
+        name[: name.rindex("-") + 1]: (name, info)
+        for name, info in listing.items()
+        if name.startswith("deletes-") and name.endswith(".parquet")
+    }
 
 
 def _partition_values(
