@@ -118,12 +118,14 @@ BENCH_PEERS_ARGS ?=
 bench-peers: $(STAMP) java-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.spark_peers --readme bench/README.md $(BENCH_PEERS_ARGS)
 
-# Pipeline benchmark (bench/pipeline, issue #25): the seeds' pipeline run by dts and by the
-# stack users stitch by hand (Spark's Kafka source -> MERGE into Delta -> change data feed ->
-# derived Delta tables), fed the same Debezium topic at rising rates until each falls behind;
-# prints freshness, consistency and CPU per step, writes bench/results/pipeline.{json,html}
-# and the results section of bench/README.md. Delta's jars are fetched into the cache.
-# Shorter: make bench-pipeline BENCH_PIPELINE_ARGS="--steps 1000,2000 --step-seconds 20"
+# Pipeline benchmark (bench/pipeline, issues #25, #42): the seeds' pipeline run by dts and by
+# the stack a Delta expert stitches (Spark's Kafka source -> one foreachBatch MERGEing the three
+# Delta tables, idempotent), each one's highest sustained rate searched for (doubling, then
+# bisection to 10%), the stitched one at each trigger of a sweep, both then measured at half
+# dts's rate; each side's reader in its own process (dts's API; delta-rs, installed into the
+# cache). Prints freshness, consistency and CPU per step, writes
+# bench/results/pipeline.{json,html} and the results section of bench/README.md.
+# Shorter: make bench-pipeline BENCH_PIPELINE_ARGS="--first-rate 2000 --step-seconds 30 --delta-triggers '2 seconds'"
 .PHONY: bench-pipeline
 BENCH_PIPELINE_ARGS ?=
 bench-pipeline: $(STAMP) java-tools jars

@@ -1,8 +1,10 @@
 """`make bench-pipeline`: the seeds' pipeline (CDC orders -> orders -> two derived tables)
-run by dts and by the stack users stitch by hand (Spark's Kafka source, MERGE into Delta,
-streams on Delta's change data feed), fed the same Debezium topic at rising rates.
+run by dts and by the stack a Delta expert stitches by hand (Spark's Kafka source, one
+``foreachBatch`` MERGEing the three Delta tables), fed the same Debezium topic, each one's
+highest sustained rate searched for.
 
 ``model`` holds the tables and their oracle, ``source`` the rate-controlled Debezium
 producer, ``dts_side`` and ``delta_side`` the two pipelines (each a subprocess with its
-own Spark), ``probe`` the per-second reader both sides share, ``report`` the figures.
+own Spark), ``dts_probe`` and ``delta_probe`` their readers (each a process of its own,
+sampling through ``probe``), ``search`` the rate search, ``report`` the figures.
 """

@@ -1,16 +1,20 @@
-"""The seeds' pipeline, dts against the stack users stitch by hand (issue #25).
+"""The seeds' pipeline, dts against the stack users stitch by hand, built as an expert
+builds it (issues #25, #42).
 
     python -m bench.pipeline                           # make bench-pipeline
-    python -m bench.pipeline --steps 2000,4000 --step-seconds 20 --pipelines dts
+    python -m bench.pipeline --pipelines dts --first-rate 4000 --step-seconds 30
 
 One embedded Kafka broker; per pipeline its own Debezium topics: customers (the
 connector's snapshot, loaded before the pipeline starts its streams) and orders (4
-partitions), fed the same changes (same seed) at rising rates, one step after the other until the
-pipeline stops keeping up (``report`` says how that is judged). Each pipeline runs in its
-own subprocess with its own Spark (``dts_side``, ``delta_side``), one at a time, so they
-never share the two cores. Prints the table and the summary, writes
-``bench/results/pipeline.json``, an HTML page and, with ``--readme``, the results section
-of bench/README.md.
+partitions), fed the same changes (same seed). Each pipeline's highest sustained rate is
+searched for (``search``: doubling, then bisection to ``--precision``), every step
+preceded by a warm-up that is not measured; then both are measured at a shared rate (half
+dts's highest). The stitched pipeline is searched at each trigger of ``--delta-triggers``
+and reported at its best. Each pipeline runs in its own subprocess with its own Spark
+(``dts_side``, ``delta_side``) and its reader in another (``dts_probe``, ``delta_probe``),
+one pipeline at a time, so they never share the two cores. Prints the table and the
+summary, writes ``bench/results/pipeline.json``, an HTML page and, with ``--readme``, the
+results section of bench/README.md.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.pipeline import report
 from bench.pipeline.probe import cpu_seconds, read_samples
+from bench.pipeline.search import Bounds, search
 from bench.pipeline.side import READY, SAMPLES
 from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_customers, produce_step
 from bench.results import replace_section
@@ -44,15 +50,25 @@ PARTITIONS = 4
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--steps", default="250,500,1000,2000,4000,8000,16000,32000,64000",
-                    help="input rates (changes/s), in order")  # fmt: skip
-    ap.add_argument("--step-seconds", type=float, default=45.0)
+    ap.add_argument(
+        "--first-rate", type=int, default=250, help="the search's first rate (changes/s)"
+    )
+    ap.add_argument("--floor", type=int, default=10, help="the lowest rate searched")
+    ap.add_argument("--ceiling", type=int, default=128_000, help="the highest rate searched")
+    ap.add_argument("--precision", type=float, default=0.10,
+                    help="the search stops when kept and not kept are this close")  # fmt: skip
+    ap.add_argument("--max-steps", type=int, default=12, help="measured steps per search")
+    ap.add_argument("--step-seconds", type=float, default=90.0)
+    ap.add_argument("--warmup-seconds", type=float, default=30.0,
+                    help="before each step, at most this long at its rate, not measured")  # fmt: skip
+    ap.add_argument("--shared", type=float, default=0.5,
+                    help="then both measured at this share of dts's highest rate (0: not)")  # fmt: skip
     ap.add_argument("--pipelines", nargs="+", default=list(SIDES), choices=list(SIDES))
     ap.add_argument("--trigger", default="1 second", help="dts's Spark streams' trigger")
     ap.add_argument("--tier", default="file", help="the tier dts's Spark streams read")
     ap.add_argument("--barrier-interval", default="1.0", help="dts ingest's seconds per barrier")
-    ap.add_argument("--delta-trigger", default="1 second",
-                    help="the stitched pipeline's streams' trigger")  # fmt: skip
+    ap.add_argument("--delta-triggers", default="1 second,2 seconds,5 seconds,10 seconds",
+                    help="the stitched pipeline's triggers, each searched; its best reported")  # fmt: skip
     ap.add_argument("--work", type=Path, help="scratch directory [a temporary one]")
     ap.add_argument("--out", type=Path, default=HERE.parent / "results" / "pipeline.json")
     ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
@@ -132,11 +148,26 @@ def await_caught_up(side: Side, since: float, timeout_s: float) -> None:
 SETTLED_S = 5.0
 
 
+def drained(side: Side, produced_by: float, timeout_s: float) -> bool:
+    """Whether, with nothing produced, every table comes to show the changes produced up
+    to ``produced_by`` (a step that fell behind leaves a backlog the next must not
+    inherit)."""
+    target_ms = (produced_by - 1.0) * 1000
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        side.check()
+        latest = [s["latest"] for s in side.samples()[-3:] if "latest" in s]
+        if latest and all(v >= target_ms for v in latest[-1].values()):
+            return True
+        time.sleep(1.0)
+    return False
+
+
 def settle(
     side: Side, db: OrdersDatabase, producer: Any, topic: str, rate: int, timeout_s: float
 ) -> bool:
-    """Warm-up, not measured: produce at the first step's rate until every table is within
-    SETTLED_S of the source (the initial load and Spark's first batches are behind)."""
+    """Warm-up, not measured: produce at ``rate`` until every table is within SETTLED_S
+    of the source (Spark's first batches at a new rate are behind), at most ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         step = produce_step(db, producer, topic, rate, 5.0)
@@ -149,66 +180,102 @@ def settle(
     return False
 
 
+class Run:
+    """One pipeline started, fed and measured step by step."""
+
+    def __init__(self, name: str, broker: EmbeddedBroker, ns: argparse.Namespace,
+                 work: Path, trigger: str) -> None:  # fmt: skip
+        self.name, self.ns, self.broker = name, ns, broker
+        self.topic, customers_topic = f"cdc.{work.name}.orders", f"cdc.{work.name}.customers"
+        create_topic(broker.bootstrap, self.topic, PARTITIONS, {})
+        create_topic(broker.bootstrap, customers_topic, 1, {})
+        self.db = OrdersDatabase()
+        self.producer = cdc_producer(broker.bootstrap)
+        # the dimension is in its topic before the pipeline starts: a side loads it before
+        # it starts its streams, as a user lets the connector's snapshot land before going live
+        customers = produce_customers(self.db, self.producer, customers_topic)
+        extra = ["--customers-topic", customers_topic, "--customers", str(customers)]
+        if name == "dts":
+            extra += ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
+        self.side = Side(name, broker.bootstrap, self.topic, work, trigger, extra)
+        self.started = time.time()
+        self.steps: list[report.StepFigures] = []
+        self.produced_by = 0.0  # when the last change so far was produced
+
+    def load(self) -> None:
+        ns = self.ns
+        self.side.await_ready(ns.start_timeout)
+        initial = produce_step(self.db, self.producer, self.topic, ns.initial, 1.0)
+        log(f"{self.side.work.name}: ready; initial load of {initial.produced:,} changes, "
+            "waiting for it downstream")  # fmt: skip
+        await_caught_up(self.side, initial.ended, ns.start_timeout)
+        self.produced_by = initial.ended
+
+    def measure(self, rate: int, shared: bool = False) -> report.StepFigures:
+        ns, side = self.ns, self.side
+        if self.steps and not drained(side, self.produced_by, ns.settle_timeout):
+            raise Stalled(f"{side.work.name} did not catch up in {ns.settle_timeout:.0f} s "
+                          "with nothing produced")  # fmt: skip
+        warmup = ns.settle_timeout if not self.steps else ns.warmup_seconds
+        settled = settle(side, self.db, self.producer, self.topic, rate, warmup)
+        roots = {**side.pids, "broker": self.broker.pid or 0, "generator": os.getpid()}
+        cpu0, t0 = cpu_seconds(roots), time.monotonic()
+        step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
+        self.produced_by = step.ended
+        side.check()
+        cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
+        cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
+        fig = report.step_figures(side.samples(), rate, step.achieved, step.started,
+                                  step.ended, cpu)  # fmt: skip
+        fig.shared = shared
+        self.steps.append(fig)
+        p99 = max((v for v in fig.freshness_p99.values() if v is not None), default=None)
+        log(f"{side.work.name} {rate:,}/s{' (shared)' if shared else ''}"
+            f"{'' if settled else ' (warm-up did not settle)'}: "
+            f"{'kept up' if fig.kept_up else 'fell behind: ' + fig.why}; "
+            f"freshness p99 (slowest table) {report._f(p99)} s; "
+            f"{fig.inconsistent} inconsistent of {fig.reads} reads")  # fmt: skip
+        return fig
+
+
+class Stalled(RuntimeError):
+    """A pipeline did not work off its backlog: the search cannot go on."""
+
+
 def run_pipeline(
-    name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path
-) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:
-    topic, customers_topic = f"cdc.{name}.orders", f"cdc.{name}.customers"
-    create_topic(broker.bootstrap, topic, PARTITIONS, {})
-    create_topic(broker.bootstrap, customers_topic, 1, {})
-    db = OrdersDatabase()
-    producer = cdc_producer(broker.bootstrap)
-    # the dimension is in its topic before the pipeline starts: a side loads it before it
-    # starts its streams, as a user lets the connector's snapshot land before going live
-    customers = produce_customers(db, producer, customers_topic)
-    trigger = ns.delta_trigger if name == "delta" else ns.trigger
-    extra = ["--customers-topic", customers_topic, "--customers", str(customers)]
-    if name == "dts":
-        extra += ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
-    side = Side(name, broker.bootstrap, topic, work / name, trigger, extra)
-    started = time.time()
-    log(f"{name}: starting its pipeline (log: {side.log_path})")
-    steps: list[report.StepFigures] = []
+    name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path, trigger: str,
+    shared: Callable[[list[report.StepFigures]], list[int]],
+) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:  # fmt: skip
+    """The pipeline's search, then the ``shared(its steps)`` rates measured."""
+    run = Run(name, broker, ns, work, trigger)
+    log(f"{work.name}: starting its pipeline, trigger {trigger} (log: {run.side.log_path})")
+    bounds = Bounds(ns.first_rate, ns.floor, ns.ceiling, ns.precision, ns.max_steps)
     try:
-        side.await_ready(ns.start_timeout)
-        initial = produce_step(db, producer, topic, ns.initial, 1.0)
-        log(
-            f"{name}: ready; initial load of {initial.produced:,} changes, waiting for it downstream"
-        )
-        await_caught_up(side, initial.ended, ns.start_timeout)
-        first = int(ns.steps.split(",")[0])
-        settled = settle(side, db, producer, topic, first, ns.settle_timeout)
-        log(f"{name}: {'settled' if settled else 'NOT settled'} at {first:,}/s (every table "
-            f"within {SETTLED_S:g} s of the source, or {ns.settle_timeout:.0f} s passed)")  # fmt: skip
-        roots = {**side.pids, "broker": broker.pid or 0, "generator": os.getpid()}
-        for rate in [int(r) for r in ns.steps.split(",")]:
-            cpu0, t0 = cpu_seconds(roots), time.monotonic()
-            step = produce_step(db, producer, topic, rate, ns.step_seconds)
-            side.check()
-            cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
-            cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
-            fig = report.step_figures(
-                side.samples(), rate, step.achieved, step.started, step.ended, cpu
-            )
-            steps.append(fig)
-            p99 = max((v for v in fig.freshness_p99.values() if v is not None), default=None)
-            log(f"{name} {rate:,}/s: {'kept up' if fig.kept_up else 'fell behind: ' + fig.why}; "
-                f"freshness p99 (slowest table) {report._f(p99)} s; "
-                f"{fig.inconsistent} inconsistent of {fig.reads} reads")  # fmt: skip
-            if not fig.kept_up:
-                break
+        run.load()
+        search(run.measure, bounds)
+        for rate in shared(run.steps):
+            run.measure(rate, shared=True)
+    except Stalled as exc:
+        log(f"{work.name}: search stopped: {exc}")
     finally:
-        log(f"{name}: stopping its pipeline")
-        side.stop()
-    return steps, side.samples(), started
+        log(f"{work.name}: stopping its pipeline")
+        run.side.stop()
+    return run.steps, run.side.samples(), run.started
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse(argv)
     if "delta" in ns.pipelines:
+        from bench.pipeline.delta_rs import ensure_delta_rs
         from bench.spark_peers.__main__ import fetch_jars
 
         fetch_jars("delta")
+        ensure_delta_rs()
     load_before = os.getloadavg()[0]
+    runs: dict[str, list[report.StepFigures]] = {}
+    samples: dict[str, list[Any]] = {}
+    starts: dict[str, float] = {}
+    sweep: dict[str, int] = {}
     with contextlib.ExitStack() as stack:
         work = ns.work or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pipeline-"))
@@ -217,20 +284,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         log(f"work directory {work}; starting the Kafka broker")
         broker = EmbeddedBroker(log_path=work / "broker.log").start()
         stack.callback(broker.stop)
-        runs, samples, starts = {}, {}, {}
-        for name in ns.pipelines:
-            runs[name], samples[name], starts[name] = run_pipeline(name, broker, ns, work)
+        shared: list[int] = []
+
+        def half_of_dts(steps: list[report.StepFigures]) -> list[int]:
+            best = report.highest_kept(steps)
+            shared[:] = [max(ns.floor, int(best * ns.shared))] if ns.shared and best else []
+            return shared
+
+        if "dts" in ns.pipelines:
+            runs["dts"], samples["dts"], starts["dts"] = run_pipeline(
+                "dts", broker, ns, work / "dts", ns.trigger, half_of_dts
+            )
+        if "delta" in ns.pipelines:
+            for i, trigger in enumerate(t.strip() for t in ns.delta_triggers.split(",")):
+                steps, got, started = run_pipeline(
+                    "delta", broker, ns, work / f"delta-{i}", trigger, lambda _: shared
+                )
+                sweep[trigger] = report.highest_kept(steps)
+                if "delta" not in runs or sweep[trigger] > report.highest_kept(runs["delta"]):
+                    runs["delta"], samples["delta"], starts["delta"] = steps, got, started
+    return finish(ns, argv, runs, samples, starts, sweep, load_before)
+
+
+def finish(ns: argparse.Namespace, argv: list[str] | None,
+           runs: dict[str, list[report.StepFigures]], samples: dict[str, list[Any]],
+           starts: dict[str, float], sweep: dict[str, int], load_before: float) -> dict[str, Any]:  # fmt: skip
     out = report.summary(runs, samples)
     out.update(load_before=load_before, load_after=os.getloadavg()[0], trigger=ns.trigger,
-               delta_trigger=ns.delta_trigger,
-               step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
+               delta_sweep=sweep, step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
     table = report.format_table(runs)
     ran = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     args = " ".join(sys.argv[1:] if argv is None else argv)
     text = (f"Last run {ran}, `python -m bench.pipeline {args}`:\n\n"
             f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
             f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}, "
-            f"stitched {ns.delta_trigger}; "
+            f"stitched {', '.join(f'{t}: {r:,}/s' for t, r in sweep.items())}; "
             f"{ns.step_seconds:g} s per step")  # fmt: skip
     print("\n" + text, flush=True)
     ns.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,23 +1,20 @@
-"""The stitched side, built as its users build it (one Spark, delta-spark 4.4.0):
+"""The stitched side as a Delta and Structured Streaming expert builds it (one Spark,
+delta-spark 4.4.0; issue #42):
 
-1. Spark's Kafka source on the Debezium topic, ``from_json`` of the envelope, and in
-   ``foreachBatch`` the last change of each order in the batch MERGEd into the Delta table
-   ``orders`` (change data feed on): ``d`` deletes, others upsert; the same for the
-   customers' topic into ``customers`` (its snapshot lands before the other streams start);
-2. a stream on ``orders``' change data feed into ``orders_enriched``: per order its last
-   change, joined with ``customers`` (broadcast, its latest version), MERGEd (deleted when
-   deleted or cancelled, else upserted with its size band and its customer's city);
-3. a second stream on the change feed into ``customer_totals``: per customer the signed
-   sums of the batch (pre-images and deletes count negatively), MERGEd by adding.
+- **one** Kafka stream on the Debezium topic of orders whose ``foreachBatch`` persists the
+  batch and writes all three tables from it, in one order: ``orders`` (each order's last
+  change MERGEd: ``d`` deletes, the others upsert), ``orders_enriched`` (the same last
+  changes joined with ``customers``, MERGEd: deleted when deleted or cancelled) and
+  ``customer_totals`` (per customer the signed sums of the envelope's ``before`` (-1) and
+  ``after`` (+1) images, MERGEd by adding: no change-data-feed hop, no second stream);
+- every MERGE idempotent (``spark.databricks.delta.write.txnAppId``/``txnVersion`` = the
+  batch id: a batch replayed after a crash commits nothing twice, which the additive
+  totals need) and tagged with its batch (``commitInfo.userMetadata``), so a reader can
+  pick the versions one batch wrote;
+- the customers' snapshot loaded by a stream of its own before the orders' stream starts.
 
-Its best reasonable settings: deletion vectors on every table (a MERGE marks the rows it
-replaces instead of rewriting their files), 2 shuffle partitions (the cores), the fair
-scheduler (so the readers are not queued behind every MERGE), and the trigger interval
-that keeps up best (``--delta-trigger``; the benchmark's default is measured, see
-bench/README.md).
-
-Every stream has the same processing-time trigger as dts's. The reader reads each table's
-latest version, one after the other: the best Delta offers for "together".
+``SETTINGS`` are the session's settings; ``TABLE_PROPERTIES`` every table's. The probe
+reads the tables in a process of its own (``delta_probe``, delta-rs), as dts's does.
 """
 
 from __future__ import annotations
@@ -26,21 +23,14 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline.model import (
-    CUSTOMERS,
-    ENRICHED,
-    EVENT_COLUMN,
-    ORDERS,
-    READ_TOGETHER,
-    TABLES,
-    TOTALS,
-    spark_size,
-)
-from bench.pipeline.probe import Sampler
+from bench.pipeline.delta_rs import probe_env
+from bench.pipeline.model import CUSTOMERS, ENRICHED, ORDERS, READ_TOGETHER, TOTALS, spark_size
 from bench.pipeline.side import (
-    SAMPLES,
+    DRIVER_MEMORY,
+    ProbeProcess,
     announce_ready,
     await_count,
+    readable_errors,
     side_args,
     spark_pid,
     stop_event,
@@ -57,6 +47,30 @@ _COLUMNS = {
     TOTALS: "customer_id BIGINT, open_orders BIGINT, total_cents BIGINT, last_event_ms BIGINT",
 }
 _VALUES = ("customer_id", "status", "amount_cents", "event_ms")
+APP_ID = "bench-pipeline-stitched"
+#: the commit tag of a batch's writes (``commitInfo.userMetadata``)
+BATCH_TAG = "batch "
+
+SETTINGS = {
+    "spark.sql.shuffle.partitions": "2",  # the cores
+    # a new table version's state is rebuilt with this many tasks (the default, 50, is
+    # sized for clusters: three tables committing every trigger paid it each time)
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # compact small files after a commit once a partition has this many (default 50)
+    "spark.databricks.delta.autoCompact.minNumFiles": "20",
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+    "spark.driver.memory": DRIVER_MEMORY,  # as dts's side
+    "spark.sql.streaming.stopTimeout": "30s",
+}
+TABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "true",  # a MERGE marks the rows it replaces
+    "delta.autoOptimize.autoCompact": "true",
+    "delta.checkpointInterval": "10",
+    # the log and removed files kept for the length of a run, not the 30 and 7 days'
+    # defaults: each listing of the log stays short
+    "delta.logRetentionDuration": "interval 1 hours",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
+}
 
 
 def session(work: Path) -> Any:
@@ -74,13 +88,13 @@ def session(work: Path) -> Any:
             "spark.jars": ",".join([*connector_jars(where), *spark_kafka_jars()]),
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.streaming.stopTimeout": "30s",
-            # a query beside the streams gets task slots as they free up, not after
-            # every queued MERGE (the FIFO default left the readers waiting for minutes)
-            "spark.scheduler.mode": "FAIR",
+            **SETTINGS,
         },
     )
+
+
+def table_paths(work: Path) -> dict[str, str]:
+    return {t: str(work / "delta" / t) for t in READ_TOGETHER}
 
 
 class Stitched:
@@ -88,19 +102,16 @@ class Stitched:
         self.spark = spark
         self.work = work
         self.ns = ns
-        self.paths = {t: str(work / "delta" / t) for t in READ_TOGETHER}
+        self.paths = table_paths(work)
 
     def ref(self, table: str) -> str:
         return f"delta.`{self.paths[table]}`"
 
     def create(self) -> None:
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
         for table, columns in _COLUMNS.items():
-            props = ["delta.enableDeletionVectors = true"]  # MERGE marks rows, no rewrite
-            if table == ORDERS:
-                props.append("delta.enableChangeDataFeed = true")
             self.spark.sql(
-                f"CREATE TABLE {self.ref(table)} ({columns}) USING delta "
-                f"TBLPROPERTIES ({', '.join(props)})"
+                f"CREATE TABLE {self.ref(table)} ({columns}) USING delta TBLPROPERTIES ({props})"
             )
 
     def _query(self, df: Any, name: str, fn: Any) -> Any:
@@ -111,10 +122,6 @@ class Stitched:
             .trigger(processingTime=self.ns.trigger)
             .start()
         )
-
-    def _merge(self, batch: Any, sql: str) -> None:
-        batch.createOrReplaceTempView("src")
-        batch.sparkSession.sql(sql)
 
     def _kafka(self, topic: str, envelope: str) -> Any:
         from pyspark.sql import functions as F
@@ -133,7 +140,7 @@ class Stitched:
         """The customers' stream, awaited until their snapshot is in the Delta table."""
         query = self._query(
             self._kafka(self.ns.customers_topic, _CUSTOMER_ENVELOPE), "customers",
-            lambda batch, _: self._upsert(batch, CUSTOMERS, "customer_id", ("city",)),
+            lambda batch, batch_id: self._in_batch(batch, batch_id, self._customers),
         )  # fmt: skip
         await_count(
             lambda: self.spark.read.format("delta").load(self.paths[CUSTOMERS]).count(),
@@ -141,87 +148,84 @@ class Stitched:
         )  # fmt: skip
         return query
 
-    def start(self) -> list[Any]:
-        def changes() -> Any:
-            return (
-                self.spark.readStream.format("delta").option("readChangeFeed", "true")
-                .load(self.paths[ORDERS])
-            )  # fmt: skip
+    def start(self) -> Any:
+        return self._query(
+            self._kafka(self.ns.topic, _ENVELOPE), "orders",
+            lambda batch, batch_id: self._in_batch(batch, batch_id, self._orders),
+        )  # fmt: skip
 
-        return [
-            self._query(
-                self._kafka(self.ns.topic, _ENVELOPE),
-                "orders",
-                lambda batch, _: self._upsert(batch, ORDERS, "order_id", _VALUES),
-            ),
-            self._query(changes(), "orders_enriched", self._enriched),
-            self._query(changes(), "customer_totals", self._totals),
-        ]
+    def _in_batch(self, batch: Any, batch_id: int, write: Any) -> None:
+        """``write(batch)`` with the batch persisted and every commit it makes idempotent
+        and tagged with the batch id."""
+        conf = {
+            "spark.databricks.delta.write.txnAppId": APP_ID,
+            "spark.databricks.delta.write.txnVersion": str(batch_id),
+            "spark.databricks.delta.commitInfo.userMetadata": f"{BATCH_TAG}{batch_id}",
+        }
+        spark = batch.sparkSession
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        # cached before the MERGEs start: Delta refuses a source whose cache fills while
+        # it merges (DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION)
+        batch = batch.persist()
+        batch.count()
+        try:
+            write(batch)
+        finally:
+            batch.unpersist()
+            for key in conf:
+                spark.conf.unset(key)
 
-    def _upsert(self, batch: Any, table: str, key: str, values: tuple[str, ...]) -> None:
-        """Each key's last change in the batch MERGEd: ``d`` deletes, the others upsert."""
-        from pyspark.sql import functions as F
+    def _customers(self, batch: Any) -> None:
+        last = _last_changes(batch, "customer_id", ("city",))
+        self._merge(last, CUSTOMERS, "customer_id", ("city",), "s.op = 'd'")
 
-        last = (
-            batch.select(
-                F.coalesce(f"e.after.{key}", f"e.before.{key}").alias(key),
-                "e.op",
-                "e.after",
-                "offset",
-            )
-            .groupBy(key)  # one key's changes are in one partition, in offset order
-            .agg(F.max_by(F.struct("op", "after"), "offset").alias("c"))
-            .select(key, "c.op", *[F.col(f"c.after.{c}").alias(c) for c in values])
-        )
+    def _orders(self, batch: Any) -> None:
+        last = _last_changes(batch, "order_id", _VALUES)  # from the cached batch, twice
+        self._merge(last, ORDERS, "order_id", _VALUES, "s.op = 'd'")
+        self._merge_enriched(last)
+        self._merge_totals(batch)
+
+    def _merge(self, src: Any, table: str, key: str, values: tuple[str, ...], gone: str) -> None:
+        """Upsert ``src`` by ``key``; a row matching ``gone`` deletes."""
         sets = ", ".join(f"{c} = s.{c}" for c in values)
-        cols = ", ".join((key, *values))
-        self._merge(last, f"""
+        cols = (key, *values)
+        src.createOrReplaceTempView("src")
+        src.sparkSession.sql(f"""
             MERGE INTO {self.ref(table)} t USING src s ON t.{key} = s.{key}
-            WHEN MATCHED AND s.op = 'd' THEN DELETE
-            WHEN MATCHED THEN UPDATE SET {sets}
-            WHEN NOT MATCHED AND s.op != 'd' THEN INSERT ({cols}) VALUES (s.{cols.replace(', ', ', s.')})
-        """)  # fmt: skip
-
-    def _enriched(self, batch: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        last = (
-            batch.where("_change_type != 'update_preimage'")
-            .groupBy("order_id")
-            .agg(F.max_by(F.struct("_change_type", *_VALUES), F.col("_commit_version")).alias("c"))
-            .select("order_id", "c.*")
-            .withColumn("size", spark_size(F))
-            .join(
-                F.broadcast(self.spark.read.format("delta").load(self.paths[CUSTOMERS])),
-                "customer_id",
-            )
-        )
-        names = ("order_id", *_VALUES, "size", "city")
-        sets = ", ".join(f"{c} = s.{c}" for c in names[1:])
-        gone = "s._change_type = 'delete' OR s.status = 'cancelled'"
-        self._merge(last, f"""
-            MERGE INTO {self.ref(ENRICHED)} t USING src s ON t.order_id = s.order_id
             WHEN MATCHED AND ({gone}) THEN DELETE
             WHEN MATCHED THEN UPDATE SET {sets}
-            WHEN NOT MATCHED AND NOT ({gone}) THEN INSERT ({", ".join(names)})
-              VALUES ({", ".join(f"s.{c}" for c in names)})
+            WHEN NOT MATCHED AND NOT ({gone}) THEN INSERT ({", ".join(cols)})
+              VALUES ({", ".join(f"s.{c}" for c in cols)})
         """)  # fmt: skip
 
-    def _totals(self, batch: Any, batch_id: int) -> None:
+    def _merge_enriched(self, last: Any) -> None:
         from pyspark.sql import functions as F
 
-        negative = F.col("_change_type").isin("update_preimage", "delete")
-        sign = F.when(negative, F.lit(-1)).otherwise(F.lit(1))
+        customers = self.spark.read.format("delta").load(self.paths[CUSTOMERS])
+        src = last.withColumn("size", spark_size(F)).join(F.broadcast(customers), "customer_id")
+        gone = "s.op = 'd' OR s.status = 'cancelled'"
+        self._merge(src, ENRICHED, "order_id", (*_VALUES, "size", "city"), gone)
+
+    def _merge_totals(self, batch: Any) -> None:
+        """Per customer the batch's signed images: what each change took away (before) and
+        added (after) while the order was not cancelled."""
+        from pyspark.sql import functions as F
+
+        images = batch.select(F.col("e.before").alias("i"), F.lit(-1).alias("sign")).unionByName(
+            batch.select(F.col("e.after").alias("i"), F.lit(1).alias("sign"))
+        )
         sums = (
-            batch.where("status != 'cancelled'")
-            .groupBy("customer_id")
+            images.where("i IS NOT NULL AND i.status != 'cancelled'")
+            .groupBy(F.col("i.customer_id").alias("customer_id"))
             .agg(
-                F.sum(sign).cast("long").alias("open_orders"),
-                F.sum(sign * F.col("amount_cents")).cast("long").alias("total_cents"),
-                F.max("event_ms").cast("long").alias("last_event_ms"),
+                F.sum("sign").cast("long").alias("open_orders"),
+                F.sum(F.col("sign") * F.col("i.amount_cents")).cast("long").alias("total_cents"),
+                F.max("i.event_ms").cast("long").alias("last_event_ms"),
             )
         )
-        self._merge(sums, f"""
+        sums.createOrReplaceTempView("src")
+        sums.sparkSession.sql(f"""
             MERGE INTO {self.ref(TOTALS)} t USING src s ON t.customer_id = s.customer_id
             WHEN MATCHED THEN UPDATE SET open_orders = t.open_orders + s.open_orders,
               total_cents = t.total_cents + s.total_cents,
@@ -229,56 +233,49 @@ class Stitched:
             WHEN NOT MATCHED THEN INSERT *
         """)  # fmt: skip
 
-    def _reader_pool(self) -> None:
-        """This thread's Spark jobs run in their own fair-scheduler pool."""
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "readers")
 
-    def fresh(self) -> dict[str, int | None]:
-        """Each table's latest version: the newest change it shows."""
-        self._reader_pool()
-        out: dict[str, int | None] = {}
-        for table in TABLES:
-            path = self.paths[table]
-            row = (
-                self.spark.read.format("delta").load(path).agg({EVENT_COLUMN[table]: "max"}).first()
-            )
-            out[table] = int(row[0]) if row is not None and row[0] is not None else None
-        return out
+def _last_changes(batch: Any, key: str, values: tuple[str, ...]) -> Any:
+    """Each key's last change in the batch: its op and its image (``before`` for a delete,
+    so a deleted order keeps its customer for the join)."""
+    from pyspark.sql import functions as F
 
-    def together(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Each table's latest version, one after the other: the best Delta offers for
-        reading them together."""
-        self._reader_pool()
-        return {
-            t: self.spark.read.format("delta").load(p).toArrow() for t, p in self.paths.items()
-        }, {}
+    image = F.when(F.col("e.op") == "d", F.col("e.before")).otherwise(F.col("e.after"))
+    return (
+        batch.select(image.getField(key).alias(key), "e.op", image.alias("i"), "offset")
+        .groupBy(key)  # one key's changes are in one partition, in offset order
+        .agg(F.max_by(F.struct("op", "i"), "offset").alias("c"))
+        .select(key, "c.op", *[F.col(f"c.i.{c}").alias(c) for c in values])
+    )
 
 
 def main() -> None:
     ns = side_args(__doc__)
     stop = stop_event()
     spark = session(ns.work)
-    stitched = Stitched(spark, ns.work, ns)
-    stitched.create()
-    queries = [stitched.load_customers(), *stitched.start()]
-    sampler = Sampler(
-        stitched.fresh, stitched.together, ns.work / SAMPLES, ns.probe_interval
-    ).start()
-    announce_ready(ns.work, {"spark": spark_pid()})
-    try:
+    with contextlib.ExitStack() as stack, readable_errors():
+        from bridge.demo.pipeline import stop_spark
+
+        stack.callback(stop_spark, spark)
+        stitched = Stitched(spark, ns.work, ns)
+        stitched.create()
+        queries = [stitched.load_customers(), stitched.start()]
+        stack.callback(_stop_queries, queries)
+        paths = [f"{t}={p}" for t, p in stitched.paths.items()]
+        probe = ProbeProcess("bench.pipeline.delta_probe", ns, ["--paths", *paths], probe_env())
+        stack.callback(probe.stop)
+        announce_ready(ns.work, {"spark": spark_pid(), "probe": probe.pid})
         while not stop.is_set():
+            probe.check()
             for q in queries:
                 if q.exception() is not None:
                     raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
             stop.wait(1.0)
-    finally:
-        sampler.stop()
-        for q in queries:
-            with contextlib.suppress(Exception):
-                q.stop()
-        from bridge.demo.pipeline import stop_spark
 
-        stop_spark(spark)
+
+def _stop_queries(queries: list[Any]) -> None:
+    for q in queries:
+        with contextlib.suppress(Exception):
+            q.stop()
 
 
 if __name__ == "__main__":

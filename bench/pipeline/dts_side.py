@@ -19,18 +19,16 @@ from bench.pipeline.model import (
     CUSTOMERS,
     DB,
     ENRICHED,
-    EVENT_COLUMN,
     KEYS,
     ORDERS,
     SCHEMAS,
     TABLES,
     TOTALS,
-    latest_events,
     spark_size,
 )
-from bench.pipeline.probe import Sampler
 from bench.pipeline.side import (
-    SAMPLES,
+    DRIVER_MEMORY,
+    ProbeProcess,
     announce_ready,
     await_count,
     readable_errors,
@@ -38,7 +36,6 @@ from bench.pipeline.side import (
     spark_pid,
     stop_event,
 )
-from bridge.consistency_read import consistent_read_tables
 from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
 from filestore import Catalog
@@ -160,33 +157,27 @@ def main() -> None:
         spark = local_session(
             "bench-pipeline-dts",
             work / "spark",
-            conf={"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stopTimeout": "30s"},
+            conf={
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stopTimeout": "30s",
+                "spark.driver.memory": DRIVER_MEMORY,
+            },
         )
         stack.callback(stop_spark, spark)
         queries = start_streams(spark, warehouse, url, work, ns)
         stack.callback(_stop_queries, queries)
         stack.callback(_save_progress, queries, logs)
 
-        def fresh() -> dict[str, int | None]:
-            """Each table at its latest snapshot: the newest change it shows."""
-            return latest_events(
-                {t: catalog.get_table(t).read(columns=[EVENT_COLUMN[t]]) for t in TABLES}
-            )
-
-        def together() -> tuple[dict[str, Any], dict[str, Any]]:
-            """The three at the one barrier the MetaService gives for a strong read, and the
-            customers they joined (loaded before the streams started, never changed since)."""
-            tables = consistent_read_tables(catalog, list(TABLES), meta_url=url, mode="strong")
-            dimension = catalog.get_table(CUSTOMERS).read()
-            return {**tables, CUSTOMERS: dimension}, {"barrier": tables.version.barrier}
-
-        sampler = Sampler(fresh, together, work / SAMPLES, ns.probe_interval).start()
-        stack.callback(sampler.stop)
+        probe = ProbeProcess(
+            "bench.pipeline.dts_probe", ns, ["--warehouse", warehouse, "--meta-url", url]
+        )
+        stack.callback(probe.stop)
         announce_ready(work, {"spark": spark_pid(), "metaservice": meta.pid,
                               "worker": worker.pid, "ingest": ingest.pid,
-                              "ingest-customers": ingest_customers.pid})  # fmt: skip
+                              "ingest-customers": ingest_customers.pid,
+                              "probe": probe.pid})  # fmt: skip
         while not stop.is_set():
-            for svc in (meta, worker, ingest, ingest_customers):
+            for svc in (meta, worker, ingest, ingest_customers, probe):
                 svc.check()
             for q in queries:
                 if q.exception() is not None:

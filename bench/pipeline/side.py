@@ -90,3 +90,47 @@ def spark_pid() -> int:
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     return int(proc.pid) if proc is not None else os.getpid()
+
+
+#: both sides' Spark driver heap
+DRIVER_MEMORY = "2g"
+
+
+class ProbeProcess:
+    """A side's reader in a process of its own (``python -m <module>``), so what it costs
+    is measured apart from the pipeline and competes with it only for the cores."""
+
+    def __init__(self, module: str, ns: argparse.Namespace, args: Sequence[str],
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        import subprocess
+        import sys
+
+        self.log_path = ns.work / "probe.log"
+        cmd = [sys.executable, "-m", module, "--work", str(ns.work),
+               "--interval", str(ns.probe_interval), *args]  # fmt: skip
+        with self.log_path.open("wb") as out:
+            # same process group as the side: a side killed with its group takes it along
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+        self.pid = self.proc.pid
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the probe exited ({self.proc.returncode}): {tail}")
+
+    def stop(self) -> None:
+        from logstore.localhost import stop_process
+
+        stop_process(self.proc, 30.0)
+
+
+def probe_args(description: str | None) -> argparse.Namespace:
+    """The options of a probe process (``ProbeProcess``): each side's probe uses its own."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--paths", nargs="*", default=[], help="TABLE=PATH of each table read")
+    ap.add_argument("--warehouse")
+    ap.add_argument("--meta-url")
+    return ap.parse_args()
