@@ -2,6 +2,7 @@
 
 from filestore.bucket import bucket_ids
 from filestore.catalog import Catalog
+from filestore.commit_properties import CommitProperties
 from filestore.data_file import DataFileMeta
 from filestore.errors import (
     BarrierOrderError,
@@ -19,7 +20,7 @@ from filestore.messages import CommitMessage
 from filestore.options import CoreOptions
 from filestore.scan import Split, TableScan
 from filestore.schema import TableSchema
-from filestore.snapshot import Snapshot
+from filestore.snapshot import CommitKind, Snapshot
 from filestore.table import Table
 from filestore.write import TableWrite
 
@@ -27,7 +28,9 @@ __all__ = [
     "BarrierOrderError",
     "Catalog",
     "CommitConflict",
+    "CommitKind",
     "CommitMessage",
+    "CommitProperties",
     "CoreOptions",
     "DataFileMeta",
     "FileStoreError",

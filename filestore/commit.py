@@ -163,9 +163,9 @@ class OverwriteFiles(_RewriteLive):
 
 
 def producer_for(
-    kind: str, overwrite_partition: dict[str, str | None] | None = None
+    kind: CommitKind, overwrite_partition: dict[str, str | None] | None = None
 ) -> SnapshotProducer:
-    """The producer of a commit kind (a ``CommitKind`` or its name)."""
+    """The producer of a commit kind."""
     if kind not in COMMIT_KINDS:
         raise FileStoreError(f"commit kind {kind!r} is not one of {', '.join(COMMIT_KINDS)}")
     if kind == CommitKind.OVERWRITE:

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from filestore.commit import SnapshotCommit, producer_for
+from filestore.commit_properties import CommitProperties
 from filestore.compaction import Compactor, CompactResult, Progress, compact_after_commit
 from filestore.context import TableContext
 from filestore.errors import FileStoreError
@@ -38,7 +39,7 @@ def after_commit(
     ctx: TableContext,
     snapshot: Snapshot,
     messages: Sequence[CommitMessage],
-    kind: str,
+    kind: CommitKind,
     commit_user: str,
 ) -> None:
     """Auto-compaction of the buckets just written, then snapshot expiration (logged,
@@ -64,26 +65,22 @@ class TableCommit:
         self.snapshot_commit = SnapshotCommit(ctx, commit_user)
 
     def commit(
-        self,
-        messages: Sequence[CommitMessage],
-        identifier: int,
-        barrier: int | None = None,
-        log_offsets: dict[int, int] | None = None,
-        kind: str = CommitKind.APPEND,
-        *,
-        overwrite_partition: dict[str, str | None] | None = None,
-        check_identifier: bool = True,
+        self, messages: Sequence[CommitMessage], properties: CommitProperties
     ) -> Snapshot | None:
         """Publish messages as one snapshot (``SnapshotCommit.publish``), then housekeeping.
 
-        Returns the new snapshot; the existing one when ``identifier`` was already
-        committed by this user; the latest (possibly None) when there is nothing to
-        commit (no files, no barrier, no offsets).
+        Returns the new snapshot; the existing one when ``properties.identifier`` was
+        already committed by this user; the latest (possibly None) when there is nothing
+        to commit (no files, no barrier, no offsets).
         """
-        producer = producer_for(kind, overwrite_partition)
+        p = properties
+        partition = dict(p.overwrite_partition) if p.overwrite_partition is not None else None
+        producer = producer_for(p.kind, partition)
+        offsets = dict(p.log_offsets) if p.log_offsets is not None else None
         outcome = self.snapshot_commit.publish(
-            producer, messages, identifier, barrier, log_offsets, check_identifier=check_identifier
-        )
+            producer, messages, p.identifier, p.barrier, offsets,
+            check_identifier=p.check_identifier,
+        )  # fmt: skip
         if outcome.created and outcome.snapshot is not None:
             after_commit(
                 self.ctx, outcome.snapshot, outcome.messages, producer.kind, self.commit_user

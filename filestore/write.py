@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from filestore.bucket_file import key_value_schema
+from filestore.commit_properties import CommitProperties
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
 from filestore.errors import FileStoreError
@@ -238,13 +239,8 @@ class TableWrite:
         else:
             check = True
         try:
-            snap = committer.commit(
-                messages,
-                identifier,
-                barrier=barrier,
-                log_offsets=log_offsets,
-                check_identifier=check,
-            )
+            properties = CommitProperties(identifier, barrier, log_offsets, check_identifier=check)
+            snap = committer.commit(messages, properties)
         except BaseException:
             committer.abort(messages)
             raise

@@ -38,8 +38,10 @@ from bridge.spark.log_sink import abort_staged, commit_to_log, stage_task
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 from bridge.spark.staged import staged_writer
 from bridge.spark.writing import DtsCommitMessage, commit_messages, publish_schema, write_task
+from filestore.commit_properties import CommitProperties
 from filestore.errors import SchemaError
 from filestore.schema import TableSchema, evolve
+from filestore.snapshot import CommitKind
 from logstore.markers import next_barrier_id
 
 if TYPE_CHECKING:
@@ -122,7 +124,7 @@ class DtsBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = open_table_for_lookups(self.opts.common.warehouse, self.opts.common.table)
-        kind = "OVERWRITE" if self.overwrite else "APPEND"
+        kind = CommitKind.OVERWRITE if self.overwrite else CommitKind.APPEND
         msgs = commit_messages(list(messages))
         try:
             try:
@@ -131,10 +133,7 @@ class DtsBatchWriter(DataSourceArrowWriter):
                 table.new_commit(self.commit_user).abort(msgs)
                 raise
             snap = table.new_commit(self.commit_user).commit(
-                msgs,
-                identifier=1,
-                barrier=self.opts.barrier,
-                kind=kind,
+                msgs, CommitProperties(1, self.opts.barrier, kind=kind)
             )
         except BaseException as e:
             with contextlib.suppress(Exception):
@@ -285,8 +284,8 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         except BaseException:
             commit.abort(msgs)
             raise
-        kind = "OVERWRITE" if self.overwrite else "APPEND"
-        snap = commit.commit(msgs, identifier=batchId, barrier=barrier, kind=kind)
+        kind = CommitKind.OVERWRITE if self.overwrite else CommitKind.APPEND
+        snap = commit.commit(msgs, CommitProperties(batchId, barrier, kind=kind))
         meta_jobs.report(self.opts, job_id, snap)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

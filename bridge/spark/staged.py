@@ -26,6 +26,7 @@ from bridge.spark.arrow_schema import spark_arrow_schema
 from bridge.spark.catalog import open_catalog
 from bridge.spark.options import METADATA_COLUMNS, WriteOptions
 from bridge.spark.writing import DtsCommitMessage, commit_messages, write_task
+from filestore.commit_properties import CommitProperties
 from filestore.staging import StagedTable
 
 
@@ -86,7 +87,7 @@ class StagedTableWriter(DataSourceArrowWriter):
         try:
             table = self.staged.table
             snap = table.new_commit(self.commit_user).commit(
-                commit_messages(list(messages)), identifier=1, barrier=self.opts.barrier
+                commit_messages(list(messages)), CommitProperties(1, self.opts.barrier)
             )
             self.staged.commit()
         except BaseException as e:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from bridge.worker import faults
 from bridge.worker.alignment import missing_buckets, next_committable, stale_barriers
 from bridge.worker.prepared import PreparedRecord, PreparedStore
+from filestore import CommitKind, CommitProperties
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +31,7 @@ RECHECK_S = 1.0
 class TableCommitLike(Protocol):
     """The part of ``filestore``'s ``TableCommit`` the committer needs."""
 
-    def commit(
-        self,
-        messages: Sequence[Any],
-        identifier: int,
-        barrier: int | None = None,
-        log_offsets: dict[int, int] | None = None,
-        kind: str = "APPEND",
-    ) -> Any: ...
+    def commit(self, messages: Sequence[Any], properties: CommitProperties) -> Any: ...
 
     def committed_identifier(self) -> int | None: ...
 
@@ -165,10 +159,9 @@ class TableCommitter:
             offsets = {r.bucket: r.next_offset for r in records}
             faults.reach("committing")
             # a truncated barrier replaces the table: its rows are those after the truncate
-            kind = "OVERWRITE" if any(r.truncated for r in records) else "APPEND"
-            snap = self._commit.commit(
-                messages, identifier=barrier, barrier=barrier, log_offsets=offsets, kind=kind
-            )
+            truncated = any(r.truncated for r in records)
+            kind = CommitKind.OVERWRITE if truncated else CommitKind.APPEND
+            snap = self._commit.commit(messages, CommitProperties(barrier, barrier, offsets, kind))
             faults.reach("committed")
             snapshot_id = getattr(snap, "id", None)
         if snapshot_id is None and self._snapshot_id_at is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, Table
+from filestore import Catalog, CommitKind, CommitProperties, Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())])
 Key = tuple[str, int]
@@ -185,7 +185,7 @@ def test_overwrite_with_input_changelog_reports_the_replaced_rows(warehouse: Pat
     w.write(pa.table({"id": [3], "v": ["c"]}, schema=schema))
     messages = w.prepare()
     w.close()
-    second = t.new_commit("ow").commit(messages, identifier=2, kind="OVERWRITE")
+    second = t.new_commit("ow").commit(messages, CommitProperties(2, kind=CommitKind.OVERWRITE))
     assert first is not None and second is not None
     assert t.read().to_pylist() == [{"id": 3, "v": "c"}]
     got = sorted((r["id"], r["_row_kind"]) for r in t.changes(first.id, second.id).to_pylist())

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from filestore import BarrierOrderError, Catalog, CommitConflict, CommitMessage
+from filestore import BarrierOrderError, Catalog, CommitConflict, CommitMessage, CommitProperties
 from filestore.data_file import DataFileMeta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -36,7 +36,9 @@ def test_commit_message_json_round_trip(warehouse: Path) -> None:
     shipped = [CommitMessage.from_json(json.loads(json.dumps(m.to_json()))) for m in messages]
     assert shipped == messages
     assert shipped[0].new_files[0].min_key() is not None
-    snap = t.new_commit("u").commit(shipped, identifier=7, barrier=3, log_offsets={0: 4, 1: 6})
+    snap = t.new_commit("u").commit(
+        shipped, CommitProperties(7, barrier=3, log_offsets={0: 4, 1: 6})
+    )
     assert snap is not None and snap.commit_identifier == 7 and snap.barrier == 3
     assert snap.log_offsets == {0: 4, 1: 6}
     assert t.read().num_rows == 10
@@ -49,19 +51,19 @@ def test_commit_is_idempotent_by_user_and_identifier(warehouse: Path) -> None:
     w.write(_rows([1, 2], "a"))
     messages = w.prepare()
     c = t.new_commit("u")
-    first = c.commit(messages, identifier=1, barrier=100)
-    again = c.commit(messages, identifier=1, barrier=100)
+    first = c.commit(messages, CommitProperties(1, barrier=100))
+    again = c.commit(messages, CommitProperties(1, barrier=100))
     assert first is not None and again is not None and first.id == again.id == 1
     assert len(t.snapshots()) == 1 and c.committed_identifier() == 1
     # another user with the same identifier is a different commit
     w2 = t.new_write("other")
     w2.write(_rows([3], "b"))
-    other = t.new_commit("other").commit(w2.prepare(), identifier=1)
+    other = t.new_commit("other").commit(w2.prepare(), CommitProperties(1))
     assert other is not None and other.id == 2
     # an older identifier of "u" is already covered by identifier 1's successor
     w.write(_rows([4], "c"))
-    assert t.new_commit("u").commit(w.prepare(), identifier=2).id == 3  # type: ignore[union-attr]
-    assert t.new_commit("u").commit([], identifier=1).id == 1  # type: ignore[union-attr]
+    assert t.new_commit("u").commit(w.prepare(), CommitProperties(2)).id == 3  # type: ignore[union-attr]
+    assert t.new_commit("u").commit([], CommitProperties(1)).id == 1  # type: ignore[union-attr]
     assert sorted(t.read().column("id").to_pylist()) == [1, 2, 3, 4]
 
 
@@ -123,8 +125,8 @@ def test_loser_of_a_race_rebases_on_other_buckets(warehouse: Path) -> None:
     a.write(_rows([1], "a"))
     b.write(_rows([2, 3], "b"))
     ma, mb = a.prepare(), b.prepare()
-    assert t.new_commit("a").commit(ma, 1).id == 1  # type: ignore[union-attr]
-    assert t.new_commit("b").commit(mb, 1).id == 2  # type: ignore[union-attr]
+    assert t.new_commit("a").commit(ma, CommitProperties(1)).id == 1  # type: ignore[union-attr]
+    assert t.new_commit("b").commit(mb, CommitProperties(1)).id == 2  # type: ignore[union-attr]
     assert sorted(t.read().column("id").to_pylist()) == [1, 2, 3]
 
 
@@ -135,8 +137,8 @@ def test_interleaved_writers_on_one_bucket_commit_in_commit_order(warehouse: Pat
     b.write(_rows([2, 5, 6], "b1"))
     a.write(_rows([3], "a2"))  # a's sequence range now spans b's
     ma, mb = a.prepare(), b.prepare()
-    t.new_commit("b").commit(mb, 1)
-    snap = t.new_commit("a").commit(ma, 1)  # rebased past b: no conflict, a wins
+    t.new_commit("b").commit(mb, CommitProperties(1))
+    snap = t.new_commit("a").commit(ma, CommitProperties(1))  # rebased past b: no conflict, a wins
     assert snap is not None and snap.id == 2
     assert dict(zip(*t.read().to_pydict().values(), strict=True)) == {
         1: "a1-1",

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, CommitConflict, DataFileMeta, Table
+from filestore import Catalog, CommitConflict, CommitProperties, DataFileMeta, Table
 from filestore.compaction import UniversalPicker
 from filestore.levels import SortedRun, run_counts, sorted_runs
 
@@ -231,7 +231,7 @@ def test_commit_during_compaction_keeps_commit_order(warehouse: Path) -> None:
     fast.commit()
 
     def slow_commits(done: int, total: int) -> None:
-        t.new_commit("slow").commit(late, 1)
+        t.new_commit("slow").commit(late, CommitProperties(1))
 
     result = t.compact(full=True, progress=slow_commits)
     assert result.snapshot is not None

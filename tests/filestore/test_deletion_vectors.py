@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, Table
+from filestore import Catalog, CommitKind, CommitProperties, Table
 from filestore.deletion_vectors import deleted_count
 from filestore.errors import CommitConflict, SchemaError
 from filestore.manifest import ADD, DELETE
@@ -67,7 +67,9 @@ def _apply(t: Table, op: str, step: int, rnd: random.Random) -> None:
         else:
             ids = rnd.sample(range(80), rnd.randint(1, 10))
             w.write(_rows(ids, f"o{step}-"))
-            t.new_commit("w").commit(w.prepare(), identifier=1000 + step, kind="OVERWRITE")
+            t.new_commit("w").commit(
+                w.prepare(), CommitProperties(1000 + step, kind=CommitKind.OVERWRITE)
+            )
     finally:
         w.close()
 
@@ -170,7 +172,7 @@ def test_a_compaction_that_read_rows_deleted_since_is_refused(warehouse: Path) -
     w.close()
     message = CommitMessage((), 0, 1, tuple(new_files), unit.files)
     with pytest.raises(CommitConflict, match="deleted by a concurrent commit"):
-        t.new_commit("compactor").commit([message], identifier=1, kind="COMPACT")
+        t.new_commit("compactor").commit([message], CommitProperties(1, kind=CommitKind.COMPACT))
     assert {r["id"]: r["v"] for r in t.read().to_pylist()} == {1: "b1", 2: "c2", 3: "b3"}
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from filestore import Catalog
+from filestore import Catalog, CommitProperties
 from logstore.localhost import free_port
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is a dev dependency")
@@ -73,8 +73,8 @@ def test_commit_idempotent_by_identifier_on_s3(s3_warehouse: str) -> None:
     w.write(pa.table({"id": [1]}, schema=schema))
     messages = w.prepare()
     commit = t.new_commit("idem")
-    one = commit.commit(messages, identifier=7, barrier=7)
-    again = t.new_commit("idem").commit(messages, identifier=7, barrier=7)
+    one = commit.commit(messages, CommitProperties(7, barrier=7))
+    again = t.new_commit("idem").commit(messages, CommitProperties(7, barrier=7))
     w.close()
     assert one is not None and again is not None and one.id == again.id
     assert [s.commit_identifier for s in t.snapshots()] == [7]

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, Table
+from filestore import Catalog, CommitProperties, Table
 from filestore.snapshot import CommitKind
 
 SCHEMA = pa.schema(
@@ -94,7 +94,9 @@ def test_random_histories_replay_exactly(
             ids = rnd.sample(range(60), rnd.randint(1, 10))
             w.write(_rows(ids, f"o{step}-"))
             messages = w.prepare()
-            t.new_commit("w").commit(messages, identifier=1000 + step, kind="OVERWRITE")
+            t.new_commit("w").commit(
+                messages, CommitProperties(1000 + step, kind=CommitKind.OVERWRITE)
+            )
         w.close()
     snaps = t.snapshots()
     states = {s.id: state_of(t, s.id) for s in snaps}
@@ -163,7 +165,7 @@ def test_concurrent_writer_changelog_uses_the_row_it_replaced(warehouse: Path) -
     prepared = a.prepare()
     b.write(_rows([1], "bb"))
     b.commit()
-    s3 = t.new_commit("a").commit(prepared, identifier=99)
+    s3 = t.new_commit("a").commit(prepared, CommitProperties(99))
     a.close()
     b.close()
     assert s1 and s3

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from bridge.spark.writing import in_barrier_order
+from filestore import CommitProperties
 
 
 def _batch(ids: list[int], kinds: list[str], barriers: list[int | None]) -> pa.RecordBatch:
@@ -69,7 +70,7 @@ def test_a_later_barrier_wins_whichever_task_wrote_last(tmp_path: Path) -> None:
     commit(t, rows(3), barrier=5)
     first = write_task(t, "sink", iter([_task_rows([0, 1], 20.0, 20)]))
     last = write_task(t, "sink", iter([_task_rows([0], 10.0, 10), _task_rows([2], 10.0, 10)]))
-    t.new_commit("sink").commit(commit_messages([first, last]), identifier=1, barrier=20)
+    t.new_commit("sink").commit(commit_messages([first, last]), CommitProperties(1, barrier=20))
     got = {r["id"]: r["v"] for r in t.read().to_pylist()}
     assert got == {0: 20.0, 1: 20.0, 2: 10.0}
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
+from filestore import CommitKind, CommitProperties
 from tests.bridge.spark.support import (
     commit,
     data_snapshots,
@@ -115,7 +116,7 @@ def test_a_range_with_an_overwrite_keeps_the_python_diff(spark: Any, warehouse: 
     w.write(rows(2, start=100))
     messages = w.prepare()
     w.close()
-    b = t.new_commit("ow").commit(messages, identifier=7, kind="OVERWRITE")
+    b = t.new_commit("ow").commit(messages, CommitProperties(7, kind=CommitKind.OVERWRITE))
     df = _changes(spark, warehouse, a.id, b.id)
     assert "(Python)" in _plan(df)
     got = sorted((r.id, r._row_kind) for r in df.collect())

@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from filestore import CommitProperties
 from tests.bridge.spark.support import barriers, commit, into_dts, make_table, rows, sort
 
 pytestmark = pytest.mark.spark
@@ -36,7 +37,7 @@ def test_file_stream_chain_carries_sourcebarriers(
     w.commit(barrier=300)
     _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")  # restart from the checkpoint
     assert sort(t1.read()) == sort(t0.read())
-    t0.new_commit("test").commit([], identifier=99, barrier=400)  # an idle barrier: no rows
+    t0.new_commit("test").commit([], CommitProperties(99, barrier=400))  # an idle barrier: no rows
     _run(dts, warehouse, "db.t0", "db.t1", tmp_path / "ck1")
     assert barriers(t1) == [200, 300, 400]  # the idle barrier propagated too
     for b in (200, 300, 400):

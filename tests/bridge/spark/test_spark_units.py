@@ -16,6 +16,7 @@ from bridge.spark.filters import conjunction
 from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, barrier_of
 from bridge.spark.options import ReadOptions, WriteOptions
 from bridge.spark.plan_log import Barrier, LogScanner, MarkerAt, admit
+from filestore import CommitProperties
 
 
 def test_offsets_round_trip_and_are_deterministic() -> None:
@@ -263,7 +264,7 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
         messages = w.prepare()
         w.close()
         table = open_table_for_lookups(str(warehouse), "db.t")
-        table.new_commit("sink").commit(messages, identifier=i)
+        table.new_commit("sink").commit(messages, CommitProperties(i))
 
     micro_batch(1, list(range(100)))
     writer.file_cache.clear()  # the commits must not lean on the writer's copies

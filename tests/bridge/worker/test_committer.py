@@ -10,6 +10,7 @@ import pytest
 
 from bridge.worker.committer import TableCommitter
 from bridge.worker.prepared import PreparedRecord, PreparedStore
+from filestore import CommitProperties
 
 
 class FakeCommit:
@@ -18,21 +19,15 @@ class FakeCommit:
     def __init__(self) -> None:
         self.snapshots: list[dict[str, Any]] = []
 
-    def commit(
-        self,
-        messages: Any,
-        identifier: int,
-        barrier: Any = None,
-        log_offsets: Any = None,
-        kind: str = "APPEND",
-    ) -> Any:
-        if any(s["identifier"] == identifier for s in self.snapshots):
+    def commit(self, messages: Any, properties: CommitProperties) -> Any:
+        if any(s["identifier"] == properties.identifier for s in self.snapshots):
             return None
         self.snapshots.append(
             {
-                "identifier": identifier,
-                "barrier": barrier,
-                "offsets": log_offsets,
+                "identifier": properties.identifier,
+                "barrier": properties.barrier,
+                "offsets": properties.log_offsets,
+                "kind": properties.kind,
                 "messages": list(messages),
             }
         )
@@ -83,9 +78,7 @@ def test_commits_complete_barriers_in_order_with_offsets(tmp_path: Path) -> None
 def test_recommit_after_crash_is_a_no_op(tmp_path: Path) -> None:
     store, fake = _store(tmp_path), FakeCommit()
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))
-    fake.commit(
-        ["a"], identifier=100, barrier=100, log_offsets={0: 11}
-    )  # committed, crash before cleanup
+    fake.commit(["a"], CommitProperties(100, 100, {0: 11}))  # committed, crash before cleanup
     c = TableCommitter("db.t", 1, store, fake, lambda m: m["id"])
     assert c.last_committed == 100
     assert c.commit_ready() == []
@@ -145,7 +138,7 @@ def test_a_barrier_the_previous_committer_finished_late_is_not_waited_for(
     past it already) never will. The new committer must see 100 is done and go on."""
     store, fake = _store(tmp_path), FakeCommit()
     new = TableCommitter("db.t", 2, store, fake, lambda m: m["id"], recheck_s=0.0)
-    fake.commit(["a", "b"], identifier=100, barrier=100)  # the old committer, a moment later
+    fake.commit(["a", "b"], CommitProperties(100, 100))  # the old committer, a moment later
     store.put(PreparedRecord(100, 0, 11, [{"id": "a"}]))  # redone by the new owner
     store.put(PreparedRecord(200, 0, 21, [{"id": "c"}]))
     store.put(PreparedRecord(200, 1, 22, [{"id": "d"}]))

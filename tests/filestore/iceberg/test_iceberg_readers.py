@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from filestore import Catalog, Table
+from filestore import Catalog, CommitKind, CommitProperties, Table
 from tests.filestore.test_stored_changelog import _rows
 
 CACHE = Path(os.environ.get("DTS_CACHE") or Path.home() / ".cache" / "dts")
@@ -86,7 +86,9 @@ def _apply(t: Table, op: str, step: int, rnd: random.Random) -> None:
                 w.flush()
                 w.write(rows.slice(0, len(ids) // 2 + 1))
             if op == "overwrite":
-                t.new_commit("w").commit(w.prepare(), identifier=1000 + step, kind="OVERWRITE")
+                t.new_commit("w").commit(
+                    w.prepare(), CommitProperties(1000 + step, kind=CommitKind.OVERWRITE)
+                )
             else:
                 w.commit()
         elif op == "compact":
