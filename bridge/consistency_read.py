@@ -17,6 +17,7 @@ from bridge.meta.consistency import consistent_version
 from bridge.meta.filestore_source import FileStoreBarriers
 from bridge.meta.versions import (
     ConsistencyMode,
+    ConsistencyModeName,
     ConsistentVersion,
     TableVersion,
     normalize_table_name,
@@ -44,7 +45,7 @@ def resolve_version(
     *,
     catalog: Catalog | None = None,
     meta_url: str | None = None,
-    mode: ConsistencyMode | str = ConsistencyMode.STRONG,
+    mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
 ) -> ConsistentVersion:
     """The consistent version of ``tables``, from the MetaService or from the FileStore.
 
@@ -75,7 +76,7 @@ def consistent_read_tables(
     tables: Sequence[str],
     *,
     meta_url: str | None = None,
-    mode: ConsistencyMode | str = ConsistencyMode.STRONG,
+    mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
     columns: Sequence[str] | None = None,
 ) -> ConsistentTables[pa.Table]:
     """``{table: pa.Table}`` read through the FileStore API at one consistent barrier."""
@@ -99,7 +100,7 @@ def consistent_read(
     *,
     warehouse: str | Path,
     meta_url: str | None = None,
-    mode: ConsistencyMode | str = ConsistencyMode.STRONG,
+    mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
 ) -> ConsistentTables[DataFrame]:
     """``{table: DataFrame}`` read with the ``dts`` Spark source at one consistent barrier."""
     catalog = None

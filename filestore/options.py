@@ -6,15 +6,18 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, TypeVar, get_args
 
 from filestore.errors import InvalidOption
 
-MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+MergeEngine = Literal["deduplicate", "partial-update", "aggregation", "first-row"]
+MERGE_ENGINES: tuple[MergeEngine, ...] = get_args(MergeEngine)
 # auto (default): every APPEND commit stores its exact changelog. A writer whose input is
 # already a full changelog (TableWrite(input_changelog=True)) stores it as written; any other
 # commit on a primary-key table looks up the old values of the keys it writes (commit_lookup).
 # An append-only table's new data files are their own (+I) changelog.
-CHANGELOG_PRODUCERS = ("auto", "none", "input", "lookup")
+ChangelogProducer = Literal["auto", "none", "input", "lookup"]
+CHANGELOG_PRODUCERS: tuple[ChangelogProducer, ...] = get_args(ChangelogProducer)
 AGGREGATE_FUNCTIONS = (
     "sum",
     "min",
@@ -30,7 +33,11 @@ FILE_FORMATS = ("parquet",)
 # a value a Debezium source did not send (its placeholder, e.g. PostgreSQL's unchanged
 # TOASTed column under REPLICA IDENTITY DEFAULT): refuse the record (a bad record), or keep
 # the column's current value (a partial update, from the worker's per-bucket state)
-UNAVAILABLE_VALUES = ("refuse", "keep-current")
+UnavailableValues = Literal["refuse", "keep-current"]
+UNAVAILABLE_VALUES: tuple[UnavailableValues, ...] = get_args(UnavailableValues)
+IcebergStorage = Literal["disabled", "table-location"]
+LogConsistency = Literal["transactional", "eventual"]
+LogChangelogMode = Literal["all", "upsert", "auto"]
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20}
 _SIZE_UNITS |= {"gb": 1 << 30, "g": 1 << 30}
@@ -124,11 +131,18 @@ def _int(options: Mapping[str, str], key: str, default: int, minimum: int) -> in
     return value
 
 
-def _choice(options: Mapping[str, str], key: str, default: str, choices: tuple[str, ...]) -> str:
+_Word = TypeVar("_Word", bound=str)
+
+
+def _choice(
+    options: Mapping[str, str], key: str, default: _Word, choices: tuple[_Word, ...]
+) -> _Word:
+    """The option's value as one of ``choices`` (a ``Literal``'s words)."""
     value = options.get(key, default)
-    if value not in choices:
-        raise InvalidOption(f"option {key!r}: {value!r} is not one of {', '.join(choices)}")
-    return value
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise InvalidOption(f"option {key!r}: {value!r} is not one of {', '.join(choices)}")
 
 
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
@@ -169,7 +183,7 @@ class CoreOptions:
     raw: dict[str, str] = field(default_factory=dict)
     num_buckets: int = 1  # option ``bucket``
     bucket_key: tuple[str, ...] = ()
-    merge_engine: str = "deduplicate"
+    merge_engine: MergeEngine = "deduplicate"
     write_buffer_size: int = 256 << 20
     file_format: str = "parquet"
     file_compression: str = "zstd"
@@ -185,21 +199,21 @@ class CoreOptions:
     snapshot_num_retained_min: int = 10
     snapshot_num_retained_max: int = 2**31 - 1
     snapshot_time_retained_ms: int = 3_600_000
-    changelog_producer: str = "auto"
+    changelog_producer: ChangelogProducer = "auto"
     change_tracking: bool = True
     # merge-on-write: commits mark superseded rows, reads merge nothing (deletion_vectors.py)
     deletion_vectors: bool = False
     # Iceberg metadata beside the table's own (filestore.iceberg): disabled, table-location
-    iceberg_storage: str = "disabled"
+    iceberg_storage: IcebergStorage = "disabled"
     # decoded data files a table handle keeps for its commits' lookups (file_cache.py)
     lookup_cache_max_memory: int = 128 << 20
-    log_consistency: str = "transactional"
-    log_changelog_mode: str = "auto"
+    log_consistency: LogConsistency = "transactional"
+    log_changelog_mode: LogChangelogMode = "auto"
     barrier_interval_ms: int = 1000
     log_retention_ms: int = 7 * 86_400_000
     # aggregation engine: a -D removes the whole key instead of retracting its values
     aggregation_remove_record_on_delete: bool = False
-    log_unavailable_values: str = "refuse"
+    log_unavailable_values: UnavailableValues = "refuse"
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> CoreOptions:
@@ -234,16 +248,16 @@ class CoreOptions:
             change_tracking=_bool(raw, "change-tracking", True),
             deletion_vectors=_bool(raw, "deletion-vectors.enabled", False),
             iceberg_storage=_choice(
-                raw, "metadata.iceberg.storage", "disabled", ("disabled", "table-location")
+                raw, "metadata.iceberg.storage", "disabled", get_args(IcebergStorage)
             ),
             lookup_cache_max_memory=parse_size(
                 raw.get("lookup.cache-max-memory-size", "128 mb"), "lookup.cache-max-memory-size"
             ),
             log_consistency=_choice(
-                raw, "log.consistency", "transactional", ("transactional", "eventual")
+                raw, "log.consistency", "transactional", get_args(LogConsistency)
             ),
             log_changelog_mode=_choice(
-                raw, "log.changelog-mode", "auto", ("all", "upsert", "auto")
+                raw, "log.changelog-mode", "auto", get_args(LogChangelogMode)
             ),
             barrier_interval_ms=parse_duration_ms(
                 raw.get("barrier.interval", "1 s"), "barrier.interval"

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import WireValueError
+from logstore.spec import DecimalMode
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def _semantics_of_schema_doc(doc: Any) -> dict[str, Semantic]:
     return out
 
 
-def schemaless_decimals(schema: pa.Schema, decimal_mode: str) -> dict[str, ColumnForm]:
+def schemaless_decimals(schema: pa.Schema, decimal_mode: DecimalMode) -> dict[str, ColumnForm]:
     """The forms of decimal columns in records without a schema: base64 at the column's
     scale in Debezium's ``precise`` mode, else as parsed (text or numbers)."""
     if decimal_mode != "precise":
@@ -195,13 +196,16 @@ def json_number_fields(values: Iterable[bytes], schema: pa.Schema, limit: int = 
     return found
 
 
-def schemaless_plan(schema: pa.Schema, decimal_mode: str) -> Plan:
+def schemaless_plan(schema: pa.Schema, decimal_mode: DecimalMode) -> Plan:
     """The plan a log starts with: nothing but its decimal mode's forms."""
     return tuple(sorted(schemaless_decimals(schema, decimal_mode).items()))
 
 
 def probe_plan(
-    values: Iterable[bytes], schema: pa.Schema, decimal_mode: str = "string", limit: int = 32
+    values: Iterable[bytes],
+    schema: pa.Schema,
+    decimal_mode: DecimalMode = "string",
+    limit: int = 32,
 ) -> tuple[Plan, bool]:
     """A plan guessed from a batch's first records, and whether it came from a schema.
 

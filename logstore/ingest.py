@@ -57,7 +57,7 @@ from logstore.ingest_sources import (
     assigned_consumer,
     source_spec,
 )
-from logstore.spec import LogSpec
+from logstore.spec import DecimalMode, LogSpec
 from logstore.transactions import (
     DONE_KEPT,
     TransactionTracker,
@@ -91,7 +91,7 @@ class Ingestor:
         barrier_interval_s: float = 1.0,
         lenient: bool = False,
         max_records: int = 20_000,
-        decimal_mode: str = "precise",
+        decimal_mode: DecimalMode = "precise",
         transaction_topic: str | None = None,
         more: Sequence[IngestSource] = (),
         collection: str | None = None,

@@ -17,7 +17,7 @@ from logstore.client_config import confluent_config
 from logstore.codec import Bucketer, Decoded
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import LogStoreError
-from logstore.spec import LogSpec
+from logstore.spec import DecimalMode, LogSpec
 from logstore.topics import describe_topic
 
 
@@ -34,7 +34,7 @@ class IngestStats:
     last_barrier: int | None = None
 
 
-def source_spec(spec: LogSpec, source_topic: str, decimal_mode: str = "precise") -> LogSpec:
+def source_spec(spec: LogSpec, source_topic: str, decimal_mode: DecimalMode = "precise") -> LogSpec:
     """How source records are read: upsert semantics with a key (Debezium's ``u`` may
     lack ``before``, e.g. PostgreSQL without REPLICA IDENTITY FULL), and decimals in
     records without a schema as the connector's ``decimal.handling.mode`` writes them

@@ -4,18 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import pyarrow as pa
 
 from logstore.errors import LogSpecError
 
-CONSISTENCIES = ("transactional", "eventual")
-CHANGELOG_MODES = ("all", "upsert", "auto")
+Consistency = Literal["transactional", "eventual"]
+ChangelogMode = Literal["all", "upsert", "auto"]
+CONSISTENCIES: tuple[Consistency, ...] = get_args(Consistency)
+CHANGELOG_MODES: tuple[ChangelogMode, ...] = get_args(ChangelogMode)
 # How a record without an embedded schema carries a DECIMAL (Debezium's
 # decimal.handling.mode): `string` and `double` as JSON text or numbers (dts's own logs
 # write strings); `precise` (Debezium's default) as base64 of the unscaled two's-complement
 # bytes, at the column's declared scale. A record with a schema says for itself.
-DECIMAL_MODES = ("string", "precise", "double")
+DecimalMode = Literal["string", "precise", "double"]
+DECIMAL_MODES: tuple[DecimalMode, ...] = get_args(DecimalMode)
+#: Debezium's placeholder for a value not sent: "refuse" (a bad record) or "keep-current"
+#: (passed on; the worker fills in the key's current value)
+UnavailableValues = Literal["refuse", "keep-current"]
+
+
+def decimal_mode(value: str) -> DecimalMode:
+    """``value`` as a decimal mode (from a command line or a setting)."""
+    for mode in DECIMAL_MODES:
+        if value == mode:
+            return mode
+    raise LogSpecError(f"decimal mode must be one of {DECIMAL_MODES}, got {value!r}")
+
 
 #: Columns the LogStore adds to the rows it reads; a table may not use these names.
 ROW_KIND = "_row_kind"
@@ -41,15 +57,13 @@ class LogSpec:
     schema: pa.Schema
     primary_key: list[str] = field(default_factory=list)
     buckets: int = 1
-    consistency: str = "transactional"
-    changelog_mode: str = "auto"
+    consistency: Consistency = "transactional"
+    changelog_mode: ChangelogMode = "auto"
     retention_ms: int | None = None
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
-    decimal_mode: str = "string"
-    # Debezium's placeholder for a value not sent: "refuse" (a bad record) or
-    # "keep-current" (passed on; the worker fills in the key's current value)
-    unavailable_values: str = "refuse"
+    decimal_mode: DecimalMode = "string"
+    unavailable_values: UnavailableValues = "refuse"
 
     def __post_init__(self) -> None:
         if not self.topic:
@@ -71,7 +85,7 @@ class LogSpec:
                 f"{self.topic}: decimal mode must be one of {DECIMAL_MODES}, "
                 f"got {self.decimal_mode!r}"
             )
-        if self.unavailable_values not in ("refuse", "keep-current"):
+        if self.unavailable_values not in get_args(UnavailableValues):
             raise LogSpecError(
                 f"{self.topic}: log.unavailable-values must be refuse or keep-current, "
                 f"got {self.unavailable_values!r}"

@@ -19,6 +19,8 @@ from filestore import Catalog, Table
 from filestore.errors import FileStoreError
 from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged, WriterStuckError
 from logstore.ingest import Ingestor, IngestSource, IngestStats
+from logstore.spec import DECIMAL_MODES
+from logstore.spec import decimal_mode as parse_decimal_mode
 from logstore.topics import ensure_reachable
 
 
@@ -72,7 +74,7 @@ from logstore.topics import ensure_reachable
 )
 @click.option(
     "--decimal-mode",
-    type=click.Choice(["precise", "string", "double"]),
+    type=click.Choice(DECIMAL_MODES),
     default="precise",
     show_default=True,
     help="How records without a schema carry DECIMALs: the connector's "
@@ -160,7 +162,7 @@ def ingest(
                 transactional_id=group if len(pairs) > 1 else None,
                 barrier_interval_s=interval,
                 lenient=lenient,
-                decimal_mode=decimal_mode,
+                decimal_mode=parse_decimal_mode(decimal_mode),  # click.Choice checked it
                 transaction_topic=transaction_topic,
                 collection=named.get(topic),
                 more=[

@@ -282,7 +282,7 @@ def report(
 def consistent_version(tables: tuple[str, ...], mode: str, url: str, as_json: bool) -> None:
     """The barrier and snapshots to read TABLES together, and who holds them back."""
     with _client(url) as c:
-        v = _run(lambda: c.consistent_version(list(tables), mode))
+        v = _run(lambda: c.consistent_version(list(tables), ConsistencyMode(mode)))
     if as_json:
         _print(v, True)
         return

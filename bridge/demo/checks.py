@@ -26,6 +26,7 @@ from bridge.demo.model import (
     totals_from_enriched,
 )
 from bridge.meta.errors import MetaError
+from bridge.meta.versions import ConsistencyModeName
 from filestore import Catalog
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ READ_TABLES = (ORDERS, ENRICHED, TOTALS)
 class ReadCheck:
     """One consistent read of orders and its two derived tables, checked against each other."""
 
-    mode: str
+    mode: ConsistencyModeName
     barrier: int | None = None
     versions: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
@@ -57,7 +58,11 @@ class ReadCheck:
 
 
 def check_read(
-    spark: SparkSession | None, catalog: Catalog, warehouse: str, meta_url: str, mode: str
+    spark: SparkSession | None,
+    catalog: Catalog,
+    warehouse: str,
+    meta_url: str,
+    mode: ConsistencyModeName,
 ) -> ReadCheck:
     """Read orders, orders_enriched and customer_totals together (``mode`` strong or weak)
     through the MetaService; with ``spark`` as DataFrames, else through the FileStore API."""

@@ -35,6 +35,7 @@ from bridge.meta.models import (
     TableStatus,
     Trace,
 )
+from bridge.meta.versions import ConsistencyModeName
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,9 @@ class MetaClient:
     # ---- consistency and lineage ---------------------------------------------------------
 
     def consistent_version(
-        self, tables: Sequence[str], mode: ConsistencyMode | str = ConsistencyMode.STRONG
+        self,
+        tables: Sequence[str],
+        mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
     ) -> ConsistentVersion:
         params = {"tables": list(tables), "mode": ConsistencyMode(mode).value}
         return _CONSISTENT_VERSION.validate_python(

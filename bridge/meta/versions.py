@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 DEFAULT_DATABASE = "default"
 # db and table parts at most 127 characters each, so "default." + table still fits 255
@@ -37,6 +37,10 @@ def normalize_table_name(name: str) -> str:
 class ConsistencyMode(StrEnum):
     STRONG = "strong"
     WEAK = "weak"
+
+
+#: a consistency mode by name, where callers give a word
+ConsistencyModeName = Literal["strong", "weak"]
 
 
 @dataclass
