@@ -246,6 +246,10 @@ class LogFetcher:
     # -- is the log there? --------------------------------------------------------------
 
     def _on_client_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the group id it requires, but this
+            # consumer never joins nor commits: the worker needs no ACL on that group
+            return
         if err.code() in _LINK_ERRORS:
             self._link_error = err.str()
             self._suspect_until = time.monotonic() + SUSPECT_S
@@ -334,7 +338,7 @@ class LogFetcher:
     def _check_errors(self, errors: list[Any]) -> None:
         for m in errors:
             err: KafkaError = m.error()
-            if err.code() in _LINK_ERRORS:
+            if err.code() in (*_LINK_ERRORS, KafkaError.GROUP_AUTHORIZATION_FAILED):
                 self._on_client_error(err)
                 continue
             if err.fatal() or err.code() in (

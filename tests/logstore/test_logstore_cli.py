@@ -305,3 +305,54 @@ def test_dts_ingest_reads_precise_decimals_exactly_never_as_numbers(
         log = _read_log(broker.bootstrap, table)
         got = dict(zip(log["id"].to_pylist(), log["amount"].to_pylist(), strict=True))
         assert got == {i: decimal.Decimal(a) for i, a in enumerate(amounts)}, mode
+
+
+@pytest.mark.apache_kafka
+def test_dts_broker_secure_prints_the_ca_and_client_settings_never_a_password(
+    tmp_path: Path,
+) -> None:
+    """`dts broker --secure`: SASL_SSL only, the admin's settings work, a user has none yet."""
+    from logstore.client_config import client_settings
+
+    data = tmp_path / "b"
+    cmd = [sys.executable, "-m", "bridge.cli", "broker", "--port", "0", "--secure"]
+    proc = subprocess.Popen(
+        [*cmd, "--user", "app", "--data", str(data)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while len(out) < 4:  # bootstrap, CA, the admin's and app's settings
+            line = proc.stdout.readline()
+            assert line, f"dts broker ended: {proc.stderr.read() if proc.stderr else ''}"
+            out.append(line.strip())
+        bootstrap = out[0].removeprefix("bootstrap: ")
+        assert out[1] == f"ca: {data / 'tls' / 'ca.pem'}"
+        admin_props = Path(out[2].removeprefix("client properties: "))
+        app_props = Path(out[3].removeprefix("client properties (app): "))
+        admin = client_settings({"DTS_KAFKA_CONFIG": str(admin_props)})
+        assert admin["security.protocol"] == "SASL_SSL"
+        assert admin["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert (
+            AdminClient({"bootstrap.servers": bootstrap, **admin}).list_topics(timeout=10).brokers
+        )
+        app = client_settings({"DTS_KAFKA_CONFIG": str(app_props)})
+        assert app["sasl.username"] == "app"
+        # authenticated, but no ACL lets app see or make anything
+        app_admin = AdminClient({"bootstrap.servers": bootstrap, **app})
+        assert app_admin.list_topics(timeout=10).topics == {}
+        plain = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        with pytest.raises(Exception):  # noqa: B017  # no plaintext listener at all
+            plain.list_topics(timeout=3)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    printed = "\n".join(out) + rest + err
+    for password in (admin["sasl.password"], app["sasl.password"]):
+        assert password not in printed
+    assert oct(admin_props.stat().st_mode & 0o777) == "0o600"

@@ -1,0 +1,168 @@
+"""The pipeline against a secured broker: SASL_SSL with SCRAM-SHA-512, TLS, ACLs enforced.
+
+The admin grants each principal its ACLs; the LogWriter (principal ``writer``) and
+``dts worker`` (principal ``worker``) take their settings from a client properties file
+(``DTS_KAFKA_CONFIG``), as a user's would, and the table equals what was written. A wrong
+password and a principal allowed only to read a table's topic fail with errors naming
+what is wrong, never showing a password.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from bridge.tables import log_spec_for
+from logstore.acls import Acl, grant
+from logstore.broker import EmbeddedBroker
+from logstore.broker_security import BrokerSecurity, write_client_properties
+from logstore.errors import BrokerAuthenticationError, WriterNotAuthorizedError
+from logstore.writer import default_transactional_id
+from tests.bridge.worker.support import (
+    Changelog,
+    create_table,
+    latest_barrier,
+    log_writer,
+    produce,
+    rows_at,
+    start_worker,
+    wait_for,
+)
+
+pytestmark = pytest.mark.apache_kafka
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    work = tmp_path_factory.mktemp("secured-broker")
+    security = BrokerSecurity.generated("writer", "worker", "reader")
+    with EmbeddedBroker(security=security, log_path=work / "broker.log") as b:
+        yield b
+
+
+def _admin(broker: EmbeddedBroker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap, **broker.client_settings()})
+
+
+def _properties(broker: EmbeddedBroker, user: str, where: Path, **changes: str) -> Path:
+    settings = {**broker.client_settings(user), **changes}
+    return write_client_properties(where / f"{user}-{uuid.uuid4().hex[:6]}.properties", settings)
+
+
+def writer_acls(topic: str) -> list[Acl]:
+    """What the LogWriter needs for one table: its topic, its transactional id."""
+    tid = default_transactional_id_for(topic)
+    return [
+        *(Acl("Topic", topic, op) for op in ("CREATE", "DESCRIBE", "WRITE", "READ")),
+        *(Acl("TransactionalId", tid, op) for op in ("DESCRIBE", "WRITE")),
+    ]
+
+
+def worker_acls(topic: str, group: str) -> list[Acl]:
+    """What `dts worker` needs for one table: read its topic, in its consumer group."""
+    return [
+        *(Acl("Topic", topic, op) for op in ("DESCRIBE", "READ")),
+        Acl("Group", group, "READ"),
+    ]
+
+
+def default_transactional_id_for(topic: str) -> str:
+    return f"dts-writer-{topic}"
+
+
+def test_pipeline_runs_with_least_privilege(
+    secured: EmbeddedBroker,
+    warehouse: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = create_table(warehouse, buckets=2)
+    spec = log_spec_for(table)
+    assert default_transactional_id(spec) == default_transactional_id_for(spec.topic)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    admin = _admin(secured)
+    grant(admin, "writer", writer_acls(spec.topic))
+    grant(admin, "worker", worker_acls(spec.topic, group))
+
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "writer", tmp_path)))
+    log = Changelog(seed=4)
+    writer = log_writer(table, secured.bootstrap)
+    worker = None
+    try:
+        barriers = produce(writer, log, barriers=3, rows_per_barrier=100)
+        worker_config = _properties(secured, "worker", tmp_path)
+        worker = start_worker(
+            warehouse,
+            secured.bootstrap,
+            [table.name],
+            group,
+            tmp_path,
+            env={"DTS_KAFKA_CONFIG": str(worker_config)},
+        )
+        wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the barriers", worker)
+        barriers += produce(writer, log, barriers=2, rows_per_barrier=50)
+        wait_for(lambda: latest_barrier(table) == barriers[-1], 60, "the new barriers", worker)
+        for b in barriers:
+            assert rows_at(table, b) == log.expected(b), f"barrier {b}"
+    finally:
+        writer.close(final_barrier=False)
+        code = worker.stop() if worker is not None else 0
+    assert code == 0, worker.tail() if worker is not None else ""
+    out = worker.output()
+    assert "authorization failed" not in out.lower(), worker.tail()  # no ACL was missing
+    for password in secured.security.users.values():  # type: ignore[union-attr]
+        assert password not in out
+
+
+def test_a_wrong_password_is_refused_by_name(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = create_table(warehouse, buckets=1)
+    wrong = "not-" + uuid.uuid4().hex
+    config = _properties(secured, "writer", tmp_path, **{"sasl.password": wrong})
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(config))
+    with pytest.raises(
+        BrokerAuthenticationError, match="refused the credentials of user 'writer'"
+    ) as e:
+        log_writer(table, secured.bootstrap)
+    assert "SCRAM-SHA-512" in str(e.value) and wrong not in str(e.value)
+
+
+def test_a_reader_cannot_write_a_tables_log(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = create_table(warehouse, buckets=1)
+    spec = log_spec_for(table)
+    admin = _admin(secured)
+    grant(admin, "writer", writer_acls(spec.topic))
+    grant(admin, "reader", [Acl("Topic", spec.topic, op) for op in ("DESCRIBE", "READ")])
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "writer", tmp_path)))
+    rows = pa.table({"id": [1], "v": ["a"], "n": [1]})
+    writer = log_writer(table, secured.bootstrap)
+    try:
+        writer.write(rows)
+        writer.barrier()
+    finally:
+        writer.close(final_barrier=False)
+
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "reader", tmp_path)))
+    tid = default_transactional_id(spec)
+    with pytest.raises(WriterNotAuthorizedError) as e:
+        log_writer(table, secured.bootstrap)
+    assert f"User:reader, which lacks WRITE and DESCRIBE on TransactionalId {tid!r}" in str(e.value)
+
+    # with the writer's transactional id too, the topic itself still refuses the write
+    grant(admin, "reader", [Acl("TransactionalId", tid, op) for op in ("DESCRIBE", "WRITE")])
+    writer = log_writer(table, secured.bootstrap)  # the barrier scan reads with READ alone
+    try:
+        writer.write(rows)
+        with pytest.raises(WriterNotAuthorizedError) as e:
+            writer.barrier()
+    finally:
+        writer.close(final_barrier=False)
+    assert f"User:reader, which lacks WRITE on Topic {spec.topic!r}" in str(e.value)
