@@ -20,9 +20,10 @@ from confluent_kafka.admin import AdminClient
 from bridge.tables import log_spec_for
 from logstore.acls import Acl, grant
 from logstore.broker import EmbeddedBroker
-from logstore.broker_security import BrokerSecurity, write_client_properties
+from logstore.broker_security import BrokerSecurity
 from logstore.errors import BrokerAuthenticationError, WriterNotAuthorizedError
 from logstore.writer import default_transactional_id
+from tests.bridge.worker.secured import client_properties, worker_acls, writer_acls
 from tests.bridge.worker.support import (
     Changelog,
     create_table,
@@ -49,32 +50,6 @@ def _admin(broker: EmbeddedBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap, **broker.client_settings()})
 
 
-def _properties(broker: EmbeddedBroker, user: str, where: Path, **changes: str) -> Path:
-    settings = {**broker.client_settings(user), **changes}
-    return write_client_properties(where / f"{user}-{uuid.uuid4().hex[:6]}.properties", settings)
-
-
-def writer_acls(topic: str) -> list[Acl]:
-    """What the LogWriter needs for one table: its topic, its transactional id."""
-    tid = default_transactional_id_for(topic)
-    return [
-        *(Acl("Topic", topic, op) for op in ("CREATE", "DESCRIBE", "WRITE", "READ")),
-        *(Acl("TransactionalId", tid, op) for op in ("DESCRIBE", "WRITE")),
-    ]
-
-
-def worker_acls(topic: str, group: str) -> list[Acl]:
-    """What `dts worker` needs for one table: read its topic, in its consumer group."""
-    return [
-        *(Acl("Topic", topic, op) for op in ("DESCRIBE", "READ")),
-        Acl("Group", group, "READ"),
-    ]
-
-
-def default_transactional_id_for(topic: str) -> str:
-    return f"dts-writer-{topic}"
-
-
 def test_pipeline_runs_with_least_privilege(
     secured: EmbeddedBroker,
     warehouse: Path,
@@ -83,19 +58,20 @@ def test_pipeline_runs_with_least_privilege(
 ) -> None:
     table = create_table(warehouse, buckets=2)
     spec = log_spec_for(table)
-    assert default_transactional_id(spec) == default_transactional_id_for(spec.topic)
     group = f"g-{uuid.uuid4().hex[:8]}"
     admin = _admin(secured)
-    grant(admin, "writer", writer_acls(spec.topic))
+    grant(admin, "writer", writer_acls(spec.topic, default_transactional_id(spec)))
     grant(admin, "worker", worker_acls(spec.topic, group))
 
-    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "writer", tmp_path)))
+    monkeypatch.setenv(
+        "DTS_KAFKA_CONFIG", str(client_properties(secured.client_settings, "writer", tmp_path))
+    )
     log = Changelog(seed=4)
     writer = log_writer(table, secured.bootstrap)
     worker = None
     try:
         barriers = produce(writer, log, barriers=3, rows_per_barrier=100)
-        worker_config = _properties(secured, "worker", tmp_path)
+        worker_config = client_properties(secured.client_settings, "worker", tmp_path)
         worker = start_worker(
             warehouse,
             secured.bootstrap,
@@ -124,7 +100,9 @@ def test_a_wrong_password_is_refused_by_name(
 ) -> None:
     table = create_table(warehouse, buckets=1)
     wrong = "not-" + uuid.uuid4().hex
-    config = _properties(secured, "writer", tmp_path, **{"sasl.password": wrong})
+    config = client_properties(
+        secured.client_settings, "writer", tmp_path, **{"sasl.password": wrong}
+    )
     monkeypatch.setenv("DTS_KAFKA_CONFIG", str(config))
     with pytest.raises(
         BrokerAuthenticationError, match="refused the credentials of user 'writer'"
@@ -139,9 +117,11 @@ def test_a_reader_cannot_write_a_tables_log(
     table = create_table(warehouse, buckets=1)
     spec = log_spec_for(table)
     admin = _admin(secured)
-    grant(admin, "writer", writer_acls(spec.topic))
+    grant(admin, "writer", writer_acls(spec.topic, default_transactional_id(spec)))
     grant(admin, "reader", [Acl("Topic", spec.topic, op) for op in ("DESCRIBE", "READ")])
-    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "writer", tmp_path)))
+    monkeypatch.setenv(
+        "DTS_KAFKA_CONFIG", str(client_properties(secured.client_settings, "writer", tmp_path))
+    )
     rows = pa.table({"id": [1], "v": ["a"], "n": [1]})
     writer = log_writer(table, secured.bootstrap)
     try:
@@ -150,7 +130,9 @@ def test_a_reader_cannot_write_a_tables_log(
     finally:
         writer.close(final_barrier=False)
 
-    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(_properties(secured, "reader", tmp_path)))
+    monkeypatch.setenv(
+        "DTS_KAFKA_CONFIG", str(client_properties(secured.client_settings, "reader", tmp_path))
+    )
     tid = default_transactional_id(spec)
     with pytest.raises(WriterNotAuthorizedError) as e:
         log_writer(table, secured.bootstrap)

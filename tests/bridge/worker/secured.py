@@ -1,0 +1,36 @@
+"""Helpers of the tests against a secured broker or cluster: each principal's ACLs and
+client properties file."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from logstore.acls import Acl
+from logstore.broker_security import write_client_properties
+
+
+def writer_acls(topic: str, transactional_id: str) -> list[Acl]:
+    """What the LogWriter needs for one table: its topic, its transactional id."""
+    return [
+        *(Acl("Topic", topic, op) for op in ("CREATE", "DESCRIBE", "WRITE", "READ")),
+        *(Acl("TransactionalId", transactional_id, op) for op in ("DESCRIBE", "WRITE")),
+    ]
+
+
+def worker_acls(topic: str, group: str) -> list[Acl]:
+    """What `dts worker` needs for one table: read its topic, in its consumer group."""
+    return [
+        *(Acl("Topic", topic, op) for op in ("DESCRIBE", "READ")),
+        Acl("Group", group, "READ"),
+    ]
+
+
+def client_properties(
+    settings: Callable[[str], dict[str, str]], user: str, where: Path, **changes: str
+) -> Path:
+    """``user``'s settings (``settings``: the broker's or cluster's ``client_settings``) as a
+    properties file, with ``changes`` over them."""
+    path = where / f"{user}-{uuid.uuid4().hex[:6]}.properties"
+    return write_client_properties(path, {**settings(user), **changes})
