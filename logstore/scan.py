@@ -49,10 +49,10 @@ def log_entry(topic: str, msg: Any) -> LogEntry | None:
     return LogEntry(p, offset, parse_marker(p, offset, msg.headers()), False)
 
 
-def _group_refused(msg: Any) -> bool:
-    """The broker refused the consumer's group: harmless to a scan, which never joins it nor
-    commits (librdkafka needs a group id and looks its coordinator up all the same), so a
-    principal with READ on the topic alone can scan it."""
+def group_refused(msg: Any) -> bool:
+    """The broker refused the consumer's group: harmless to a consumer that never joins it
+    nor commits (a scan, a reader: librdkafka needs a group id and looks its coordinator up
+    all the same), so a principal with READ on the topic alone can read it."""
     from confluent_kafka import KafkaError
 
     err = msg.error()
@@ -84,7 +84,7 @@ def scan_range(
                     f"{left} within {timeout_s:.0f} s"
                 )
             for msg in consumer.consume(num_messages=10_000, timeout=_POLL_S):
-                if _group_refused(msg):
+                if group_refused(msg):
                     continue
                 p = int(msg.partition())
                 if p not in ranges:

@@ -34,3 +34,15 @@ def client_properties(
     properties file, with ``changes`` over them."""
     path = where / f"{user}-{uuid.uuid4().hex[:6]}.properties"
     return write_client_properties(path, {**settings(user), **changes})
+
+
+def ingest_acls(source: str, topic: str) -> list[Acl]:
+    """What `dts ingest` needs to copy ``source`` into a table's log ``topic``: read the
+    source in its group (offsets committed with the log), and write the log transactionally
+    under its ingest id (``dts-ingest-<topic>`` names both)."""
+    own = f"dts-ingest-{topic}"
+    return [
+        *(Acl("Topic", source, op) for op in ("DESCRIBE", "READ")),
+        Acl("Group", own, "READ"),
+        *writer_acls(topic, own),
+    ]

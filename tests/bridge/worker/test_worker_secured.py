@@ -15,23 +15,34 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka.admin import AdminClient
+from click.testing import CliRunner
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from bridge.cli import cli
 from bridge.tables import log_spec_for
 from logstore.acls import Acl, grant
 from logstore.broker import EmbeddedBroker
 from logstore.broker_security import BrokerSecurity
 from logstore.errors import BrokerAuthenticationError, WriterNotAuthorizedError
+from logstore.reader import LogReader
 from logstore.writer import default_transactional_id
-from tests.bridge.worker.secured import client_properties, worker_acls, writer_acls
+from tests.bridge.worker.secured import (
+    client_properties,
+    ingest_acls,
+    worker_acls,
+    writer_acls,
+)
 from tests.bridge.worker.support import (
     Changelog,
     create_table,
     latest_barrier,
     log_writer,
+    plain_records,
     produce,
     rows_at,
     start_worker,
+    tagged_rows,
     wait_for,
 )
 
@@ -41,7 +52,7 @@ pytestmark = pytest.mark.apache_kafka
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     work = tmp_path_factory.mktemp("secured-broker")
-    security = BrokerSecurity.generated("writer", "worker", "reader")
+    security = BrokerSecurity.generated("writer", "worker", "reader", "ingest")
     with EmbeddedBroker(security=security, log_path=work / "broker.log") as b:
         yield b
 
@@ -148,3 +159,38 @@ def test_a_reader_cannot_write_a_tables_log(
     finally:
         writer.close(final_barrier=False)
     assert f"User:reader, which lacks WRITE on Topic {spec.topic!r}" in str(e.value)
+
+
+def test_dts_ingest_copies_a_topic_with_least_privilege(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dts --kafka-config FILE ingest`: the source read in its group, the log written in
+    transactions, the offsets committed with it (a second run copies nothing)."""
+    table = create_table(warehouse, buckets=2)
+    spec = log_spec_for(table)
+    source = f"src.{uuid.uuid4().hex[:10]}"
+    admin = _admin(secured)
+    admin.create_topics([NewTopic(source, 2)])[source].result(timeout=30)
+    rows = tagged_rows(range(1, 41), "i")
+    producer = Producer({"bootstrap.servers": secured.bootstrap, **secured.client_settings()})
+    for partition, value in plain_records(rows, 2, ["id"]):
+        producer.produce(source, value, str(partition).encode(), partition)
+    assert producer.flush(30) == 0
+    grant(admin, "ingest", ingest_acls(source, spec.topic))
+
+    config = client_properties(secured.client_settings, "ingest", tmp_path)
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(config))  # restored after the test
+    args = ["--kafka-config", str(config), "ingest", "--from-topic", source, "--table", table.name]
+    args += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--idle-exit", "2"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    assert "done: 40 records" in first.output
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert "done: 0 records" in again.output
+    with LogReader(secured.bootstrap, spec, stop_at_end=True, idle_timeout_s=10) as r:
+        data, _ = r.read_all()  # as the ingest principal: READ on the topic is enough
+    got = pa.concat_tables([d.table for d in data])
+    assert sorted(got["id"].to_pylist()) == list(range(1, 41))
+    for password in secured.security.users.values():  # type: ignore[union-attr]
+        assert password not in first.output + again.output
