@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]  # not in __all__
@@ -92,6 +93,21 @@ def ensure_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+def _all_topics(admin: AdminClient, bootstrap: str, credentials: _Credentials) -> Any:
+    """The cluster's metadata, asked for in one-second tries: refused credentials end the
+    wait after the first one instead of after the whole timeout."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            # all topics, not list_topics(topic=...): asking for one topic by name makes
+            # brokers with auto-creation (Kafka defaults) create it
+            return admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except KafkaException:
+            credentials.check(bootstrap, admin)
+            if time.monotonic() >= deadline:
+                raise
+
+
 def topic_config(spec: LogSpec) -> dict[str, str]:
     config = {"cleanup.policy": "delete"}
     if spec.retention_ms is not None:
@@ -106,11 +122,8 @@ def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> Topi
     credentials = _Credentials()
     admin = admin_client(bootstrap, credentials)
     try:
-        # all topics, not list_topics(topic=...): asking for one topic by name makes
-        # brokers with auto-creation (Kafka defaults) create it
-        md = admin.list_topics(timeout=TIMEOUT_S)
+        md = _all_topics(admin, bootstrap, credentials)
     except KafkaException as exc:
-        credentials.check(bootstrap, admin)
         raise TopicError(f"cannot describe topic {topic!r} on {bootstrap}: {exc}") from exc
     tmd = md.topics.get(topic)
     if tmd is None or tmd.error is not None or not tmd.partitions:
