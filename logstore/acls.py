@@ -99,3 +99,82 @@ def refusal(
         f"{doing}: Kafka refused {who}, which lacks {missing} (ask the cluster's admin for "
         f"that ACL; the broker said: {err.str()})"
     )
+
+
+def missing_acls(
+    admin: AdminClient,
+    topics: Mapping[str, Iterable[str]],
+    group: tuple[str, Iterable[str]] | None = None,
+) -> list[Acl]:
+    """The ACLs of ``topics`` (name -> operations) and ``group`` (id, operations) that the
+    admin client's principal lacks, from the operations the broker says it may perform.
+
+    Empty when the broker has no authorizer, or for a topic that does not exist yet (its
+    creator's rights are checked when it is created).
+    """
+    from confluent_kafka import TopicCollection
+
+    missing: list[Acl] = []
+    if topics:
+        futures = admin.describe_topics(
+            TopicCollection(list(topics)),
+            include_authorized_operations=True,
+            request_timeout=TIMEOUT_S,
+        )
+        for name, future in futures.items():
+            wanted = list(topics[name])
+            try:
+                allowed = future.result(timeout=TIMEOUT_S).authorized_operations
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:  # not even DESCRIBE
+                    missing += [Acl("Topic", name, op) for op in wanted]
+                    continue
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise
+            if allowed is None:  # the broker authorizes nothing: no ACLs to lack
+                return []
+            missing += _lacking("Topic", name, wanted, allowed)
+    if group is not None:
+        group_id, wanted = group[0], list(group[1])
+        (future,) = admin.describe_consumer_groups(
+            [group_id], include_authorized_operations=True, request_timeout=TIMEOUT_S
+        ).values()
+        try:
+            allowed = future.result(timeout=TIMEOUT_S).authorized_operations
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                # e.g. the coordinator still loading: the group client waits and retries
+                # by itself; this check cannot tell, so it does not stop the start
+                return missing
+            allowed = []  # not even DESCRIBE
+        missing += _lacking("Group", group_id, wanted, allowed)
+    return missing
+
+
+def _lacking(resource: str, name: str, wanted: list[str], allowed: Any) -> list[Acl]:
+    if allowed is None:  # the broker authorizes nothing: no ACLs to lack
+        return []
+    have = {op.name for op in allowed}
+    return [Acl(resource, name, op) for op in wanted if op not in have and "ALL" not in have]
+
+
+def require_acls(
+    bootstrap: str,
+    who: str,
+    topics: Mapping[str, Iterable[str]],
+    group: tuple[str, Iterable[str]] | None = None,
+) -> None:
+    """Raise one ``NotAuthorizedError`` naming every ACL ``who`` (a component) lacks."""
+    from logstore.client_config import confluent_config
+
+    admin = AdminClient(confluent_config(bootstrap, {"log_level": 3}))
+    missing = missing_acls(admin, topics, group)
+    if missing:
+        user = client_settings().get("sasl.username")
+        principal = f"User:{user}" if user else "its principal"
+        raise NotAuthorizedError(
+            f"{who} cannot start: Kafka does not allow {principal} "
+            f"{'; '.join(str(a) for a in missing)} (ask the cluster's admin for these ACLs)"
+        )

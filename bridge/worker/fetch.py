@@ -44,6 +44,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bridge.worker.errors import FetchError
+from logstore.acls import refusal
 from logstore.client_config import client_logger
 from logstore.records import LogRecords
 
@@ -346,6 +347,8 @@ class LogFetcher:
                 KafkaError.SASL_AUTHENTICATION_FAILED,
                 KafkaError.TOPIC_AUTHORIZATION_FAILED,
             ):
-                raise FetchError(f"fetching {m.topic()}[{m.partition()}] failed: {err.str()}")
+                doing = f"fetching {m.topic()}[{m.partition()}] failed"
+                refused = refusal(err, doing, {"Topic": f"READ on Topic {m.topic()!r}"})
+                raise FetchError(str(refused) if refused else f"{doing}: {err.str()}")
             # transient (broker restart, leader change): librdkafka retries by itself
             log.warning("fetch: %s", err.str())

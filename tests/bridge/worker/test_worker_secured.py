@@ -9,6 +9,8 @@ what is wrong, never showing a password.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,7 @@ from tests.bridge.worker.secured import (
     writer_acls,
 )
 from tests.bridge.worker.support import (
+    ROOT,
     Changelog,
     create_table,
     latest_barrier,
@@ -102,8 +105,10 @@ def test_pipeline_runs_with_least_privilege(
     assert code == 0, worker.tail() if worker is not None else ""
     out = worker.output()
     assert "authorization failed" not in out.lower(), worker.tail()  # no ACL was missing
+    assert secured.log_path is not None
+    logs = out + secured.log_path.read_text(errors="replace")  # the worker's and the broker's
     for password in secured.security.users.values():  # type: ignore[union-attr]
-        assert password not in out
+        assert password not in logs
 
 
 def test_a_wrong_password_is_refused_by_name(
@@ -194,3 +199,43 @@ def test_dts_ingest_copies_a_topic_with_least_privilege(
     assert sorted(got["id"].to_pylist()) == list(range(1, 41))
     for password in secured.security.users.values():  # type: ignore[union-attr]
         assert password not in first.output + again.output
+
+
+def test_a_worker_missing_an_acl_stops_at_start_naming_it(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = create_table(warehouse, buckets=1)
+    spec = log_spec_for(table)
+    admin = _admin(secured)
+    grant(admin, "writer", writer_acls(spec.topic, default_transactional_id(spec)))
+    monkeypatch.setenv(
+        "DTS_KAFKA_CONFIG", str(client_properties(secured.client_settings, "writer", tmp_path))
+    )
+    writer = log_writer(table, secured.bootstrap)
+    try:
+        produce(writer, Changelog(seed=2), barriers=1, rows_per_barrier=5)
+    finally:
+        writer.close(final_barrier=False)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    config = client_properties(secured.client_settings, "worker", tmp_path)
+    cmd = [sys.executable, "-m", "bridge.cli", "--kafka-config", str(config), "worker"]
+    cmd += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--group", group]
+    cmd += ["--tables", table.name, "--web-port", "0"]
+
+    def start() -> list[str]:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=90, cwd=ROOT)
+        assert done.returncode != 0, done.stdout
+        return [line for line in done.stderr.splitlines() if "rdkafka" not in line]
+
+    lines = start()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("Error: dts worker cannot start: Kafka does not allow User:worker")
+    assert f"DESCRIBE on Topic {spec.topic!r}; READ on Topic {spec.topic!r}" in lines[0]
+    assert f"READ on Group {group!r}" in lines[0]
+
+    grant(admin, "worker", [Acl("Topic", spec.topic, "READ")])
+    (line,) = start()
+    assert line == (
+        f"Error: dts worker cannot start: Kafka does not allow User:worker READ on Group "
+        f"{group!r} (ask the cluster's admin for these ACLs)"
+    )
