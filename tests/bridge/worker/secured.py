@@ -27,6 +27,12 @@ def worker_acls(topic: str, group: str) -> list[Acl]:
     ]
 
 
+def dead_letter_acls(topic: str) -> list[Acl]:
+    """What `dts worker` needs on top to dead-letter a table's bad records: make and write
+    ``<topic>.dlq`` (its producer is idempotent)."""
+    return [Acl("Topic", f"{topic}.dlq", op) for op in ("CREATE", "DESCRIBE", "WRITE")]
+
+
 def client_properties(
     settings: Callable[[str], dict[str, str]], user: str, where: Path, **changes: str
 ) -> Path:

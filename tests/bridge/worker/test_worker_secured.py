@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bridge.cli import cli
@@ -31,6 +31,7 @@ from logstore.reader import LogReader
 from logstore.writer import default_transactional_id
 from tests.bridge.worker.secured import (
     client_properties,
+    dead_letter_acls,
     ingest_acls,
     worker_acls,
     writer_acls,
@@ -239,3 +240,58 @@ def test_a_worker_missing_an_acl_stops_at_start_naming_it(
         f"Error: dts worker cannot start: Kafka does not allow User:worker READ on Group "
         f"{group!r} (ask the cluster's admin for these ACLs)"
     )
+
+
+def test_the_worker_dead_letters_with_its_dlq_acls(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record the table cannot take goes to ``<topic>.dlq``: CREATE, DESCRIBE and WRITE
+    there are all the worker needs more; the barrier around it still commits."""
+    table = create_table(warehouse, buckets=1)
+    spec = log_spec_for(table)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    admin = _admin(secured)
+    grant(admin, "writer", writer_acls(spec.topic, default_transactional_id(spec)))
+    grant(admin, "worker", [*worker_acls(spec.topic, group), *dead_letter_acls(spec.topic)])
+    monkeypatch.setenv(
+        "DTS_KAFKA_CONFIG", str(client_properties(secured.client_settings, "writer", tmp_path))
+    )
+    writer = log_writer(table, secured.bootstrap)
+    worker = None
+    try:
+        writer.write(tagged_rows(range(0, 10), "w"))
+        writer.barrier()
+        plain = Producer({"bootstrap.servers": secured.bootstrap, **secured.client_settings()})
+        plain.produce(spec.topic, b"[1, 2]", None, 0)  # not an envelope
+        assert plain.flush(30) == 0
+        writer.write(tagged_rows(range(10, 20), "w"))
+        last = writer.barrier()
+        worker_config = client_properties(secured.client_settings, "worker", tmp_path)
+        worker = start_worker(
+            warehouse,
+            secured.bootstrap,
+            [table.name],
+            group,
+            tmp_path,
+            env={"DTS_KAFKA_CONFIG": str(worker_config)},
+        )
+        wait_for(lambda: latest_barrier(table) == last, 60, "the last barrier", worker)
+        assert [r[0] for r in rows_at(table, last)] == list(range(20))
+    finally:
+        writer.close(final_barrier=False)
+        code = worker.stop() if worker is not None else 0
+    assert code == 0, worker.tail() if worker is not None else ""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": secured.bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            **secured.client_settings(),
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(spec.dlq_topic, 0, 0)])
+        letters = consumer.consume(1, timeout=10)  # returns on the first
+        letters += consumer.consume(10, timeout=1)  # a second would be one letter twice
+    finally:
+        consumer.close()
+    assert [m.value() for m in letters if m.error() is None] == [b"[1, 2]"]
