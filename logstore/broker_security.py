@@ -87,7 +87,11 @@ class BrokerSecurity:
         return next(iter(self.users))
 
     def format_args(self) -> list[str]:
-        """The storage tool's arguments that create every user's SCRAM credential."""
+        """The storage tool's arguments that create every user's SCRAM credential.
+
+        The tool takes them only on its command line, so a local user listing processes
+        could see them for the two seconds it runs: acceptable for a broker on 127.0.0.1
+        for tests and trials, which is all this is."""
         args: list[str] = []
         for name, password in self.users.items():
             args += ["--add-scram", f"{MECHANISM}=[name={name},password={password}]"]
