@@ -27,8 +27,17 @@ from types import TracebackType
 
 from confluent_kafka.admin import AdminClient
 
+from logstore.broker_security import BrokerSecurity, write_client_properties
 from logstore.errors import BrokerStartError
-from logstore.localhost import LOOPBACK, cache_dir, free_port, kill_process, stop_process
+from logstore.localhost import (
+    LOOPBACK,
+    cache_dir,
+    free_port,
+    kill_process,
+    stop_process,
+    write_private,
+)
+from logstore.tls_files import TlsFiles, ensure_tls_files
 
 #: the Apache Kafka release the project runs (the Makefile and docker-compose.yml read it here)
 KAFKA_VERSION = "4.1.1"
@@ -194,6 +203,8 @@ class EmbeddedBroker:
     controller_port: int = 0
     #: name -> password: clients must authenticate with SASL/PLAIN (tests of secured clusters)
     sasl_users: dict[str, str] | None = None
+    #: SASL_SSL with SCRAM-SHA-512, TLS and ACLs enforced (``logstore.broker_security``)
+    security: BrokerSecurity | None = None
     #: a node of a ``KafkaCluster``: its id, every node's controller, the shared cluster
     #: id and the cluster's size (replicas of every topic)
     node_id: int = 1
@@ -203,6 +214,10 @@ class EmbeddedBroker:
     #: broker settings over the defaults (``server_properties``'s ``extra``)
     properties: dict[str, str] = field(default_factory=dict)
     startup_seconds: float | None = field(default=None, init=False)
+    #: the secured broker's CA and keystore (set by ``launch``)
+    tls: TlsFiles | None = field(default=None, init=False)
+    #: the admin's client properties file of a secured broker (set by ``launch``)
+    client_properties: Path | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
 
@@ -249,7 +264,20 @@ class EmbeddedBroker:
             self.log_path = Path(name)
         log_dir = work / "kraft-logs"
         props = work / "server.properties"
-        props.write_text(
+        extra = dict(self.properties)
+        if self.security is not None:
+            if self.sasl_users:
+                raise BrokerStartError("sasl_users (SASL/PLAIN) and security are exclusive")
+            self.tls = ensure_tls_files(self.security.tls_dir or work / "tls")
+            extra = {
+                **self.security.server_properties(self.port, self.controller_port, self.tls),
+                **extra,
+            }
+            self.client_properties = write_client_properties(
+                work / "client.properties", self.client_settings()
+            )
+        write_private(
+            props,
             server_properties(
                 self.port,
                 self.controller_port,
@@ -258,8 +286,8 @@ class EmbeddedBroker:
                 node_id=self.node_id,
                 voters=self.voters,
                 replicas=self.replicas,
-                extra=self.properties,
-            )
+                extra=extra,
+            ),
         )
         log4j = work / "log4j2.properties"
         log4j.write_text(_LOG4J2)
@@ -281,18 +309,22 @@ class EmbeddedBroker:
 
     def _format(self, base: list[str], props: Path) -> None:
         cluster_id = self.cluster_id or random_cluster_id()
-        cmd = [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"]
+        cmd = [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
+        if self.security is not None:
+            cmd += self.security.format_args()
         done = subprocess.run(
-            [*cmd, str(props)],
+            cmd,
             capture_output=True,
             text=True,
             timeout=self.startup_timeout_s,
             stdin=subprocess.DEVNULL,
         )
         if done.returncode != 0:
+            output = (done.stderr or done.stdout).strip()[-2000:]
+            if self.security is not None:
+                output = self.security.redact(output)
             raise BrokerStartError(
-                f"formatting the Kafka log directory failed (exit {done.returncode}): "
-                f"{(done.stderr or done.stdout).strip()[-2000:]}"
+                f"formatting the Kafka log directory failed (exit {done.returncode}): {output}"
             )
 
     def _wait_ready(self) -> None:
@@ -343,8 +375,13 @@ class EmbeddedBroker:
             if tmp is not None:
                 tmp.cleanup()
 
-    def client_settings(self) -> dict[str, str]:
-        """Client settings (librdkafka names) of this broker's first SASL user, if any."""
+    def client_settings(self, user: str | None = None) -> dict[str, str]:
+        """Client settings (librdkafka names) of this broker's first SASL user, if any; of
+        a secured broker, ``user``'s (default: the admin)."""
+        if self.security is not None:
+            if self.tls is None:
+                raise BrokerStartError("the secured broker's certificates exist once it launched")
+            return self.security.client_settings(self.tls, user)
         if not self.sasl_users:
             return {}
         user, password = next(iter(self.sasl_users.items()))

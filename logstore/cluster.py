@@ -14,13 +14,14 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
 from confluent_kafka.admin import AdminClient
 
 from logstore.broker import EmbeddedBroker, random_cluster_id
+from logstore.broker_security import BrokerSecurity
 from logstore.errors import BrokerStartError
 from logstore.localhost import LOOPBACK, free_port
 
@@ -45,6 +46,10 @@ class KafkaCluster:
     nodes: int = 3
     data_dir: Path | None = None
     startup_timeout_s: float = 120.0
+    #: SASL_SSL/SCRAM, TLS and ACLs on every node (one CA: the certificates are shared)
+    security: BrokerSecurity | None = None
+    #: the directory holding the nodes' (``data_dir`` or a temporary one), once started
+    root: Path | None = field(default=None, init=False)
     brokers: dict[int, EmbeddedBroker] = field(default_factory=dict, init=False)
     startup_seconds: float | None = field(default=None, init=False)
     _tmp: Path | None = field(default=None, init=False, repr=False)
@@ -63,6 +68,10 @@ class KafkaCluster:
         root = self.data_dir
         if root is None:
             root = self._tmp = Path(tempfile.mkdtemp(prefix="dts-kafka-cluster-"))
+        self.root = root
+        security = self.security
+        if security is not None and security.tls_dir is None:
+            security = replace(security, tls_dir=root / "tls")
         ports = _free_ports(2 * self.nodes)
         ids = range(1, self.nodes + 1)
         voters = ",".join(f"{i}@{LOOPBACK}:{ports[2 * (i - 1) + 1]}" for i in ids)
@@ -79,6 +88,7 @@ class KafkaCluster:
                 voters=voters,
                 cluster_id=cluster_id,
                 replicas=self.nodes,
+                security=security,
             )
         try:
             for b in self.brokers.values():
@@ -109,9 +119,15 @@ class KafkaCluster:
     def leader(self, topic: str, partition: int = 0, timeout_s: float = 10.0) -> int:
         """The node leading ``topic``'s ``partition`` now (-1: none, e.g. during failover)."""
         live = ",".join(self.brokers[i].bootstrap for i in self.running())
-        admin = AdminClient({"bootstrap.servers": live, "log_level": 0})
+        admin = AdminClient({"bootstrap.servers": live, "log_level": 0, **self.client_settings()})
         meta = admin.list_topics(topic, timeout=timeout_s)
         return int(meta.topics[topic].partitions[partition].leader)
+
+    def client_settings(self, user: str | None = None) -> dict[str, str]:
+        """Client settings (librdkafka names) of ``user`` (default: the admin) of a secured
+        cluster; none of a plaintext one."""
+        first = next(iter(self.brokers.values()), None)
+        return first.client_settings(user) if first is not None else {}
 
     def controller(self) -> int:
         """The active controller (the KRaft quorum's leader), as a live node records it."""

@@ -137,3 +137,16 @@ class WireValueError(LogStoreError, ValueError):
 
 class ConnectStartError(LogStoreError):
     """The local Kafka Connect worker could not be started or its connector did not run."""
+
+
+class BrokerAuthenticationError(BrokerUnreachableError):
+    """A broker answered but refused the client's credentials (SASL authentication failed)."""
+
+
+class NotAuthorizedError(LogStoreError):
+    """The broker refused an operation: the client's principal lacks an ACL (named in the
+    message)."""
+
+
+class WriterNotAuthorizedError(WriterError, NotAuthorizedError):
+    """The log writer's principal lacks an ACL its writes need (named in the message)."""

@@ -49,3 +49,11 @@ def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def write_private(path: Path, data: str | bytes) -> Path:
+    """Write a file only its owner can read (it holds a key or a password)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return path

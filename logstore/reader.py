@@ -50,7 +50,7 @@ from logstore.errors import (
 )
 from logstore.gate import BarrierGate, BarrierPassed, DataBatch, Event, Truncated
 from logstore.normalize import Normalizer, at_truncate
-from logstore.scan import scan_range
+from logstore.scan import group_refused, scan_range
 from logstore.spec import BARRIER_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, LogSpec
 from logstore.unavailable import UNFILLABLE
 from logstore.watermarks import watermark
@@ -234,6 +234,8 @@ class LogReader:
         if not events:
             at_end.difference_update({m.partition() for m in msgs})
             return msgs
+        # the reader never joins nor commits its group: a refusal of it is no error
+        events = [i for i in events if not group_refused(msgs[i])]
         for i in events:
             err = msgs[i].error()
             if err.code() != KafkaError._PARTITION_EOF:

@@ -49,6 +49,16 @@ def log_entry(topic: str, msg: Any) -> LogEntry | None:
     return LogEntry(p, offset, parse_marker(p, offset, msg.headers()), False)
 
 
+def group_refused(msg: Any) -> bool:
+    """The broker refused the consumer's group: harmless to a consumer that never joins it
+    nor commits (a scan, a reader: librdkafka needs a group id and looks its coordinator up
+    all the same), so a principal with READ on the topic alone can read it."""
+    from confluent_kafka import KafkaError
+
+    err = msg.error()
+    return err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
 def scan_range(
     consumer: Any, topic: str, ranges: Mapping[int, tuple[int, int]], timeout_s: float
 ) -> Generator[LogEntry, None, None]:
@@ -74,6 +84,8 @@ def scan_range(
                     f"{left} within {timeout_s:.0f} s"
                 )
             for msg in consumer.consume(num_messages=10_000, timeout=_POLL_S):
+                if group_refused(msg):
+                    continue
                 p = int(msg.partition())
                 if p not in ranges:
                     continue  # fetched for an earlier assignment of this consumer

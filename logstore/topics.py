@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]  # not in __all__
@@ -12,8 +14,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]
     NewTopic,
 )
 
-from logstore.client_config import confluent_config
-from logstore.errors import BrokerUnreachableError, TopicError, TopicMismatchError
+from logstore.acls import refusal
+from logstore.client_config import CLIENT_LOGGER, client_settings, confluent_config
+from logstore.errors import (
+    BrokerAuthenticationError,
+    BrokerUnreachableError,
+    TopicError,
+    TopicMismatchError,
+)
 from logstore.spec import LogSpec
 
 TIMEOUT_S = 15.0
@@ -26,8 +34,42 @@ class TopicInfo:
     config: dict[str, str] = field(default_factory=dict)
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient(confluent_config(bootstrap, {"log_level": 3}))
+class _Credentials:
+    """Remembers a broker's refusal of the client's credentials: librdkafka reports it only
+    to the error callback, and a metadata request then fails as a plain transport error."""
+
+    def __init__(self) -> None:
+        self.refused: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.refused = err
+
+    def check(self, bootstrap: str, admin: AdminClient) -> None:
+        admin.poll(0)  # serves the error callback
+        if self.refused is None:
+            return
+        user = client_settings().get("sasl.username")
+        who = f"user {user!r}" if user else "this client"
+        raise BrokerAuthenticationError(
+            f"Kafka at {bootstrap} refused the credentials of {who} ({self.refused.str()}): "
+            "check sasl.username, sasl.password and sasl.mechanism in the client settings "
+            "(--kafka-config / DTS_KAFKA_CONFIG, DTS_KAFKA_SASL_PASSWORD)"
+        )
+
+
+# the client lines of a probe that fails: its caller raises one error saying it all
+_PROBE_LOG = logging.getLogger(f"{CLIENT_LOGGER}.probe")
+_PROBE_LOG.propagate = False
+_PROBE_LOG.addHandler(logging.NullHandler())
+
+
+def admin_client(bootstrap: str, credentials: _Credentials | None = None) -> AdminClient:
+    overrides: dict[str, object] = {}
+    if credentials is not None:
+        # polled for the error callback, a client serves its queued log lines too
+        overrides = {"error_cb": credentials, "logger": _PROBE_LOG}
+    return AdminClient(confluent_config(bootstrap, {"log_level": 3}, overrides))
 
 
 def ensure_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
@@ -36,9 +78,12 @@ def ensure_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
     A long-running command (the worker) otherwise retries its connections forever or
     fails each table separately with a raw client error.
     """
+    credentials = _Credentials()
+    admin = admin_client(bootstrap, credentials)
     try:
-        admin_client(bootstrap).list_topics(timeout=timeout_s)
+        admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
+        credentials.check(bootstrap, admin)
         err = exc.args[0]
         reason = err.str() if isinstance(err, KafkaError) else str(err)
         raise BrokerUnreachableError(
@@ -46,6 +91,21 @@ def ensure_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
             "start one with `dts broker`, or pass --bootstrap (or DTS_BOOTSTRAP) and, for a "
             "secured cluster, --kafka-config"
         ) from exc
+
+
+def _all_topics(admin: AdminClient, bootstrap: str, credentials: _Credentials) -> Any:
+    """The cluster's metadata, asked for in one-second tries: refused credentials end the
+    wait after the first one instead of after the whole timeout."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            # all topics, not list_topics(topic=...): asking for one topic by name makes
+            # brokers with auto-creation (Kafka defaults) create it
+            return admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except KafkaException:
+            credentials.check(bootstrap, admin)
+            if time.monotonic() >= deadline:
+                raise
 
 
 def topic_config(spec: LogSpec) -> dict[str, str]:
@@ -59,11 +119,10 @@ def topic_config(spec: LogSpec) -> dict[str, str]:
 
 def describe_topic(bootstrap: str, topic: str, with_config: bool = True) -> TopicInfo | None:
     """Partition count (and configs) of ``topic``, or None when it does not exist."""
-    admin = admin_client(bootstrap)
+    credentials = _Credentials()
+    admin = admin_client(bootstrap, credentials)
     try:
-        # all topics, not list_topics(topic=...): asking for one topic by name makes
-        # brokers with auto-creation (Kafka defaults) create it
-        md = admin.list_topics(timeout=TIMEOUT_S)
+        md = _all_topics(admin, bootstrap, credentials)
     except KafkaException as exc:
         raise TopicError(f"cannot describe topic {topic!r} on {bootstrap}: {exc}") from exc
     tmd = md.topics.get(topic)
@@ -105,6 +164,12 @@ def create_topic(
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
+        create = f"CREATE on Topic {topic!r}"
+        refused = refusal(
+            exc, f"cannot create topic {topic!r}", {"Topic": create, "Cluster": create}
+        )
+        if refused is not None:
+            raise refused from exc
         hint = ""
         if exc.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR and replication_factor:
             hint = (

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from logstore.acls import refusal
 from logstore.client_config import confluent_config
 from logstore.codec import TRUNCATE_VALUE, Bucketer
 from logstore.encode import encode_batch
@@ -27,6 +28,7 @@ from logstore.errors import (
     LogScanError,
     WriterError,
     WriterFencedError,
+    WriterNotAuthorizedError,
     WriterStuckError,
 )
 from logstore.markers import marker_headers, next_barrier_id
@@ -163,7 +165,9 @@ class LogWriter:
                 # fences any previous writer with this id and aborts its open transaction
                 self._producer.init_transactions(30)
             except KafkaException as exc:
-                raise WriterError(f"{spec.topic}: cannot initialise transactions: {exc}") from exc
+                doing = f"{spec.topic}: cannot initialise transactions"
+                refused = refusal(exc, doing, self._acls_needed(), WriterNotAuthorizedError)
+                raise refused or WriterError(f"{doing}: {exc}") from exc
         self.last_barrier = max(
             last_barrier_on_topic(bootstrap, s.topic, s.buckets) or 0
             for s, _ in self.tables.values()
@@ -414,6 +418,13 @@ class LogWriter:
                     self._producer.abort_transaction(15)
             self._in_txn = False
             self._pending_rows = 0
+        doing = f"{self.spec.topic}: barrier aborted, nothing of it is visible"
+        refused = refusal(exc, doing, self._acls_needed(), WriterNotAuthorizedError)
+        if refused is not None:
+            # the aborted transaction leaves librdkafka's producer fatal (INVALID_TXN_STATE):
+            # nothing more may be asked of it, a flush on close included
+            self._closed = True
+            return refused
         if fenced:
             self._closed = True
             return WriterFencedError(
@@ -430,6 +441,15 @@ class LogWriter:
                 "open barrier is aborted when a new writer starts"
             )
         return WriterError(f"{self.spec.topic}: barrier aborted, nothing of it is visible: {exc}")
+
+    def _acls_needed(self) -> dict[str, str]:
+        """What the writer's principal needs, by resource type (named when one is refused)."""
+        topics = " and ".join(repr(t) for t in self.tables)
+        topic = f"WRITE on Topic {topics} (a writer needs WRITE, READ and DESCRIBE there)"
+        if self.transactional_id is None:
+            return {"Topic": topic, "Cluster": f"{topic}, or IDEMPOTENT_WRITE on the Cluster"}
+        tid = f"WRITE and DESCRIBE on TransactionalId {self.transactional_id!r}"
+        return {"Topic": topic, "TransactionalId": tid, "Cluster": tid}
 
     def _barrier_loop(self, interval_s: float) -> None:
         while not self._stop.wait(interval_s):

@@ -11,7 +11,10 @@ import click
 
 from bridge.commands.heap import freeze_start_up_objects
 from bridge.commands.signals import sigterm_interrupt
+from bridge.tables import log_spec_for
 from filestore import Catalog
+from logstore.acls import require_acls
+from logstore.errors import NotAuthorizedError
 from logstore.localhost import free_port
 from logstore.topics import ensure_reachable
 
@@ -165,8 +168,16 @@ def worker(
     )
     # user errors that need no broker first (no such table, no table with a log); then one
     # clear error for a dead broker now rather than a raw client error per table
-    if discover_tables(Catalog(warehouse), config, ()):
+    found = discover_tables(Catalog(warehouse), config, ())
+    if found:
         ensure_reachable(bootstrap)
+        # on a cluster with ACLs, one line naming every ACL it lacks, rather than a
+        # consumer group that waits in silence or a fetch that fails a table later
+        topics = {log_spec_for(t).topic: ("DESCRIBE", "READ") for t in found}
+        try:
+            require_acls(bootstrap, "dts worker", topics, (group, ("READ",)))
+        except NotAuthorizedError as exc:
+            raise click.ClickException(str(exc)) from exc
     try:
         app = create_app(config)
     except NoTablesError as exc:

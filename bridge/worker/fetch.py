@@ -44,6 +44,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bridge.worker.errors import FetchError
+from logstore.acls import refusal
 from logstore.client_config import client_logger
 from logstore.records import LogRecords
 
@@ -246,6 +247,10 @@ class LogFetcher:
     # -- is the log there? --------------------------------------------------------------
 
     def _on_client_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the group id it requires, but this
+            # consumer never joins nor commits: the worker needs no ACL on that group
+            return
         if err.code() in _LINK_ERRORS:
             self._link_error = err.str()
             self._suspect_until = time.monotonic() + SUSPECT_S
@@ -334,7 +339,7 @@ class LogFetcher:
     def _check_errors(self, errors: list[Any]) -> None:
         for m in errors:
             err: KafkaError = m.error()
-            if err.code() in _LINK_ERRORS:
+            if err.code() in (*_LINK_ERRORS, KafkaError.GROUP_AUTHORIZATION_FAILED):
                 self._on_client_error(err)
                 continue
             if err.fatal() or err.code() in (
@@ -342,6 +347,8 @@ class LogFetcher:
                 KafkaError.SASL_AUTHENTICATION_FAILED,
                 KafkaError.TOPIC_AUTHORIZATION_FAILED,
             ):
-                raise FetchError(f"fetching {m.topic()}[{m.partition()}] failed: {err.str()}")
+                doing = f"fetching {m.topic()}[{m.partition()}] failed"
+                refused = refusal(err, doing, {"Topic": f"READ on Topic {m.topic()!r}"})
+                raise FetchError(str(refused) if refused else f"{doing}: {err.str()}")
             # transient (broker restart, leader change): librdkafka retries by itself
             log.warning("fetch: %s", err.str())

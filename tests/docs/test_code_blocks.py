@@ -133,8 +133,8 @@ def run_block(
 
 
 def _param(block: Block) -> Any:
-    """A block that starts a Spark cluster or a PostgreSQL server is slow."""
-    heavy = "SPARK_MASTER" in block.code or "SOURCE_DSN" in block.code
+    """A block that starts a Spark cluster, a PostgreSQL server or brokers of its own is slow."""
+    heavy = any(s in block.code for s in ("SPARK_MASTER", "SOURCE_DSN", "dts broker "))
     return pytest.param(block, id=block.id, marks=[pytest.mark.slow] if heavy else [])
 
 

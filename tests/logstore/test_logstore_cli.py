@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bridge.cli import cli
@@ -305,3 +305,78 @@ def test_dts_ingest_reads_precise_decimals_exactly_never_as_numbers(
         log = _read_log(broker.bootstrap, table)
         got = dict(zip(log["id"].to_pylist(), log["amount"].to_pylist(), strict=True))
         assert got == {i: decimal.Decimal(a) for i, a in enumerate(amounts)}, mode
+
+
+def _start_secure_broker(data: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """`dts broker --secure --user app --data DATA` and its first four lines: bootstrap, CA,
+    the admin's and app's client properties files."""
+    cmd = [sys.executable, "-m", "bridge.cli", "broker", "--port", "0", "--secure"]
+    proc = subprocess.Popen(
+        [*cmd, "--user", "app", "--data", str(data)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out: list[str] = []
+    assert proc.stdout is not None
+    while len(out) < 4:
+        line = proc.stdout.readline()  # the broker's start-up bounds this (60 s)
+        if not line:
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"dts broker ended: {err}")
+        out.append(line.strip())
+    return proc, out
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    rest, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return str(rest) + str(err)
+
+
+@pytest.mark.apache_kafka
+def test_dts_broker_secure_prints_the_ca_and_client_settings_never_a_password(
+    tmp_path: Path,
+) -> None:
+    """`dts broker --secure`: SASL_SSL only, the admin's settings work, a user has none yet;
+    restarted on its --data, the same credentials and topics."""
+    from logstore.client_config import client_settings
+
+    data = tmp_path / "b"
+    proc, out = _start_secure_broker(data)
+    printed = ""
+    try:
+        bootstrap = out[0].removeprefix("bootstrap: ")
+        assert out[1] == f"ca: {data / 'tls' / 'ca.pem'}"
+        admin_props = Path(out[2].removeprefix("client properties: "))
+        app_props = Path(out[3].removeprefix("client properties (app): "))
+        admin = client_settings({"DTS_KAFKA_CONFIG": str(admin_props)})
+        assert admin["security.protocol"] == "SASL_SSL"
+        assert admin["sasl.mechanism"] == "SCRAM-SHA-512"
+        admin_client = AdminClient({"bootstrap.servers": bootstrap, **admin})
+        admin_client.create_topics([NewTopic("kept", 1, 1)])["kept"].result(timeout=30)
+        app = client_settings({"DTS_KAFKA_CONFIG": str(app_props)})
+        assert app["sasl.username"] == "app"
+        # authenticated, but no ACL lets app see or make anything
+        app_admin = AdminClient({"bootstrap.servers": bootstrap, **app})
+        assert app_admin.list_topics(timeout=10).topics == {}
+        plain = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        with pytest.raises(KafkaException):  # no plaintext listener at all
+            plain.list_topics(timeout=3)
+    finally:
+        printed += "\n".join(out) + _stop(proc)
+    # restarted on its data: the credentials it was formatted with, the topic it had
+    proc, out = _start_secure_broker(data)
+    try:
+        again = client_settings({"DTS_KAFKA_CONFIG": out[2].removeprefix("client properties: ")})
+        assert again == admin
+        restarted = AdminClient({"bootstrap.servers": out[0].removeprefix("bootstrap: "), **again})
+        assert "kept" in restarted.list_topics(timeout=10).topics
+    finally:
+        printed += "\n".join(out) + _stop(proc)
+    for password in (admin["sasl.password"], app["sasl.password"]):
+        assert password not in printed
+    assert oct(admin_props.stat().st_mode & 0o777) == "0o600"
