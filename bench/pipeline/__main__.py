@@ -163,18 +163,28 @@ def drained(side: Side, produced_by: float, timeout_s: float) -> bool:
     return False
 
 
+def trigger_seconds(trigger: str) -> float:
+    """A processing-time trigger's seconds ("10 seconds", "1 second", "500 milliseconds")."""
+    number, unit = trigger.split()
+    return float(number) / (1000 if unit.startswith("milli") else 1)
+
+
 def settle(
-    side: Side, db: OrdersDatabase, producer: Any, topic: str, rate: int, timeout_s: float
-) -> bool:
+    side: Side, db: OrdersDatabase, producer: Any, topic: str, rate: int, timeout_s: float,
+    trigger_s: float,
+) -> bool:  # fmt: skip
     """Warm-up, not measured: produce at ``rate`` until every table is within SETTLED_S
-    of the source (Spark's first batches at a new rate are behind), at most ``timeout_s``."""
+    plus one trigger interval of the source (Spark's first batches at a new rate are
+    behind; a table fed every 10 s is always up to 10 s old), at most ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         step = produce_step(db, producer, topic, rate, 5.0)
         side.check()
         recent = [s for s in side.samples() if s["t"] >= step.started and "latest" in s]
         if recent and all(
-            s["t"] - v / 1000 <= SETTLED_S for s in recent[-2:] for v in s["latest"].values()
+            s["t"] - v / 1000 <= SETTLED_S + trigger_s
+            for s in recent[-2:]
+            for v in s["latest"].values()
         ):
             return True
     return False
@@ -198,6 +208,7 @@ class Run:
         if name == "dts":
             extra += ["--tier", ns.tier, "--barrier-interval", ns.barrier_interval]
         self.side = Side(name, broker.bootstrap, self.topic, work, trigger, extra)
+        self.trigger_s = trigger_seconds(trigger)
         self.started = time.time()
         self.steps: list[report.StepFigures] = []
         self.produced_by = 0.0  # when the last change so far was produced
@@ -217,7 +228,7 @@ class Run:
             raise Stalled(f"{side.work.name} did not catch up in {ns.settle_timeout:.0f} s "
                           "with nothing produced")  # fmt: skip
         warmup = ns.settle_timeout if not self.steps else ns.warmup_seconds
-        settled = settle(side, self.db, self.producer, self.topic, rate, warmup)
+        settled = settle(side, self.db, self.producer, self.topic, rate, warmup, self.trigger_s)
         roots = {**side.pids, "broker": self.broker.pid or 0, "generator": os.getpid()}
         cpu0, t0 = cpu_seconds(roots), time.monotonic()
         step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)

@@ -293,3 +293,15 @@ def test_a_sides_error_keeps_its_text_after_the_clean_up() -> None:
         stack.callback(alive.__setitem__, 0, False)
         raise SparkBacked()
     assert not alive[0]
+
+
+def test_a_triggers_interval_is_read_in_seconds() -> None:
+    """The warm-up allows one trigger interval of staleness: a stream fed every 10 s is
+    up to 10 s old however well it keeps up."""
+    from bench.pipeline.__main__ import trigger_seconds
+
+    assert [trigger_seconds(t) for t in ("1 second", "10 seconds", "500 milliseconds")] == [
+        1.0,
+        10.0,
+        0.5,
+    ]
