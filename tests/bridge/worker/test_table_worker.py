@@ -13,6 +13,7 @@ from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
 from bridge.worker.table_worker import ResumePoint, TableHooks, TableWorker
+from filestore import CommitProperties
 from logstore.codec import TRUNCATE_VALUE
 from logstore.markers import marker_headers
 from logstore.records import LogRecords, decode_log_records
@@ -49,16 +50,10 @@ class FakeCommit:
         self.commits: list[tuple[int, list[Any], dict[int, int] | None]] = []
         self.kinds: list[str] = []
 
-    def commit(
-        self,
-        messages: Any,
-        identifier: int,
-        barrier: Any = None,
-        log_offsets: Any = None,
-        kind: str = "APPEND",
-    ) -> None:
-        self.commits.append((identifier, list(messages), log_offsets))
-        self.kinds.append(kind)
+    def commit(self, messages: Any, properties: CommitProperties) -> None:
+        offsets = dict(properties.log_offsets) if properties.log_offsets is not None else None
+        self.commits.append((properties.identifier, list(messages), offsets))
+        self.kinds.append(properties.kind)
 
     def committed_identifier(self) -> int | None:
         return self.commits[-1][0] if self.commits else None
