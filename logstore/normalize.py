@@ -213,7 +213,8 @@ class Normalizer:
         df = pl.from_arrow(self._conform(table.select(self.values)))
         assert isinstance(df, pl.DataFrame)
         df = self._with_shards(df.with_columns(pl.lit("+I").alias(ROW_KIND)).with_row_index(_IDX))
-        self._update_state(self._with_partition(df), sorted(df[_SHARD].unique().to_list()))
+        touched = sorted(df[_SHARD].unique().to_list())
+        self._update_state(self._with_partition(df), touched, self._held(touched))
 
     def process(self, table: pa.Table) -> pa.Table:
         """Normalize one batch (value columns, ``_row_kind`` and any meta columns)."""
@@ -227,8 +228,10 @@ class Normalizer:
         if ROW_KIND not in df.columns:
             df = df.with_columns(pl.lit("+I").alias(ROW_KIND))
         df = self._with_shards(df.filter(pl.col(ROW_KIND) != "-U"))
+        # the touched shards' state, gathered once for the fill, the lookup and the update
+        held = self._held(sorted(df[_SHARD].unique().to_list()))
         if self.fills_unavailable:
-            df = self._fill_unavailable(df)
+            df = self._fill_unavailable(df, held)
         df = df.with_row_index(_IDX)
         n = len(df)
         is_del = (df[ROW_KIND] == "-D").to_numpy()
@@ -247,9 +250,7 @@ class Normalizer:
         touched = sorted(df[_SHARD].unique().to_list())
         lookup = None
         if touched:
-            state = (
-                self._held(touched).select(self.values).with_columns(pl.lit(True).alias("__found"))
-            )
+            state = held.select(self.values).with_columns(pl.lit(True).alias("__found"))
             lookup = firsts.join(state, on=self.key, how="left", nulls_equal=False).sort(_IDX)
         m = 0 if lookup is None else len(lookup)
 
@@ -276,28 +277,28 @@ class Normalizer:
         ).to_series()
         same_np = same.to_numpy()
 
-        # counts: upsert -> 2 (changed), 0 (identical), 1 (new); delete -> 1 (known) or 0
+        # counts: upsert -> 2 (changed: -U, +U; +U alone without full changelog),
+        # 0 (identical), 1 (new); delete -> 1 (known) or 0
+        changed = 2 if self.full_changelog else 1
         counts = np.where(
             is_del,
             prev_alive.astype(np.int64),
-            np.where(prev_alive, np.where(same_np, 0, 2), 1),
+            np.where(prev_alive, np.where(same_np, 0, changed), 1),
         )
         rec = np.repeat(np.arange(n), counts)
         pos_in = np.arange(len(rec)) - np.repeat(np.cumsum(counts) - counts, counts)
-        use_prev = is_del[rec] | ((counts[rec] == 2) & (pos_in == 0))
-        kind = np.where(
-            is_del[rec], "-D", np.where(counts[rec] == 2, np.where(pos_in == 0, "-U", "+U"), "+I")
-        )
+        updated = ~is_del[rec] & prev_alive[rec]
+        before = updated & (pos_in == 0) & (changed == 2)
+        use_prev = is_del[rec] | before
+        kind = np.where(is_del[rec], "-D", np.where(updated, np.where(before, "-U", "+U"), "+I"))
         out_vals = pl.concat([base, prev_img], how="vertical_relaxed")[
             np.where(use_prev, rec + n, rec)
         ]
         out = out_vals.with_columns(pl.Series(ROW_KIND, kind, dtype=pl.String))
         if extra:
             out = pl.concat([out, df.select(extra)[rec]], how="horizontal")
-        if not self.full_changelog:
-            out = out.filter(pl.col(ROW_KIND) != "-U")
 
-        self._update_state(self._with_partition(df), touched)
+        self._update_state(self._with_partition(df), touched, held)
         result = out.to_arrow()
         target = pa.schema(
             [*self.spec.schema, pa.field(ROW_KIND, pa.string())]
@@ -305,19 +306,20 @@ class Normalizer:
         )
         return result.select(target.names).cast(target)
 
-    def _fill_unavailable(self, df: pl.DataFrame) -> pl.DataFrame:
-        """``df`` with its placeholders filled in; the rows that cannot be filled go to
-        ``unresolved`` (as given: they change nothing)."""
-        state = self._held(sorted(df[_SHARD].unique().to_list()))
-        df = fill_unavailable(df, self.key, self.values, state, ROW_KIND)
+    def _fill_unavailable(self, df: pl.DataFrame, held: pl.DataFrame) -> pl.DataFrame:
+        """``df`` with its placeholders filled in from the batch and ``held`` (the state of
+        its shards); the rows that cannot be filled go to ``unresolved`` (as given: they
+        change nothing)."""
+        df = fill_unavailable(df, self.key, self.values, held, ROW_KIND)
         bad = df[UNRESOLVED]
         self.unresolved = df.filter(bad).drop(UNRESOLVED, _SHARD).to_arrow() if bad.any() else None
         return df.filter(~bad).drop(UNRESOLVED)
 
-    def _update_state(self, df: pl.DataFrame, touched: list[int]) -> None:
-        """Each key's last row of the batch replaces its state row (a -D removes it)."""
+    def _update_state(self, df: pl.DataFrame, touched: list[int], held: pl.DataFrame) -> None:
+        """Each key's last row of the batch replaces its state row (a -D removes it) in the
+        ``touched`` shards (``held``: their state, perhaps with more shards' rows)."""
         last = df.filter(pl.col(_IDX) == pl.col(_IDX).max().over(self.key))
-        kept = self._held(touched).join(last.select(self.key), on=self.key, how="anti")
+        kept = held.join(last.select(self.key), on=self.key, how="anti")
         ups = last.filter(pl.col(ROW_KIND) != "-D").select([*self._kept, _SHARD])
         self._replace(pl.concat([kept, ups], how="vertical_relaxed"), touched)
 
