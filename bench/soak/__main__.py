@@ -27,7 +27,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline.__main__ import PARTITIONS, Side, await_caught_up, log, settle
+from bench.pipeline.__main__ import (
+    PARTITIONS,
+    Side,
+    await_caught_up,
+    log,
+    settle,
+    trigger_seconds,
+)
 from bench.pipeline.model import CUSTOMERS, TABLES
 from bench.pipeline.probe import read_samples
 from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_customers, produce_step
@@ -137,7 +144,9 @@ def start_pipeline(
     log(f"ready; initial load of {initial.produced:,} changes, waiting for it downstream")
     await_caught_up(side, initial.ended, ns.start_timeout)
     db.mix = STEADY_MIX
-    settled = settle(side, db, producer, topic, ns.rate, ns.settle_timeout)
+    settled = settle(
+        side, db, producer, topic, ns.rate, ns.settle_timeout, trigger_seconds(ns.trigger)
+    )
     log(f"{'settled' if settled else 'NOT settled'} at {ns.rate:,}/s; "
         f"{db.live_orders():,} live orders, held steady from here")  # fmt: skip
     return side, broker, db, producer, topic
