@@ -42,12 +42,12 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.bench_worker import cpu_seconds
+from bench.postgres_server import postgres_server
 from bench.results import save_results
 from filestore import Catalog, Table
 from logstore.broker import EmbeddedBroker
 from logstore.connect import ConnectWorker, postgres_connector
 from logstore.topics import create_topic
-from tests.postgres import postgres_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = pa.schema(
