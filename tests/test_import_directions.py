@@ -145,3 +145,20 @@ def test_no_private_name_is_imported_from_another_package() -> None:
                     if a.name.startswith("_")
                 ]
     assert not wrong, wrong
+
+
+def test_the_readmes_code_map_lists_every_part_of_bridge_with_its_rule() -> None:
+    """The README's code map (one row per package and part of bridge) says what each part
+    may import within bridge: the same as the part's docstring, so neither drifts."""
+    text = (ROOT / "README.md").read_text()
+    rows = text.split("<!-- code-map:begin -->")[1].split("<!-- code-map:end -->")[0]
+    listed: dict[str, set[str]] = {}
+    for line in [r for r in rows.splitlines() if r.startswith("|")][2:]:  # past the header
+        name, _, imports = (cell.strip() for cell in line.strip("|").split("|"))
+        words = set(re.findall(r"`([\w.]+)`", imports))
+        listed[name.strip("`")] = words
+    parts = {_part(m) for m in MODULES if m.startswith("bridge.")} - {"bridge"}
+    expected = {*PACKAGES, *parts} - {"bridge"}
+    assert set(listed) == expected, f"listed but absent, or missing: {set(listed) ^ expected}"
+    wrong = {p: (listed[p], _rule(p)) for p in parts if listed[p] != _rule(p)}
+    assert not wrong, f"README code map != docstring rule: {wrong}"
