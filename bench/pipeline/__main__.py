@@ -53,6 +53,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--first-rate", type=int, default=250, help="the search's first rate (changes/s)"
     )
+    ap.add_argument("--dts-first-rate", type=int,
+                    help="dts's own first rate [--first-rate]: start near what it sustains")  # fmt: skip
     ap.add_argument("--floor", type=int, default=10, help="the lowest rate searched")
     ap.add_argument("--ceiling", type=int, default=128_000, help="the highest rate searched")
     ap.add_argument("--precision", type=float, default=0.10,
@@ -260,7 +262,8 @@ def run_pipeline(
     """The pipeline's search, then the ``shared(its steps)`` rates measured."""
     run = Run(name, broker, ns, work, trigger)
     log(f"{work.name}: starting its pipeline, trigger {trigger} (log: {run.side.log_path})")
-    bounds = Bounds(ns.first_rate, ns.floor, ns.ceiling, ns.precision, ns.max_steps)
+    first = ns.dts_first_rate if name == "dts" and ns.dts_first_rate else ns.first_rate
+    bounds = Bounds(first, ns.floor, ns.ceiling, ns.precision, ns.max_steps)
     try:
         run.load()
         search(run.measure, bounds)
