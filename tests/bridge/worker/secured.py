@@ -9,6 +9,7 @@ from pathlib import Path
 
 from logstore.acls import Acl
 from logstore.broker_security import write_client_properties
+from tests.bridge.worker.support import WorkerProc, start_worker
 
 
 def writer_acls(topic: str, transactional_id: str) -> list[Acl]:
@@ -40,6 +41,20 @@ def client_properties(
     properties file, with ``changes`` over them."""
     path = where / f"{user}-{uuid.uuid4().hex[:6]}.properties"
     return write_client_properties(path, {**settings(user), **changes})
+
+
+def start_secured_worker(
+    settings: Callable[[str], dict[str, str]],
+    warehouse: Path | str,
+    bootstrap: str,
+    tables: list[str],
+    group: str,
+    where: Path,
+) -> WorkerProc:
+    """`dts worker` as the principal "worker", its client settings in a properties file."""
+    config = client_properties(settings, "worker", where)
+    env = {"DTS_KAFKA_CONFIG": str(config)}
+    return start_worker(warehouse, bootstrap, tables, group, where, env=env)
 
 
 def ingest_acls(source: str, topic: str) -> list[Acl]:

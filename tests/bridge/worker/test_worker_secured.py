@@ -33,6 +33,7 @@ from tests.bridge.worker.secured import (
     client_properties,
     dead_letter_acls,
     ingest_acls,
+    start_secured_worker,
     worker_acls,
     writer_acls,
 )
@@ -45,7 +46,6 @@ from tests.bridge.worker.support import (
     plain_records,
     produce,
     rows_at,
-    start_worker,
     tagged_rows,
     wait_for,
 )
@@ -86,14 +86,8 @@ def test_pipeline_runs_with_least_privilege(
     worker = None
     try:
         barriers = produce(writer, log, barriers=3, rows_per_barrier=100)
-        worker_config = client_properties(secured.client_settings, "worker", tmp_path)
-        worker = start_worker(
-            warehouse,
-            secured.bootstrap,
-            [table.name],
-            group,
-            tmp_path,
-            env={"DTS_KAFKA_CONFIG": str(worker_config)},
+        worker = start_secured_worker(
+            secured.client_settings, warehouse, secured.bootstrap, [table.name], group, tmp_path
         )
         wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the barriers", worker)
         barriers += produce(writer, log, barriers=2, rows_per_barrier=50)
@@ -266,14 +260,8 @@ def test_the_worker_dead_letters_with_its_dlq_acls(
         assert plain.flush(30) == 0
         writer.write(tagged_rows(range(10, 20), "w"))
         last = writer.barrier()
-        worker_config = client_properties(secured.client_settings, "worker", tmp_path)
-        worker = start_worker(
-            warehouse,
-            secured.bootstrap,
-            [table.name],
-            group,
-            tmp_path,
-            env={"DTS_KAFKA_CONFIG": str(worker_config)},
+        worker = start_secured_worker(
+            secured.client_settings, warehouse, secured.bootstrap, [table.name], group, tmp_path
         )
         wait_for(lambda: latest_barrier(table) == last, 60, "the last barrier", worker)
         assert [r[0] for r in rows_at(table, last)] == list(range(20))

@@ -16,7 +16,12 @@ from logstore.acls import grant
 from logstore.broker_security import BrokerSecurity
 from logstore.cluster import KafkaCluster
 from logstore.writer import default_transactional_id
-from tests.bridge.worker.secured import client_properties, worker_acls, writer_acls
+from tests.bridge.worker.secured import (
+    client_properties,
+    start_secured_worker,
+    worker_acls,
+    writer_acls,
+)
 from tests.bridge.worker.support import (
     Changelog,
     create_table,
@@ -24,7 +29,6 @@ from tests.bridge.worker.support import (
     log_writer,
     produce,
     rows_at,
-    start_worker,
     wait_for,
 )
 
@@ -62,14 +66,8 @@ def test_secured_cluster_pipeline(
         # every node holds a replica: the brokers replicate to each other over SASL_SSL
         topic = admin.list_topics(spec.topic, timeout=10).topics[spec.topic]
         assert all(len(p.isrs) == 3 for p in topic.partitions.values())
-        worker_config = client_properties(cluster.client_settings, "worker", tmp_path)
-        worker = start_worker(
-            warehouse,
-            cluster.bootstrap,
-            [table.name],
-            group,
-            tmp_path,
-            env={"DTS_KAFKA_CONFIG": str(worker_config)},
+        worker = start_secured_worker(
+            cluster.client_settings, warehouse, cluster.bootstrap, [table.name], group, tmp_path
         )
         wait_for(lambda: latest_barrier(table) == barriers[-1], 120, "the barriers", worker)
         for b in barriers:
