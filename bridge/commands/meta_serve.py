@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 
 import click
 
 from bridge.commands.meta import default_db
 from bridge.commands.signals import sigterm_as_interrupt
-from bridge.meta.auth import ADMIN_TOKEN_ENV, TOKEN_ENV, MetaAuth
+from bridge.meta.auth import ADMIN_TOKEN_ENV, CA_FILE_ENV, TOKEN_ENV, MetaAuth
 from bridge.meta.models import DEFAULT_PRUNE_KEEP
 
 
@@ -51,6 +52,17 @@ from bridge.meta.models import DEFAULT_PRUNE_KEEP
     envvar=ADMIN_TOKEN_ENV,
     help=f"Bearer token that may also end or delete any job (env {ADMIN_TOKEN_ENV}).",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM certificate (chain) to serve over TLS only, with --tls-key; clients verify "
+    f"it with the system trust store or the CA file in {CA_FILE_ENV}.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM private key of --tls-cert (unencrypted; keep it mode 0600).",
+)
 def serve(
     host: str,
     port: int,
@@ -60,8 +72,15 @@ def serve(
     keep_barriers: int,
     token: str | None,
     admin_token: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Run the MetaService HTTP API (OpenAPI at /docs). Stop with Ctrl-C."""
+    # one without the other would silently serve plaintext (or fail deep in uvicorn)
+    if tls_cert and not tls_key:
+        raise click.UsageError("--tls-cert needs --tls-key (the certificate's private key)")
+    if tls_key and not tls_cert:
+        raise click.UsageError("--tls-key needs --tls-cert (the certificate it belongs to)")
     # the server's stack (uvicorn, FastAPI, SQLAlchemy) only for `dts meta serve`
     import uvicorn
 
@@ -84,8 +103,23 @@ def serve(
     # (a client acting on the line below got "connection refused" under load before)
     sock.listen(2048)
     bound = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    base = f"http://{host}:{bound}"
+    # with a certificate uvicorn wraps every connection in TLS: a plaintext request fails
+    # its handshake, so the tokens never cross the network in the clear
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", ssl_certfile=tls_cert, ssl_keyfile=tls_key
+    )
+    try:
+        # loaded here, not in run(): a certificate and key that do not match fail before
+        # the address line, which scripts take as "ready"
+        config.load()
+    except (OSError, ssl.SSLError) as e:
+        sock.close()
+        store.close()
+        raise click.ClickException(
+            f"cannot serve TLS with --tls-cert {tls_cert} and --tls-key {tls_key}: {e}"
+        ) from None
+    server = uvicorn.Server(config)
+    base = f"{'https' if tls_cert else 'http'}://{host}:{bound}"
     # SIGTERM (docker stop, a supervisor) before uvicorn installs its handlers ended the
     # process silently; as Ctrl-C it stops cleanly with the stop line. uvicorn restores
     # this handler and re-raises the signal it caught, which lands here too.

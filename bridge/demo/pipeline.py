@@ -133,7 +133,7 @@ def await_meta(svc: ServiceProcess, timeout_s: float = 60.0) -> str:
     found: list[str] = []
 
     def listening() -> bool:
-        m = re.search(r"MetaService listening on (http://\S+)", svc.tail())
+        m = re.search(r"MetaService listening on (https?://\S+)", svc.tail())
         if m:
             found.append(m.group(1))
         return bool(found)

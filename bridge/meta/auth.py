@@ -26,6 +26,10 @@ from bridge.meta.errors import Forbidden, Unauthorized
 
 TOKEN_ENV = "DTS_META_TOKEN"
 ADMIN_TOKEN_ENV = "DTS_META_ADMIN_TOKEN"
+#: the CA certificate(s) a client verifies an https MetaService with (PEM); without it, the
+#: system trust store. An environment variable like the tokens, so every client (worker,
+#: Spark tasks, the CLI) picks it up without an option of its own.
+CA_FILE_ENV = "DTS_META_CA_FILE"
 JOB_HEADER = "X-DTS-Job"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,8 +18,14 @@ from typing import Any
 import httpx
 from pydantic import TypeAdapter
 
-from bridge.meta.auth import ADMIN_TOKEN_ENV, JOB_HEADER, TOKEN_ENV
-from bridge.meta.errors import ERRORS_BY_CODE, InvalidRequest, MetaError, MetaUnavailable
+from bridge.meta.auth import ADMIN_TOKEN_ENV, CA_FILE_ENV, JOB_HEADER, TOKEN_ENV
+from bridge.meta.errors import (
+    ERRORS_BY_CODE,
+    InvalidRequest,
+    MetaError,
+    MetaTlsError,
+    MetaUnavailable,
+)
 from bridge.meta.models import (
     BarrierRecord,
     ConsistencyMode,
@@ -44,11 +51,43 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 _CONSISTENT_VERSION = TypeAdapter(ConsistentVersion)
 
 
-def _verify(url: str) -> bool:
-    """Whether the client loads the CA bundle: only for https. Loading it costs ~25 ms a
-    client (more on a busy core), and the Spark sink makes clients every micro-batch and
-    task; a plain-http client never handshakes TLS (httpx follows no redirect unasked)."""
-    return not url.lower().startswith("http://")
+def _verify(url: str, ca_file: str | None) -> bool | ssl.SSLContext:
+    """What the client verifies the server with: nothing for plain http, the system CA
+    bundle for https, or only the CA file given. No bundle is loaded for http: loading it
+    costs ~25 ms a client (more on a busy core), and the Spark sink makes clients every
+    micro-batch and task; a plain-http client never handshakes TLS (httpx follows no
+    redirect unasked)."""
+    if url.lower().startswith("http://"):
+        return False
+    if not ca_file:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise MetaTlsError(
+            f"cannot load the MetaService CA file {ca_file!r} ({CA_FILE_ENV}): {e}"
+        ) from e
+
+
+def _tls_failure(url: str, ca_file: str | None, e: httpx.HTTPError) -> MetaTlsError | None:
+    """The TLS reason a call failed, said so a user knows what to set; None for others."""
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            trusted = f"the CA file {ca_file}" if ca_file else "the system trust store"
+            return MetaTlsError(
+                f"the certificate of the MetaService at {url} is not trusted by {trusted} "
+                f"({cause.verify_message}); set {CA_FILE_ENV} to the CA file that signed it"
+            )
+        cause = cause.__cause__ or cause.__context__
+    if url.lower().startswith("http://") and isinstance(e, httpx.RemoteProtocolError):
+        # a TLS listener answers a plaintext request with a failed handshake: the
+        # connection closes (or an alert arrives) instead of an HTTP response
+        return MetaTlsError(
+            f"the MetaService at {url} closed the connection without an HTTP answer; "
+            "if it serves TLS (dts meta serve --tls-cert), use an https:// URL"
+        )
+    return None
 
 
 class MetaClient:
@@ -56,6 +95,8 @@ class MetaClient:
 
     ``token``: the bearer token to send (default: env ``DTS_META_TOKEN``; ``admin=True``
     prefers ``DTS_META_ADMIN_TOKEN``, for operators' tools).
+    ``ca_file``: the CA certificate(s) an https service is verified with (default: env
+    ``DTS_META_CA_FILE``; without either, the system trust store).
     """
 
     def __init__(
@@ -65,15 +106,20 @@ class MetaClient:
         timeout_s: float = 10.0,
         token: str | None = None,
         admin: bool = False,
+        ca_file: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._ca_file = ca_file or os.environ.get(CA_FILE_ENV) or None
         if token is None:
             token = (os.environ.get(ADMIN_TOKEN_ENV) if admin else None) or os.environ.get(
                 TOKEN_ENV
             )
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
-            base_url=self.url, timeout=timeout_s, headers=headers, verify=_verify(self.url)
+            base_url=self.url,
+            timeout=timeout_s,
+            headers=headers,
+            verify=_verify(self.url, self._ca_file),
         )
 
     def __enter__(self) -> MetaClient:
@@ -91,6 +137,9 @@ class MetaClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as e:
+            tls = _tls_failure(self.url, self._ca_file, e)
+            if tls is not None:
+                raise tls from e
             raise MetaUnavailable(f"MetaService at {self.url} unreachable: {e}") from e
         if response.status_code < 400:
             return response.json() if response.content else None

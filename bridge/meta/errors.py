@@ -99,6 +99,14 @@ class MetaUnavailable(MetaError):
     status = 503
 
 
+class MetaTlsError(MetaUnavailable):
+    """No TLS session with the service: its certificate is not trusted (a CA file is
+    missing or wrong), or a plain http:// client reached a service that serves TLS."""
+
+    code = "tls"
+    status = 503
+
+
 ERRORS_BY_CODE: dict[str, type[MetaError]] = {
     cls.code: cls
     for cls in (
@@ -114,5 +122,6 @@ ERRORS_BY_CODE: dict[str, type[MetaError]] = {
         Unauthorized,
         Forbidden,
         MetaUnavailable,
+        MetaTlsError,
     )
 }
