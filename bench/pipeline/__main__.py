@@ -36,7 +36,13 @@ from bench.pipeline import report
 from bench.pipeline.probe import cpu_seconds, read_samples
 from bench.pipeline.search import Bounds, search
 from bench.pipeline.side import READY, SAMPLES
-from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_customers, produce_step
+from bench.pipeline.source import (
+    STEADY_MIX,
+    OrdersDatabase,
+    cdc_producer,
+    produce_customers,
+    produce_step,
+)
 from bench.results import replace_section
 from logstore.broker import EmbeddedBroker
 from logstore.topics import create_topic
@@ -46,6 +52,7 @@ ROOT = HERE.parent.parent
 SIDES = {"dts": "bench.pipeline.dts_side", "delta": "bench.pipeline.delta_side"}
 BEGIN, END = "<!-- bench-pipeline:begin -->", "<!-- bench-pipeline:end -->"
 PARTITIONS = 4
+CAPACITY = 64_000_000
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -75,7 +82,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=HERE.parent / "results" / "pipeline.json")
     ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
     ap.add_argument("--readme", type=Path, help="rewrite this README's results section")
-    ap.add_argument("--initial", type=int, default=20_000, help="changes loaded before the steps")
+    ap.add_argument("--initial", type=int, default=200_000,
+                    help="changes loaded before the steps (about 57%% of them live orders)")  # fmt: skip
+    ap.add_argument("--growing", action="store_true",
+                    help="keep the initial mix (tables grow) instead of a steady one")  # fmt: skip
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--settle-timeout", type=float, default=180.0,
                     help="warm-up at the first rate, at most this long")  # fmt: skip
@@ -201,7 +211,9 @@ class Run:
         self.topic, customers_topic = f"cdc.{work.name}.orders", f"cdc.{work.name}.customers"
         create_topic(broker.bootstrap, self.topic, PARTITIONS, {})
         create_topic(broker.bootstrap, customers_topic, 1, {})
-        self.db = OrdersDatabase()
+        # ids are never reused: room for every insert of a long search (numpy's zeroed
+        # arrays take memory only where ids are used)
+        self.db = OrdersDatabase(capacity=CAPACITY)
         self.producer = cdc_producer(broker.bootstrap)
         # the dimension is in its topic before the pipeline starts: a side loads it before
         # it starts its streams, as a user lets the connector's snapshot land before going live
@@ -223,6 +235,8 @@ class Run:
             "waiting for it downstream")  # fmt: skip
         await_caught_up(self.side, initial.ended, ns.start_timeout)
         self.produced_by = initial.ended
+        if not ns.growing:  # every step of the search meets tables of the same size
+            self.db.mix = STEADY_MIX
 
     def measure(self, rate: int, shared: bool = False) -> report.StepFigures:
         ns, side = self.ns, self.side

@@ -22,6 +22,10 @@ from logstore.client_config import confluent_config
 
 #: the change mix of a chunk: inserts, updates, deletes (the demo's proportions)
 MIX = (0.65, 0.27, 0.08)
+#: the change mix once the initial load is in: as many deletes as inserts keep the number
+#: of live orders, hence the tables, steady (the soak; the pipeline benchmark's search,
+#: whose every step must meet tables of the same size)
+STEADY_MIX = (0.3, 0.4, 0.3)
 _SOURCE = {"version": "2.7.3.Final", "connector": "mysql", "name": "bench", "db": "bench",
            "table": "orders", "snapshot": "false"}  # fmt: skip
 _SNAPSHOT_SOURCE = _SOURCE | {"table": "customers", "snapshot": "true"}

@@ -37,14 +37,20 @@ from bench.pipeline.__main__ import (
 )
 from bench.pipeline.model import CUSTOMERS, TABLES
 from bench.pipeline.probe import read_samples
-from bench.pipeline.source import OrdersDatabase, cdc_producer, produce_customers, produce_step
+from bench.pipeline.source import (
+    STEADY_MIX,
+    OrdersDatabase,
+    cdc_producer,
+    produce_customers,
+    produce_step,
+)
 from bench.soak import report
 from bench.soak.collect import Collector, Places, columns, consistency
 from bench.soak.housekeeping import OrphanCleanup, cleanup_summary
 from bench.soak.oracle import FinalCheck, await_final
 from bench.soak.run import Measured, Sampler, measure
 from bench.soak.series import metric_of
-from bench.soak.settings import STEADY_MIX, Lifecycle
+from bench.soak.settings import Lifecycle
 from bench.soak.verdict import Verdict, judge
 from logstore.broker import EmbeddedBroker
 from logstore.topics import create_topic

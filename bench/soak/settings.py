@@ -16,10 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: the change mix once the initial load is in (inserts, updates, deletes): as many deletes
-#: as inserts keep the number of live orders, hence the tables, steady
-STEADY_MIX = (0.3, 0.4, 0.3)
-
 
 @dataclass(frozen=True)
 class Lifecycle:
