@@ -6,7 +6,7 @@ at no cost to the pipeline's JVM.
 
 - ``latest``: each table's latest version, one after the other;
 - ``batch``: the versions one batch of the stream wrote (its commits are tagged with the
-  batch id, ``delta_side.BATCH_TAG``): the newest batch every table has committed, each
+  batch id, ``model.BATCH_TAG``): the newest batch every table has committed, each
   table read at its last version of that batch.
 """
 
@@ -18,8 +18,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
-from bench.pipeline.delta_side import BATCH_TAG
-from bench.pipeline.model import CUSTOMERS, EVENT_COLUMN, TABLES
+from bench.pipeline.model import BATCH_TAG, CUSTOMERS, EVENT_COLUMN, TABLES
 from bench.pipeline.probe import Sampler
 from bench.pipeline.side import SAMPLES, probe_args, stop_event
 

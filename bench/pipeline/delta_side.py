@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.pipeline.delta_rs import probe_env
-from bench.pipeline.model import CUSTOMERS, ENRICHED, ORDERS, READ_TOGETHER, TOTALS, spark_size
+from bench.pipeline.model import (
+    BATCH_TAG,
+    CUSTOMERS,
+    ENRICHED,
+    ORDERS,
+    READ_TOGETHER,
+    TOTALS,
+    spark_size,
+)
 from bench.pipeline.side import (
     DRIVER_MEMORY,
     ProbeProcess,
@@ -48,8 +56,6 @@ _COLUMNS = {
 }
 _VALUES = ("customer_id", "status", "amount_cents", "event_ms")
 APP_ID = "bench-pipeline-stitched"
-#: the commit tag of a batch's writes (``commitInfo.userMetadata``)
-BATCH_TAG = "batch "
 
 SETTINGS = {
     "spark.sql.shuffle.partitions": "2",  # the cores

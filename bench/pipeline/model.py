@@ -57,6 +57,9 @@ SCHEMAS = {
     TOTALS: TOTALS_SCHEMA,
 }
 KEYS = {ORDERS: "order_id", CUSTOMERS: "customer_id", ENRICHED: "order_id", TOTALS: "customer_id"}
+#: the stitched side's commit tag of a micro-batch's writes (``commitInfo.userMetadata``),
+#: by which its reader picks the versions one batch wrote
+BATCH_TAG = "batch "
 #: what a consistency check reads together: the measured tables and the dimension
 READ_TOGETHER = (*TABLES, CUSTOMERS)
 

@@ -74,14 +74,14 @@ class Sampler:
         return out
 
     def _sample_together(self, started: float) -> dict[str, Any]:
-        try:
+        try:  # the read and its check: an error in either is a sample, never a dead thread
             data, extra = self._together()
+            out: dict[str, Any] = {"t": started, "read_s": time.time() - started, **extra}
+            if all(data[t].num_rows for t in TABLES):
+                out["wrong"] = inconsistencies(data)
+                out["latest_together"] = latest_events(data)
         except Exception as exc:
             return {"t": started, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        out: dict[str, Any] = {"t": started, "read_s": time.time() - started, **extra}
-        if all(data[t].num_rows for t in TABLES):
-            out["wrong"] = inconsistencies(data)
-            out["latest_together"] = latest_events(data)
         return out
 
 

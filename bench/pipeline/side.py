@@ -11,6 +11,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -102,9 +104,6 @@ class ProbeProcess:
 
     def __init__(self, module: str, ns: argparse.Namespace, args: Sequence[str],
                  env: dict[str, str] | None = None) -> None:  # fmt: skip
-        import subprocess
-        import sys
-
         self.log_path = ns.work / "probe.log"
         cmd = [sys.executable, "-m", module, "--work", str(ns.work),
                "--interval", str(ns.probe_interval), *args]  # fmt: skip

@@ -305,3 +305,26 @@ def test_a_triggers_interval_is_read_in_seconds() -> None:
         10.0,
         0.5,
     ]
+
+
+def test_a_check_that_raises_is_a_sample_and_the_reader_goes_on(tmp_path: Path) -> None:
+    """The oracle's check after a read "together" can raise (a column type it has no kernel
+    for did once): that is an error sample, and the reader keeps reading; the thread died
+    before, and the side ran on with no read checked."""
+    from bench.pipeline.model import READ_TOGETHER
+    from bench.pipeline.probe import Sampler, read_samples
+
+    path = tmp_path / "samples.jsonl"
+
+    def together() -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        unreadable = pa.table({"x": [1]})  # none of the columns the oracle reads
+        return {t: unreadable for t in READ_TOGETHER}, {}
+
+    sampler = Sampler(lambda: dict.fromkeys(TABLES), together, path, 0.01).start()
+    try:
+        deadline = time.monotonic() + 60
+        while len([s for s in read_samples(path) if "error" in s]) < 3:
+            assert time.monotonic() < deadline, read_samples(path)[-3:]
+            time.sleep(0.05)
+    finally:
+        sampler.stop()
