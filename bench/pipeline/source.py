@@ -201,6 +201,17 @@ def produce_customers(db: OrdersDatabase, producer: Producer, topic: str) -> int
     return chunk.height
 
 
+def _produce(producer: Producer, topic: str, key: str, value: str) -> None:
+    """One change; while the client's local queue is full (a large initial load at once),
+    wait for deliveries to make room."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key)
+            return
+        except BufferError:
+            producer.poll(0.5)
+
+
 def produce_step(
     db: OrdersDatabase,
     producer: Producer,
@@ -221,7 +232,7 @@ def produce_step(
         if due > 0:
             chunk = db.changes(due, int(now * 1000))
             for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
-                producer.produce(topic, value=value, key=key)
+                _produce(producer, topic, key, value)
             produced += chunk.height
             producer.poll(0)
         time.sleep(max(0.0, started + (produced / rate) - time.time()) if rate else tick_s)
