@@ -49,14 +49,19 @@ def log_entry(topic: str, msg: Any) -> LogEntry | None:
     return LogEntry(p, offset, parse_marker(p, offset, msg.headers()), False)
 
 
-def group_refused(msg: Any) -> bool:
+def refuses_group(err: Any) -> bool:
     """The broker refused the consumer's group: harmless to a consumer that never joins it
-    nor commits (a scan, a reader: librdkafka needs a group id and looks its coordinator up
-    all the same), so a principal with READ on the topic alone can read it."""
+    nor commits (a scan, a reader, the worker's fetcher: librdkafka needs a group id and
+    looks its coordinator up all the same), so a principal with READ on the topic alone can
+    read it."""
     from confluent_kafka import KafkaError
 
-    err = msg.error()
     return err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def group_refused(msg: Any) -> bool:
+    """A consumed message that is only the group's refusal (``refuses_group``)."""
+    return refuses_group(msg.error())
 
 
 def scan_range(

@@ -47,6 +47,7 @@ from bridge.worker.errors import FetchError
 from logstore.acls import refusal
 from logstore.client_config import client_logger
 from logstore.records import LogRecords
+from logstore.scan import refuses_group
 
 log = logging.getLogger(__name__)
 
@@ -247,9 +248,7 @@ class LogFetcher:
     # -- is the log there? --------------------------------------------------------------
 
     def _on_client_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-            # librdkafka looks up the coordinator of the group id it requires, but this
-            # consumer never joins nor commits: the worker needs no ACL on that group
+        if refuses_group(err):  # this consumer never joins nor commits its group
             return
         if err.code() in _LINK_ERRORS:
             self._link_error = err.str()
@@ -339,7 +338,7 @@ class LogFetcher:
     def _check_errors(self, errors: list[Any]) -> None:
         for m in errors:
             err: KafkaError = m.error()
-            if err.code() in (*_LINK_ERRORS, KafkaError.GROUP_AUTHORIZATION_FAILED):
+            if err.code() in _LINK_ERRORS or refuses_group(err):
                 self._on_client_error(err)
                 continue
             if err.fatal() or err.code() in (
