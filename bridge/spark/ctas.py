@@ -1,7 +1,7 @@
 """Atomic CREATE TABLE AS SELECT (FLIP-305) and REPLACE TABLE AS SELECT for Spark.
 
 `create_table_as(spark, name, df)` writes `df` with `format("dts")` and
-`option("create", "true")`: the write goes through `bridge.spark.staged`, so a failed
+`option("create", "true")`: the write goes through `bridge.spark.write.staged`, so a failed
 job leaves no table and no file, and the table appears under its name in one rename.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bridge.spark.catalog import open_catalog
-from bridge.spark.option_keys import session_defaults
+from bridge.spark.options.catalog import open_catalog
+from bridge.spark.options.keys import session_defaults
 from bridge.spark.registration import BY_NAME_CONF, expose, register
-from bridge.spark.staged import table_exists
+from bridge.spark.write.staged import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

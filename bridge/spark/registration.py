@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 import bridge
 import filestore
 import logstore
-from bridge.spark.arrow_schema import spark_schema
-from bridge.spark.catalog import open_catalog
+from bridge.spark._warm_up import wants_warm_up
+from bridge.spark._warm_up import warm_up as run_warm_up
 from bridge.spark.errors import OptionError, SparkBridgeError
-from bridge.spark.extension import TABLE_WAREHOUSE_CONF, install_planner
-from bridge.spark.option_keys import SESSION_CONF_PREFIX, session_defaults
+from bridge.spark.native.extension import TABLE_WAREHOUSE_CONF, install_planner
+from bridge.spark.options.catalog import open_catalog
+from bridge.spark.options.keys import SESSION_CONF_PREFIX, session_defaults
+from bridge.spark.options.schema import spark_schema
 from bridge.spark.source import DtsDataSource
-from bridge.spark.warm_up import wants_warm_up
-from bridge.spark.warm_up import warm_up as run_warm_up
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +74,7 @@ def register(
     read and write). With a warehouse (given or from `spark.dts.warehouse` when given
     here) every table in it becomes a Spark table `db.t`; returns their names.
     `warm_up=True` (or the conf `spark.dts.warm-up=true`) scans a tiny Parquet file first,
-    so the session's first query runs at warm speed (local sessions; see `warm_up.py`).
+    so the session's first query runs at warm speed (local sessions; see `_warm_up.py`).
     """
     for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
         if value:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.errors import ExtensionJarMissing, KafkaConnectorMissing
-from bridge.spark.extension import extension_conf
+from bridge.spark.native.extension import extension_conf
 from bridge.spark.registration import register
 from logstore.localhost import cache_dir
 

@@ -2,7 +2,7 @@
 
 Rows carry `_row_kind` and `_barrier` (the barrier whose marker closes the row's
 transaction). An upsert-mode log (a primary-key table's default) is read as a full
-changelog, -U/+U and full -D rows (`bridge.spark.log_state`); `log.normalize=false`
+changelog, -U/+U and full -D rows (`bridge.spark.read.log_state`); `log.normalize=false`
 gives its rows as stored (+I for every upsert, -D maybe key-only).
 
 scan.mode: `latest-full` (default) = the earliest retained offset; `latest` = the end
@@ -22,17 +22,17 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.kafka_access import consumer
-from bridge.spark.log_state import check_replayable, state_refs
-from bridge.spark.offsets import LogOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.plan_limits import default_read_limit, limits
-from bridge.spark.plan_log import BatchEnd, LogScanner, admit, record_admission
-from bridge.spark.plan_scan import read_context
-from bridge.spark.read_log import read_log_range
-from bridge.spark.read_parts import LogPartition, LogStateRef
+from bridge.spark.options.catalog import open_table
+from bridge.spark.read.kafka_access import consumer
+from bridge.spark.read.log import read_log_range
+from bridge.spark.read.log_state import check_replayable, state_refs
+from bridge.spark.read.parts import LogPartition, LogStateRef
+from bridge.spark.read.plan_log import BatchEnd, LogScanner, admit, record_admission
+from bridge.spark.read.plan_scan import read_context
+from bridge.spark.stream.limits import default_read_limit, limits
+from bridge.spark.stream.offsets import LogOffset
 from bridge.tables import log_spec_for
 from logstore.errors import OffsetsExpiredError
 
@@ -61,7 +61,7 @@ class LogTierReader:
     def _watermarks(self) -> dict[int, tuple[int, int]]:
         """(low, high) per partition through one kept consumer: `latestOffset` asks on
         every trigger, and a consumer made and closed per call cost tens of ms each."""
-        from logstore.watermarks import watermarks  # see bridge.spark.kafka_access
+        from logstore.watermarks import watermarks  # see bridge.spark.read.kafka_access
 
         if self._meta is None:
             self._meta = consumer(self.bootstrap, eof=False)
@@ -105,7 +105,7 @@ class LogTierReader:
 
     @property
     def normalizes(self) -> bool:
-        """Whether ranges are read as a full changelog (`bridge.spark.log_state`)."""
+        """Whether ranges are read as a full changelog (`bridge.spark.read.log_state`)."""
         upsert = self.spec.effective_changelog_mode == "upsert"
         return self.opts.log_normalize and upsert and bool(self.spec.primary_key)
 
@@ -188,7 +188,7 @@ class LogTierReader:
         return {p: pick[given[p]][p] if given.get(p, -2) in pick else given[p] for p in earliest}
 
     def _offsets_for_time(self, ms: int) -> dict[int, int]:
-        from confluent_kafka import TopicPartition  # see bridge.spark.kafka_access
+        from confluent_kafka import TopicPartition  # see bridge.spark.read.kafka_access
 
         c = consumer(self.bootstrap, eof=False)
         try:

@@ -11,8 +11,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from bridge.spark.habits import CHANGE_TYPE, with_change_type
 from bridge.spark.options import BARRIER, METADATA_COLUMNS, ROW_KIND
+from bridge.spark.options.habits import CHANGE_TYPE, with_change_type
 
 
 def spark_schema(

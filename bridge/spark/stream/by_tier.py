@@ -12,9 +12,9 @@ from pyspark.sql.types import StructType
 
 from bridge.spark.errors import OptionError
 from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
-from bridge.spark.stream_file import FileStreamReader
-from bridge.spark.stream_hybrid import HybridStreamReader
-from bridge.spark.stream_log import LogStreamReader
+from bridge.spark.stream._hybrid import HybridStreamReader
+from bridge.spark.stream._log import LogStreamReader
+from bridge.spark.stream.file import FileStreamReader
 
 
 def stream_reader(opts: ReadOptions, schema: StructType) -> DataSourceStreamReader:

@@ -19,14 +19,14 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from bridge.spark.errors import OptionError
-from bridge.spark.offsets import HybridOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.plan_limits import default_read_limit
-from bridge.spark.plan_scan import split_partitions
-from bridge.spark.read_log import read_log_range
-from bridge.spark.read_parts import LogPartition
-from bridge.spark.read_scan import read_partition
-from bridge.spark.stream_log import LogTierReader
+from bridge.spark.read.log import read_log_range
+from bridge.spark.read.parts import LogPartition
+from bridge.spark.read.plan_scan import split_partitions
+from bridge.spark.read.scan import read_partition
+from bridge.spark.stream._log import LogTierReader
+from bridge.spark.stream.limits import default_read_limit
+from bridge.spark.stream.offsets import HybridOffset
 
 
 class HybridStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

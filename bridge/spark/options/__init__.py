@@ -2,6 +2,12 @@
 
 Spark hands options as a case-insensitive string map; every key is looked up
 lower-cased here so `maxRowsPerTrigger` and `maxrowspertrigger` are the same.
+
+The room also holds what options name: `keys` (the accepted keys), `habits` (Delta's
+and Kafka's spellings), `catalog` (opening the table, time travel) and `schema`
+(the table's schema as Spark sees it).
+
+Imports within bridge.spark: errors.
 """
 
 from __future__ import annotations
@@ -10,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bridge.spark.errors import OptionError
-from bridge.spark.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
-from bridge.spark.option_keys import check_keys
+from bridge.spark.options.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
+from bridge.spark.options.keys import check_keys
 from filestore.row_kind import ROW_KIND_COLUMN
 from logstore.spec import BARRIER_COLUMN
 
@@ -105,7 +111,7 @@ class ReadOptions:
     columns: list[str] = field(default_factory=list)
     metadata_columns: bool = False
     poll_timeout_s: float = 2.0
-    # an upsert-mode log read as a full changelog (-U/+U, full -D), see bridge.spark.log_state
+    # an upsert-mode log read as a full changelog (-U/+U, full -D), see bridge.spark.read.log_state
     log_normalize: bool = True
     feed: ChangeFeed | None = None  # Delta readChangeFeed (adds _change_type)
     start_offsets: str | dict[int, int] | None = None  # Kafka startingOffsets (log tier)

@@ -1,4 +1,4 @@
-"""Executor-side reading of log-tier ranges (planned by `bridge.spark.plan_log`).
+"""Executor-side reading of log-tier ranges (planned by `bridge.spark.read.plan_log`).
 
 One Spark partition per Kafka partition (= bucket): records [start, end) decoded
 with `logstore.codec.decode_records`, each row tagged with the barrier whose marker
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bridge.spark.arrow_schema import conform
 from bridge.spark.errors import LogTruncated
-from bridge.spark.kafka_access import consumer
-from bridge.spark.log_state import normalized
 from bridge.spark.options import BARRIER, ROW_KIND
-from bridge.spark.read_parts import LogPartition
+from bridge.spark.options.schema import conform
+from bridge.spark.read.kafka_access import consumer
+from bridge.spark.read.log_state import normalized
+from bridge.spark.read.parts import LogPartition
 from logstore.codec import RawRecord, decode_records
 from logstore.errors import LogScanError
 

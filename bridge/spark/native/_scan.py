@@ -32,12 +32,12 @@ from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame
 from pyspark.sql.types import ByteType, StructField, StructType
 
-from bridge.spark.arrow_schema import spark_schema
-from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.habits import CHANGE_TYPE, CHANGE_TYPES, ROW_KINDS
 from bridge.spark.options import BARRIER, ROW_KIND
-from bridge.spark.plan_scan import needs_merge
+from bridge.spark.options.catalog import open_table
+from bridge.spark.options.habits import CHANGE_TYPE, CHANGE_TYPES, ROW_KINDS
+from bridge.spark.options.schema import spark_schema
+from bridge.spark.read.plan_scan import needs_merge
 from filestore.bucket_file import is_data_file_changelog
 from filestore.row_kind import VALUE_KIND
 

@@ -11,7 +11,7 @@ from typing import Any
 
 #: how long the broker may hold a fetch that finds nothing new (librdkafka: 500 ms). A
 #: consumer waits for its fetch in flight before a seek's fetch can go out, so an idle
-#: kept consumer (`read_log`) re-positioned for a range that does not start where its last
+#: kept consumer (`read.log`) re-positioned for a range that does not start where its last
 #: one ended (another query's range of the partition, a replay, a task that moved between
 #: Python workers) waited ~300 ms on average; and the driver's marker scan learns the end
 #: of a partition only from an empty fetch. Idle consumers ask 40 times a second: cheap

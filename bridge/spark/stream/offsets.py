@@ -7,7 +7,7 @@ how the streaming sink recognizes a `dts` source in Spark's offset log) and
 micro-batch ending there also holds part of a later barrier (maxOffsetsPerTrigger cut
 it), so it completes no barrier exactly. Spark writes each batch's end offset to
 `<checkpoint>/offsets/<batchId>` before running the batch; the `dts` sink reads
-the barrier back from there (see `bridge.spark.checkpoint`).
+the barrier back from there (see `bridge.spark.write._checkpoint`).
 
 - file tier:   {"dts":1,"tier":"file","table":T,"snapshot":S,"barrier":B,"full":bool}
                S = last snapshot consumed (0 = none); `full` on a start offset means

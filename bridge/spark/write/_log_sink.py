@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from bridge.spark.errors import OptionError
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
-from bridge.spark.writing import DtsCommitMessage
+from bridge.spark.write._tasks import DtsCommitMessage
 from bridge.tables import log_spec_for
 from filestore.fileio import resolve_filesystem
 

@@ -21,7 +21,7 @@ import json
 import pyarrow.fs as pafs
 
 from bridge.spark.errors import SinkBarrierError
-from bridge.spark.offsets import barrier_of, is_partial
+from bridge.spark.stream.offsets import barrier_of, is_partial
 
 
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:

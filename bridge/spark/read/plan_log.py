@@ -4,7 +4,7 @@
 reading only headers (`logstore.scan.log_entry`: no JSON decoding) to find barrier
 markers and count records, so `latestOffset` can end every micro-batch exactly on a
 barrier that is complete in every partition. The ranges it plans
-(`read_parts.LogPartition`) are read in the executors by `bridge.spark.read_log`.
+(`parts.LogPartition`) are read in the executors by `bridge.spark.read.log`.
 
 It keeps up with a live log: the consumer stays assigned while the query moves forward
 (it prefetches in the background), partitions remember that they are at the end until
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.spark.kafka_access import consumer
+from bridge.spark.read.kafka_access import consumer
 from logstore.scan import LogEntry, log_entry, scan_range
 
 

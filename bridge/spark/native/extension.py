@@ -24,13 +24,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bridge.spark.catalog import open_table
 from bridge.spark.errors import ExtensionJarMissing
-from bridge.spark.native import changes as native_changes
-from bridge.spark.native import table as native_table
-from bridge.spark.native_stream import NATIVE_STREAMS_CONF, NativeStreams
-from bridge.spark.option_keys import session_defaults
+from bridge.spark.native._scan import changes as native_changes
+from bridge.spark.native._scan import table as native_table
+from bridge.spark.native._stream import NATIVE_STREAMS_CONF, NativeStreams
 from bridge.spark.options import ReadOptions
+from bridge.spark.options.catalog import open_table
+from bridge.spark.options.keys import session_defaults
 from logstore.localhost import cache_dir
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class TablePlanner:
         open_table(warehouse, name).set_options(changes, unset=[str(k) for k in unset])
 
     # file-tier streams with native micro-batches (io.dts.spark.StreamPlanner): see
-    # bridge.spark.native_stream; the names are the Java interface's
+    # bridge.spark.native._stream; the names are the Java interface's
     def streamOpen(self, source_id: str, options: Any, schema_json: str) -> None:
         self._streams.open(source_id, options, schema_json)
 

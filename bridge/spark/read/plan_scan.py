@@ -1,7 +1,7 @@
 """Driver-side planning of FileStore scans: the read context and the input partitions.
 
 Runs during planning (batch `partitions()`, a stream reader's `partitions(start, end)`);
-the partitions it returns are read by `bridge.spark.read_scan` in the executors.
+the partitions it returns are read by `bridge.spark.read.scan` in the executors.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from bridge.spark.arrow_schema import spark_arrow_schema, table_columns
 from bridge.spark.errors import OptionError
 from bridge.spark.options import ReadOptions
-from bridge.spark.read_parts import (
+from bridge.spark.options.schema import spark_arrow_schema, table_columns
+from bridge.spark.read.parts import (
     ChangelogFilesPartition,
     ChangesPartition,
     ChangeStepsPartition,
@@ -48,7 +48,7 @@ def read_context(opts: ReadOptions, schema: StructType, table: Table) -> ReadCon
 
 
 def needs_merge(table: Table, split: Split) -> bool:
-    """Whether `split` must go through the merge-on-read path (see `bridge.spark.native`)."""
+    """Whether `split` must go through the merge-on-read path (see `bridge.spark.native._scan`)."""
     return not merge_free(table.schema, split)
 
 

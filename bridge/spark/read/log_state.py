@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bridge.spark.errors import OptionError
-from bridge.spark.read_parts import LogStateRef
+from bridge.spark.read.parts import LogStateRef
 from logstore.normalize import at_truncate
 from logstore.spec import OFFSET_COLUMN
 
@@ -79,7 +79,7 @@ def committed_rows(
     lookups in the files this worker process already decoded (`open_table_for_lookups`),
     so a stream's micro-batches read each file of the table once, not a scan per batch.
     With `keys` None, every row of the bucket (a scan: a truncate removes them all)."""
-    from bridge.spark.catalog import open_table_for_lookups
+    from bridge.spark.options.catalog import open_table_for_lookups
 
     if ref.snapshot_id is None or (keys is not None and keys.is_empty()):
         return spec.schema.empty_table()

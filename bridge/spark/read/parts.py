@@ -1,7 +1,7 @@
 """What a driver-side planner hands the executors: the input partitions of a `dts` scan.
 
 Small picklable objects: built on the driver (`plan_scan`, `plan_log`), read in the
-executors' Python workers (`read_scan`, `read_log`). Neither side imports the other.
+executors' Python workers (`scan`, `log`). Neither side imports the other.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class ChangelogFilesPartition(InputPartition):
 
 @dataclass(frozen=True)
 class LogStateRef:
-    """Where a log range's old rows come from (`bridge.spark.log_state`): the FileStore
+    """Where a log range's old rows come from (`bridge.spark.read.log_state`): the FileStore
     snapshot `snapshot_id` (None: none yet) holds the partition's log up to `offset`."""
 
     warehouse: str

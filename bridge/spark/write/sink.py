@@ -1,17 +1,17 @@
 """The `dts` sink: batch writes (append / overwrite / staged CTAS) and the streaming sink.
 
-Tasks (executors) write data files (`bridge.spark.writing.write_task`); nothing is
+Tasks (executors) write data files (`bridge.spark.write._tasks.write_task`); nothing is
 visible until the driver-side `commit` turns every task's `CommitMessage` into ONE
 snapshot. `abort` deletes the files the tasks wrote.
 
 Streaming: one snapshot per micro-batch, idempotent by (commit user
 `spark-<query id>`, identifier = batch id), carrying the barrier of the `dts`
-source offsets the batch ended at (see `bridge.spark.checkpoint`). In complete mode
+source offsets the batch ended at (see `bridge.spark.write._checkpoint`). In complete mode
 that snapshot replaces the table (an OVERWRITE; into the log: a truncate record, then
 the rows, in the barrier's transaction).
 
 With option `meta.url` every write registers as a MetaService job
-(see `bridge.spark.meta_jobs`).
+(see `bridge.spark.write.meta_jobs`).
 """
 
 from __future__ import annotations
@@ -29,15 +29,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from bridge.spark import meta_jobs
-from bridge.spark.arrow_schema import spark_arrow_schema
-from bridge.spark.catalog import open_catalog, open_table, open_table_for_lookups
-from bridge.spark.checkpoint import ends_inside_barrier, query_id, source_barrier, source_tables
 from bridge.spark.errors import OptionError
-from bridge.spark.log_sink import abort_staged, commit_to_log, stage_task
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
-from bridge.spark.staged import staged_writer
-from bridge.spark.writing import DtsCommitMessage, commit_messages, publish_schema, write_task
+from bridge.spark.options.catalog import open_catalog, open_table, open_table_for_lookups
+from bridge.spark.options.schema import spark_arrow_schema
+from bridge.spark.write import meta_jobs
+from bridge.spark.write._checkpoint import (
+    ends_inside_barrier,
+    query_id,
+    source_barrier,
+    source_tables,
+)
+from bridge.spark.write._log_sink import abort_staged, commit_to_log, stage_task
+from bridge.spark.write._tasks import DtsCommitMessage, commit_messages, publish_schema, write_task
+from bridge.spark.write.staged import staged_writer
 from filestore.commit_properties import CommitProperties
 from filestore.errors import SchemaError
 from filestore.schema import TableSchema, evolve
@@ -54,7 +59,7 @@ def check_write_schema(table: Table, schema: StructType, opts: WriteOptions) -> 
     A column the table lacks is an error, never silently dropped; with Delta's
     `mergeSchema=true` it is added as a nullable column: returns the new schema version
     the tasks write with, published only by the commit of the data
-    (`writing.publish_schema`). `partitionBy` must match the table's.
+    (`_tasks.publish_schema`). `partitionBy` must match the table's.
     """
     if opts.partition_by and opts.partition_by != list(table.partition_keys):
         raise OptionError(
@@ -188,7 +193,7 @@ class DtsStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self._table(), self.commit_user, iterator, self.evolved)
 
     def barrier_for(self, messages: list[Any], batch_id: int) -> int | None:
-        """The barrier to commit for `batch_id` (see module `bridge.spark.checkpoint`)."""
+        """The barrier to commit for `batch_id` (see module `bridge.spark.write._checkpoint`)."""
         if self.opts.barrier is not None:
             return self.opts.barrier
         if self.opts.checkpoint:

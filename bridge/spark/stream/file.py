@@ -24,12 +24,12 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from bridge.spark.catalog import open_table
-from bridge.spark.offsets import FileOffset
 from bridge.spark.options import ReadOptions
-from bridge.spark.plan_limits import default_read_limit, limits
-from bridge.spark.plan_scan import changes_partitions, read_context, split_partitions
-from bridge.spark.read_scan import read_partition
+from bridge.spark.options.catalog import open_table
+from bridge.spark.read.plan_scan import changes_partitions, read_context, split_partitions
+from bridge.spark.read.scan import read_partition
+from bridge.spark.stream.limits import default_read_limit, limits
+from bridge.spark.stream.offsets import FileOffset
 from filestore.snapshot import COMPACT
 
 

@@ -13,11 +13,16 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from bridge.spark.catalog import open_table, resolve_snapshot_id
-from bridge.spark.filters import conjunction
 from bridge.spark.options import ReadOptions
-from bridge.spark.plan_scan import changes_partitions, needs_merge, read_context, split_partitions
-from bridge.spark.read_scan import read_partition
+from bridge.spark.options.catalog import open_table, resolve_snapshot_id
+from bridge.spark.read._filters import conjunction
+from bridge.spark.read.plan_scan import (
+    changes_partitions,
+    needs_merge,
+    read_context,
+    split_partitions,
+)
+from bridge.spark.read.scan import read_partition
 
 
 class DtsBatchReader(DataSourceReader):

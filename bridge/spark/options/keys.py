@@ -4,7 +4,7 @@ Spark hands a data source every `.option(...)` unchecked, so a misspelling would
 silently do nothing. Every key is checked here against the options of its side
 (read or write); an unknown key is an `OptionError` that names it and suggests the
 closest valid key (difflib), and options users type from Delta Lake or Spark's Kafka
-source are either honoured (see `bridge.spark.habits`) or refused with what to use.
+source are either honoured (see `bridge.spark.options.habits`) or refused with what to use.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ READ = (
     "maxBarriersPerTrigger",
     "log.poll-timeout",
     "log.normalize",
-    "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native)
+    "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native._scan)
     "scan.tasks",  # internal: how many tasks that merge part fills (the session's cores)
     "scan.native",  # false: the Python source reads it even where the extension could not
-    # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.habits
+    # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.options.habits
     "versionAsOf",
     "timestampAsOf",
     "readChangeFeed",

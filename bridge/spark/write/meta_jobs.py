@@ -42,9 +42,9 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from bridge.spark.checkpoint import query_id
 from bridge.spark.errors import JobRefused
 from bridge.spark.options import WriteOptions
+from bridge.spark.write._checkpoint import query_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,4 +1,4 @@
-"""Executor-side reading of FileStore scan partitions (planned by `bridge.spark.plan_scan`).
+"""Executor-side reading of FileStore scan partitions (planned by `bridge.spark.read.plan_scan`).
 
 `read_partition` runs in the executors' Python workers, one call per partition, and
 is stateless: it reopens the table from the warehouse (cheap: only the schema file).
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from bridge.spark.arrow_schema import conform
-from bridge.spark.catalog import open_table
 from bridge.spark.options import BARRIER, ROW_KIND
-from bridge.spark.read_parts import (
+from bridge.spark.options.catalog import open_table
+from bridge.spark.options.schema import conform
+from bridge.spark.read.parts import (
     ChangelogFilesPartition,
     ChangesPartition,
     ChangeStepsPartition,
@@ -64,7 +64,7 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
             yield from _read_changes(step)
     elif isinstance(p, ChangelogFilesPartition):
         yield from _read_changelog_files(p)
-    else:  # pragma: no cover - partitions come from bridge.spark.plan_scan only
+    else:  # pragma: no cover - partitions come from bridge.spark.read.plan_scan only
         raise TypeError(f"unexpected partition {type(p).__name__}")
 
 

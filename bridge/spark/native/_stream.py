@@ -2,7 +2,7 @@
 
 The dts extension replaces a `readStream.format("dts").option("tier", "file")` with a
 JVM streaming source whose offsets and micro-batches this module plans in the driver's
-Python process (called back through Py4J, see `bridge.spark.extension`). Offsets,
+Python process (called back through Py4J, see `bridge.spark.native.extension`). Offsets,
 admission control and Trigger.AvailableNow are the Python source's own
 (`FileStreamReader`), so a checkpoint written by either path is read by the other.
 A micro-batch is:
@@ -38,17 +38,17 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from bridge.spark.catalog import open_table
-from bridge.spark.habits import CHANGE_TYPE
-from bridge.spark.native import changelog_files_read_natively
-from bridge.spark.native import changes as native_changes
-from bridge.spark.native import table as native_table
-from bridge.spark.offsets import FileOffset
-from bridge.spark.option_keys import session_defaults
+from bridge.spark.native._scan import changelog_files_read_natively
+from bridge.spark.native._scan import changes as native_changes
+from bridge.spark.native._scan import table as native_table
 from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
-from bridge.spark.plan_limits import default_read_limit
-from bridge.spark.stream_file import FileStreamReader
-from bridge.spark.streams import stream_reader
+from bridge.spark.options.catalog import open_table
+from bridge.spark.options.habits import CHANGE_TYPE
+from bridge.spark.options.keys import session_defaults
+from bridge.spark.stream.by_tier import stream_reader
+from bridge.spark.stream.file import FileStreamReader
+from bridge.spark.stream.limits import default_read_limit
+from bridge.spark.stream.offsets import FileOffset
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

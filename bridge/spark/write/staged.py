@@ -21,11 +21,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from bridge.spark import meta_jobs
-from bridge.spark.arrow_schema import spark_arrow_schema
-from bridge.spark.catalog import open_catalog
 from bridge.spark.options import METADATA_COLUMNS, WriteOptions
-from bridge.spark.writing import DtsCommitMessage, commit_messages, write_task
+from bridge.spark.options.catalog import open_catalog
+from bridge.spark.options.schema import spark_arrow_schema
+from bridge.spark.write import meta_jobs
+from bridge.spark.write._tasks import DtsCommitMessage, commit_messages, write_task
 from filestore.commit_properties import CommitProperties
 from filestore.staging import StagedTable
 
