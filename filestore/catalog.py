@@ -15,10 +15,10 @@ from filestore.errors import (
     TableAlreadyExists,
     TableNotFound,
 )
-from filestore.fileio import FileIO, resolve_filesystem
-from filestore.identifiers import RULES, check_identifier
-from filestore.paths import TablePaths
-from filestore.schema import SchemaManager, build_schema
+from filestore.format.identifiers import RULES, check_identifier
+from filestore.format.paths import TablePaths
+from filestore.format.schema import SchemaManager, build_schema
+from filestore.io.fileio import FileIO, resolve_filesystem
 from filestore.table import Table
 
 DEFAULT_DATABASE = "default"

@@ -17,27 +17,27 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filestore.changes import StoredChange, stored_changelog_files, table_changes
-from filestore.compaction import CompactResult
-from filestore.context import TableContext
 from filestore.errors import SchemaError, SnapshotNotFound
-from filestore.expire import (
+from filestore.format.schema import TableSchema, evolve, with_options
+from filestore.format.snapshot import Snapshot
+from filestore.iceberg import drop_iceberg_metadata, sync_iceberg
+from filestore.maintenance.compaction import CompactResult
+from filestore.maintenance.expire import (
     ExpireResult,
     OrphanResult,
     delete_tag,
     expire_snapshots,
     remove_orphans,
 )
-from filestore.iceberg import drop_iceberg_metadata, sync_iceberg
-from filestore.lookup import rows_of_keys
-from filestore.maintenance import TableCommit, compact
-from filestore.read import SplitReader
-from filestore.rollback import RollbackResult, rollback_to
-from filestore.scan import Split, TableScan
-from filestore.schema import TableSchema, evolve, with_options
-from filestore.snapshot import Snapshot
-from filestore.tags import create_tag, list_tags, tag_snapshot
-from filestore.write import TableWrite
+from filestore.maintenance.rollback import RollbackResult, rollback_to
+from filestore.maintenance.table_commit import TableCommit, compact
+from filestore.read.changes import StoredChange, stored_changelog_files, table_changes
+from filestore.read.lookup import rows_of_keys
+from filestore.read.scan import Split, TableScan
+from filestore.read.split import SplitReader
+from filestore.state.context import TableContext
+from filestore.state.tags import create_tag, list_tags, tag_snapshot
+from filestore.write.table_write import TableWrite
 
 
 class Table(TableContext):
@@ -218,14 +218,14 @@ class Table(TableContext):
 
     def rows_of_keys(self, keys: pa.Table, bucket: int, snapshot_id: int) -> pa.Table:
         """The current rows of ``keys`` (primary-key columns) in one bucket at a snapshot,
-        by point lookups in the files this handle decoded (``filestore.file_cache``)."""
+        by point lookups in the files this handle decoded (``filestore.io.file_cache``)."""
         return rows_of_keys(self, self.snapshot(snapshot_id), bucket, keys)
 
     def changes(self, start_snapshot_id: int, end_snapshot_id: int) -> pa.Table:
         """Rows that changed after start up to end, with ``_row_kind`` (+I, -U, +U, -D).
 
         Replaying them in order onto the state at start gives the state at end
-        (see filestore.changes for what ``changelog-producer`` changes).
+        (see filestore.read.changes for what ``changelog-producer`` changes).
         """
         return table_changes(self, start_snapshot_id, end_snapshot_id)
 

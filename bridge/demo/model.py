@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore import Catalog
-from filestore.row_kind import ROW_KIND_COLUMN
+from filestore.format.row_kind import ROW_KIND_COLUMN
 from logstore.spec import BARRIER_COLUMN
 
 DB = "demo"

@@ -28,9 +28,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from filestore.context import TableContext
-from filestore.data_file import DataFileMeta
 from filestore.errors import IcebergMetadataError, SnapshotNotFound
+from filestore.format.data_file import DataFileMeta
+from filestore.format.manifest import ManifestEntry
+from filestore.format.schema import TableSchema
+from filestore.format.snapshot import Snapshot
 from filestore.iceberg.deletes import delete_file_prefix, skipped_rows, write_position_deletes
 from filestore.iceberg.manifests import (
     DATA,
@@ -42,11 +44,9 @@ from filestore.iceberg.manifests import (
     write_manifest_list,
 )
 from filestore.iceberg.schema import FieldIds, iceberg_schema, name_mapping
-from filestore.manifest import ManifestEntry
-from filestore.read import one_sorted_run
-from filestore.schema import TableSchema
-from filestore.snapshot import Snapshot
-from filestore.tags import list_tags
+from filestore.read.split import one_sorted_run
+from filestore.state.context import TableContext
+from filestore.state.tags import list_tags
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ add `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`). A split needs no merge when
   the rows its vector deletes filtered out on Parquet's `_metadata.row_index` by the dts
   extension's code-generated `io.dts.spark.LiveRowFilter` (in the JVM, no Python worker);
 
-(`filestore.read.merge_free`).
+(`filestore.read.split.merge_free`).
 
 `dts.table(spark, "db.t")` returns one DataFrame: `spark.read.parquet(those files)`
 with the table's columns selected, unioned with the `dts` Python source restricted to
@@ -20,7 +20,7 @@ prunes columns, pushes filters into Parquet (both visible in `explain()`), split
 across executors, and needs no Python worker when nothing must merge.
 
 `changes()` does the same for a changes read: the stored changelog files of the range
-(see `filestore.changes`) are plain Parquet too, read by Spark with `_row_kind` and
+(see `filestore.read.changes`) are plain Parquet too, read by Spark with `_row_kind` and
 `_barrier` computed from each row's `_VALUE_KIND` and file.
 """
 
@@ -38,13 +38,13 @@ from bridge.spark.options.catalog import open_table
 from bridge.spark.options.habits import CHANGE_TYPE, CHANGE_TYPES, ROW_KINDS
 from bridge.spark.options.schema import spark_schema
 from bridge.spark.read.plan_scan import needs_merge
-from filestore.bucket_file import is_data_file_changelog
-from filestore.row_kind import VALUE_KIND
+from filestore.format.row_kind import VALUE_KIND
+from filestore.state.bucket_file import is_data_file_changelog
 
 if TYPE_CHECKING:
     from filestore import Table
-    from filestore.changes import StoredChange
-    from filestore.scan import Split
+    from filestore.read.changes import StoredChange
+    from filestore.read.scan import Split
 
 MERGE_ONLY = "scan.merge-only"  # read option: only the splits `needs_merge` selects
 MERGE_TASKS = "scan.tasks"  # read option: the merge part fills this many task slots
@@ -171,7 +171,7 @@ def table(
 def _row_kind_expr(has_kind: bool, names: list[str]) -> str:
     """`_row_kind` of a changelog row in Spark SQL: its `_VALUE_KIND` code, except in a
     data file listed as its commit's changelog (new keys only: +I, see
-    `filestore.commit_lookup`) and in files without one (append-only tables). Only the
+    `filestore.commit.lookup`) and in files without one (append-only tables). Only the
     cases the files need are tested per row."""
     data_files = [n for n in names if is_data_file_changelog(n)]
     if not has_kind or len(data_files) == len(names):

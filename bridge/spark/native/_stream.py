@@ -53,7 +53,7 @@ from bridge.spark.stream.offsets import FileOffset
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from filestore.changes import StoredChange
+    from filestore.read.changes import StoredChange
 
 NATIVE_STREAMS_CONF = "spark.dts.native-streams"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from bridge.spark.errors import OptionError
 from bridge.spark.options.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
 from bridge.spark.options.keys import check_keys
-from filestore.row_kind import ROW_KIND_COLUMN
+from filestore.format.row_kind import ROW_KIND_COLUMN
 from logstore.spec import BARRIER_COLUMN
 
 TIERS = ("file", "log", "hybrid")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bridge.spark.options import ReadOptions
 from filestore import Catalog, Table
-from filestore.file_cache import FileCache
-from filestore.manifest import ManifestStore
+from filestore.format.manifest import ManifestStore
+from filestore.io.file_cache import FileCache
 
 # Spark runs a sink's commit (a batch write's, a streaming micro-batch's) in a Python
 # worker it reuses from one commit to the next, on a freshly unpickled writer, and a

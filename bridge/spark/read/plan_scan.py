@@ -24,12 +24,12 @@ from bridge.spark.read.parts import (
     SplitPartition,
     SplitsPartition,
 )
-from filestore.read import merge_free
-from filestore.snapshot import COMPACT
+from filestore.format.snapshot import COMPACT
+from filestore.read.split import merge_free
 
 if TYPE_CHECKING:
     from filestore import Table
-    from filestore.scan import Split
+    from filestore.read.scan import Split
 
 
 def read_context(opts: ReadOptions, schema: StructType, table: Table) -> ReadContext:
@@ -121,7 +121,7 @@ def changelog_partitions(
 ) -> list[InputPartition] | None:
     """One partition per bucket holding stored changelog files in (start, end], each
     file tagged with its snapshot's barrier; None when the range has no stored changelog.
-    Reading them costs what changed, never the table (see `filestore.changes`)."""
+    Reading them costs what changed, never the table (see `filestore.read.changes`)."""
     files = table.changelog_files(start, end)
     if files is None:
         return None

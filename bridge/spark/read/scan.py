@@ -23,7 +23,7 @@ from bridge.spark.read.parts import (
     SplitPartition,
     SplitsPartition,
 )
-from filestore.changes import read_changelog_file
+from filestore.read.changes import read_changelog_file
 
 if TYPE_CHECKING:
     from filestore import Table

@@ -30,7 +30,7 @@ from bridge.spark.read.plan_scan import changes_partitions, read_context, split_
 from bridge.spark.read.scan import read_partition
 from bridge.spark.stream.limits import default_read_limit, limits
 from bridge.spark.stream.offsets import FileOffset
-from filestore.snapshot import COMPACT
+from filestore.format.snapshot import COMPACT
 
 
 class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -26,7 +26,7 @@ from bridge.spark.errors import OptionError
 from bridge.spark.options import BARRIER, ROW_KIND, WriteOptions
 from bridge.spark.write._tasks import DtsCommitMessage
 from bridge.tables import log_spec_for
-from filestore.fileio import resolve_filesystem
+from filestore.io.fileio import resolve_filesystem
 
 if TYPE_CHECKING:
     from filestore import Table

@@ -21,7 +21,7 @@ from bridge.spark.errors import OptionError, SchemaConflict
 from bridge.spark.options import BARRIER, ROW_KIND
 from filestore import CommitMessage, Table, TableWrite
 from filestore.errors import SchemaError
-from filestore.schema import TableSchema
+from filestore.format.schema import TableSchema
 
 
 @dataclass

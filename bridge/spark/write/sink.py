@@ -43,10 +43,10 @@ from bridge.spark.write._checkpoint import (
 from bridge.spark.write._log_sink import abort_staged, commit_to_log, stage_task
 from bridge.spark.write._tasks import DtsCommitMessage, commit_messages, publish_schema, write_task
 from bridge.spark.write.staged import staged_writer
-from filestore.commit_properties import CommitProperties
+from filestore.commit.properties import CommitProperties
 from filestore.errors import SchemaError
-from filestore.schema import TableSchema, evolve
-from filestore.snapshot import CommitKind
+from filestore.format.schema import TableSchema, evolve
+from filestore.format.snapshot import CommitKind
 from logstore.markers import next_barrier_id
 
 if TYPE_CHECKING:

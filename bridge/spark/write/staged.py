@@ -26,7 +26,7 @@ from bridge.spark.options.catalog import open_catalog
 from bridge.spark.options.schema import spark_arrow_schema
 from bridge.spark.write import meta_jobs
 from bridge.spark.write._tasks import DtsCommitMessage, commit_messages, write_task
-from filestore.commit_properties import CommitProperties
+from filestore.commit.properties import CommitProperties
 from filestore.staging import StagedTable
 
 

@@ -242,7 +242,7 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
 ) -> None:
     """The streaming sink's commits run in one reused Python worker, each on a new handle
     (`open_table_for_lookups`): the second looks up nothing from disk the first read."""
-    import filestore.bucket_file as bucket_file
+    import filestore.state.bucket_file as bucket_file
     from bridge.spark.options.catalog import open_table_for_lookups
     from filestore import Catalog
 
