@@ -26,7 +26,7 @@ _EXPORTS = {
     "extension_conf": "bridge.spark.native.extension",
     "register": "bridge.spark.registration",
     "refresh": "bridge.spark.registration",
-    "table": "bridge.spark.native._scan",
+    "table": "bridge.spark.native.scan",
 }
 
 __all__ = sorted(_EXPORTS)

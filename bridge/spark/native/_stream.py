@@ -38,9 +38,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from bridge.spark.native._scan import changelog_files_read_natively
-from bridge.spark.native._scan import changes as native_changes
-from bridge.spark.native._scan import table as native_table
+from bridge.spark.native.scan import changelog_files_read_natively
+from bridge.spark.native.scan import changes as native_changes
+from bridge.spark.native.scan import table as native_table
 from bridge.spark.options import BARRIER, ROW_KIND, ReadOptions
 from bridge.spark.options.catalog import open_table
 from bridge.spark.options.habits import CHANGE_TYPE

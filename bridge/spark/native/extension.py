@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.errors import ExtensionJarMissing
-from bridge.spark.native._scan import changes as native_changes
-from bridge.spark.native._scan import table as native_table
 from bridge.spark.native._stream import NATIVE_STREAMS_CONF, NativeStreams
+from bridge.spark.native.scan import changes as native_changes
+from bridge.spark.native.scan import table as native_table
 from bridge.spark.options import ReadOptions
 from bridge.spark.options.catalog import open_table
 from bridge.spark.options.keys import session_defaults

@@ -53,7 +53,7 @@ READ = (
     "maxBarriersPerTrigger",
     "log.poll-timeout",
     "log.normalize",
-    "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native._scan)
+    "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native.scan)
     "scan.tasks",  # internal: how many tasks that merge part fills (the session's cores)
     "scan.native",  # false: the Python source reads it even where the extension could not
     # honoured habits (Delta Lake, Spark's Kafka source): see bridge.spark.options.habits

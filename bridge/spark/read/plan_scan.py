@@ -48,7 +48,7 @@ def read_context(opts: ReadOptions, schema: StructType, table: Table) -> ReadCon
 
 
 def needs_merge(table: Table, split: Split) -> bool:
-    """Whether `split` must go through the merge-on-read path (see `bridge.spark.native._scan`)."""
+    """Whether `split` must go through the merge-on-read path (see `bridge.spark.native.scan`)."""
     return not merge_free(table.schema, split)
 
 
