@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from logstore.errors import LogSpecError
 
+__all__ = ["LogSpec"]  # the public API (docs/reference)
+
 Consistency = Literal["transactional", "eventual"]
 ChangelogMode = Literal["all", "upsert", "auto"]
 CONSISTENCIES: tuple[Consistency, ...] = get_args(Consistency)

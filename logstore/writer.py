@@ -37,6 +37,8 @@ from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
 from logstore.watermarks import watermark
 
+__all__ = ["LogWriter"]  # the public API (docs/reference)
+
 TAIL_SCAN_RECORDS = 2_000
 
 # Producer settings of every LogWriter (``producer_config`` overrides them); the

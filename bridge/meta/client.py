@@ -44,6 +44,8 @@ from bridge.meta.models import (
 )
 from bridge.meta.versions import ConsistencyModeName
 
+__all__ = ["JobHandle", "MetaClient"]  # the public API (docs/reference)
+
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8765"

@@ -14,6 +14,8 @@ from bridge.spark.options.keys import session_defaults
 from bridge.spark.registration import BY_NAME_CONF, expose, register
 from bridge.spark.write.staged import table_exists
 
+__all__ = ["create_table_as"]  # the public API (docs/reference)
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -34,6 +34,8 @@ from bridge.spark.options.keys import SESSION_CONF_PREFIX, session_defaults
 from bridge.spark.options.schema import spark_schema
 from bridge.spark.source import DtsDataSource
 
+__all__ = ["refresh", "register"]  # the public API (docs/reference)
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

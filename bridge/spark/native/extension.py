@@ -33,6 +33,8 @@ from bridge.spark.options.catalog import open_table
 from bridge.spark.options.keys import session_defaults
 from logstore.localhost import cache_dir
 
+__all__ = ["extension_conf"]  # the public API (docs/reference)
+
 log = logging.getLogger(__name__)
 
 EXTENSION_CLASS = "io.dts.spark.DtsExtensions"

@@ -41,6 +41,8 @@ from bridge.spark.read.plan_scan import needs_merge
 from filestore.format.row_kind import VALUE_KIND
 from filestore.state.bucket_file import is_data_file_changelog
 
+__all__ = ["table"]  # the public API (docs/reference)
+
 if TYPE_CHECKING:
     from filestore import Table
     from filestore.read.changes import StoredChange
