@@ -77,6 +77,25 @@ def register(
     here) every table in it becomes a Spark table `db.t`; returns their names.
     `warm_up=True` (or the conf `spark.dts.warm-up=true`) scans a tiny Parquet file first,
     so the session's first query runs at warm speed (local sessions; see `_warm_up.py`).
+
+    Args:
+        spark: the session to register in.
+        warehouse: the FileStore root (a local path or a pyarrow URI); None keeps the
+            session's `spark.dts.warehouse` as the default and registers no table names.
+        bootstrap: Kafka's bootstrap servers, the default of the log and hybrid tiers.
+        meta_url: the MetaService's URL: jobs are registered, strong reads resolved there.
+        warm_up: scan a tiny file now (None: the conf `spark.dts.warm-up` decides).
+
+    Returns:
+        The names (`db.t`) of the warehouse's tables now readable by name; empty without
+        a warehouse.
+
+    Example:
+        >>> import bridge as dts
+        >>> dts.register(spark, warehouse="/data/warehouse")
+        ['db.orders', 'db.customers']
+        >>> spark.read.format("dts").load("db.orders").count()
+        1000
     """
     for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
         if value:
@@ -114,7 +133,21 @@ def refresh(spark: SparkSession, warehouse: str | None = None) -> list[str]:
 
     Call it after creating tables outside this session (a worker, another job);
     `dts.create_table_as` calls it for you. Catalog entries of tables that no longer
-    exist in the warehouse are dropped. Returns the table names.
+    exist in the warehouse are dropped.
+
+    Args:
+        spark: a session `register` ran in.
+        warehouse: the FileStore root; None: the session's `spark.dts.warehouse`.
+
+    Returns:
+        The table names (`db.t`) of the warehouse.
+
+    Raises:
+        OptionError: neither `warehouse` nor the conf `spark.dts.warehouse` is set.
+
+    Example:
+        >>> dts.refresh(spark)  # after a worker created db.payments
+        ['db.customers', 'db.orders', 'db.payments']
     """
     defaults = session_defaults(spark)
     warehouse = warehouse or defaults.get("warehouse")

@@ -56,7 +56,22 @@ def extension_jar() -> Path:
 def extension_conf() -> dict[str, str]:
     """The session confs that load the extension: give them to `SparkSession.builder`.
 
-    Raises ExtensionJarMissing, naming the make target, when the jar is not built.
+    With them, a read of a warehouse table by name (`spark.table("db.t")`, SQL) is planned
+    by the extension: splits that need no merge are read by Spark's own Parquet reader.
+
+    Returns:
+        `spark.jars` (the extension's jar) and `spark.sql.extensions`.
+
+    Raises:
+        ExtensionJarMissing: the jar is not built; it names the make target.
+
+    Example:
+        >>> import bridge as dts
+        >>> builder = SparkSession.builder
+        >>> for key, value in dts.extension_conf().items():
+        ...     builder = builder.config(key, value)
+        >>> spark = builder.getOrCreate()
+        >>> dts.register(spark, warehouse="/data/warehouse")
     """
     jar = extension_jar()
     if not jar.is_file():

@@ -134,7 +134,34 @@ def table(
     tag: str | None = None,
 ) -> Any:
     """The rows of table `name` at a snapshot (latest by default) as a DataFrame whose
-    no-merge splits Spark reads natively. `warehouse` defaults to `spark.dts.warehouse`."""
+    no-merge splits Spark reads natively (`dts.table`).
+
+    Splits that need a merge (a primary-key bucket with overlapping runs) are read by the
+    `dts` source and unioned; with the dts extension loaded, deletion vectors are applied
+    in the JVM too.
+
+    Args:
+        spark: the session.
+        name: the table, `db.t` (`t` means `default.t`).
+        warehouse: the FileStore root; None: the Spark conf `spark.dts.warehouse`.
+        snapshot_id: read this snapshot (give at most one of the four).
+        barrier: read the snapshot that carries this barrier.
+        timestamp: read the latest snapshot at or before this time (epoch ms).
+        tag: read this tag's snapshot.
+
+    Returns:
+        A batch DataFrame of the table's columns (empty when the table has no snapshot).
+
+    Raises:
+        OptionError: no warehouse is given or configured.
+        TableNotFound: the warehouse has no table `name`.
+        SnapshotNotFound: the snapshot, barrier, time or tag names no retained snapshot.
+
+    Example:
+        >>> import bridge as dts
+        >>> dts.table(spark, "db.orders", barrier=1764320000000).count()
+        1000
+    """
     warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
     if not warehouse:
         raise OptionError("dts.table needs warehouse= or the Spark conf spark.dts.warehouse")
