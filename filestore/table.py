@@ -23,7 +23,12 @@ from filestore.errors import SchemaError
 from filestore.format.schema import TableSchema, evolve, with_options
 from filestore.iceberg import drop_iceberg_metadata, sync_iceberg
 from filestore.maintenance.compaction import CompactResult
-from filestore.maintenance.expire import ExpireResult, OrphanResult, expire_snapshots, remove_orphans
+from filestore.maintenance.expire import (
+    ExpireResult,
+    OrphanResult,
+    expire_snapshots,
+    remove_orphans,
+)
 from filestore.maintenance.table_commit import TableCommit, compact
 from filestore.read.changes import StoredChange, stored_changelog_files, table_changes
 from filestore.read.lookup import rows_of_keys
