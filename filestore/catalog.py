@@ -51,7 +51,8 @@ class Catalog:
     Args:
         warehouse: the root directory: a local path or a URI pyarrow understands
             (``s3://bucket/prefix``, ``gs://...``, ``file:///...``).
-        filesystem: the pyarrow filesystem to use; None derives it from ``warehouse``.
+        filesystem: the pyarrow filesystem holding the warehouse (``warehouse`` is then
+            a path in it); None derives it from ``warehouse``.
 
     Example:
         >>> import pyarrow as pa

@@ -20,7 +20,8 @@ class CommitProperties:
     commit does; ``OVERWRITE`` replaces ``overwrite_partition`` (None: the whole table).
 
     Attributes:
-        identifier: the commit user's number for this commit (increasing per user).
+        identifier: the commit user's number for this commit; a retry with the same
+            number is not committed twice.
         barrier: the source barrier the snapshot completes; None for a batch write.
             Barriers must strictly increase per table (BarrierOrderError).
         log_offsets: log partition (= bucket) -> next offset to read after the barrier.

@@ -83,7 +83,7 @@ class TableWrite:
     Composes the memtable (``filestore.write._memtable``), the level-0 file writer
     (``filestore.write._file_writer``) and the write stall (``filestore.write._stall``);
     owns the sequence numbers, the files flushed but not yet prepared, and commit
-    identifiers. Not thread-safe: one writer per thread.
+    identifiers.
 
     Args:
         table: the table (``Table.new_write`` passes itself); its schema is read once,
