@@ -21,7 +21,7 @@ class CommitProperties:
 
     Attributes:
         identifier: the commit user's number for this commit; a retry with the same
-            number is not committed twice.
+            number is not committed twice (when ``check_identifier``).
         barrier: the source barrier the snapshot completes; None for a batch write.
             Barriers must strictly increase per table (BarrierOrderError).
         log_offsets: log partition (= bucket) -> next offset to read after the barrier.
