@@ -14,7 +14,26 @@ from filestore.format.data_file import DataFileMeta
 
 @dataclass(frozen=True)
 class CommitMessage:
-    """New (and, for compaction, deleted) files of one partition/bucket."""
+    """New (and, for compaction, deleted) files of one partition/bucket.
+
+    ``TableWrite.prepare`` makes them; ``TableCommit.commit`` publishes them.
+
+    Attributes:
+        partition: the partition's values as strings (None for null), in the order of
+            the table's partition keys; ``()`` for an unpartitioned table.
+        bucket: the bucket number.
+        total_buckets: the table's bucket count when the files were written.
+        new_files: data files to add.
+        deleted_files: files a compaction replaced: removed from the table by the commit.
+        changelog_files: changelog files written with the data (``changelog-producer``).
+
+    Example:
+        >>> messages = write.prepare()  # in a bucket writer
+        >>> wire = [m.to_json() for m in messages]  # to the committer, as JSON
+        >>> snap = table.new_commit("loader").commit(
+        ...     [CommitMessage.from_json(d) for d in wire], CommitProperties(identifier=7)
+        ... )
+    """
 
     partition: tuple[str | None, ...]
     bucket: int
@@ -26,9 +45,15 @@ class CommitMessage:
 
     @property
     def is_empty(self) -> bool:
+        """True when the message carries no file at all."""
         return not (self.new_files or self.deleted_files or self.changelog_files)
 
     def to_json(self) -> dict[str, Any]:
+        """The message as JSON-ready data.
+
+        Returns:
+            A dict ``from_json`` reads back into an equal message.
+        """
         return {
             "partition": list(self.partition),
             "bucket": self.bucket,
@@ -40,6 +65,14 @@ class CommitMessage:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CommitMessage:
+        """Read a message back from ``to_json``'s form.
+
+        Args:
+            d: the dict ``to_json`` gave (possibly through a JSON round trip).
+
+        Returns:
+            The message.
+        """
         return cls(
             partition=tuple(d["partition"]),
             bucket=int(d["bucket"]),

@@ -160,7 +160,28 @@ def key_hash(table: pa.Table | pa.RecordBatch, key_columns: list[str]) -> np.nda
 def bucket_ids(
     table: pa.Table | pa.RecordBatch, key_columns: list[str], num_buckets: int
 ) -> np.ndarray:
-    """Bucket of every row: ``key_hash mod num_buckets`` as int32."""
+    """Bucket of every row: ``key_hash mod num_buckets`` as int32.
+
+    The same bucket the FileStore writes a row to and the LogStore's Kafka partition.
+
+    Args:
+        table: the rows (only ``key_columns`` are read).
+        key_columns: the bucket-key columns in key order (``Table.bucket_keys``).
+        num_buckets: the table's bucket count (``Table.num_buckets``).
+
+    Returns:
+        An int32 array of buckets in ``[0, num_buckets)``, one per row.
+
+    Raises:
+        ValueError: ``num_buckets`` < 1 or no key column.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from filestore import bucket_ids
+        >>> rows = pa.table({"id": [1, 2, 3, 4]})
+        >>> bucket_ids(rows, ["id"], 4).tolist()
+        [0, 3, 2, 1]
+    """
     if num_buckets < 1:
         raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
     if not key_columns:

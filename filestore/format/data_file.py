@@ -221,7 +221,33 @@ def _orderable(value: pa.Scalar) -> Any:
 
 @dataclass(frozen=True)
 class DataFileMeta:
-    """One data file of a bucket, as the manifest records it."""
+    """One data file of a bucket, as the manifest records it (docs/formats.md, 3.5).
+
+    Attributes:
+        file_name: the name inside the bucket directory.
+        file_size: its size in bytes.
+        row_count: rows in the file, retractions included.
+        min_sequence_number: the smallest ``_SEQUENCE_NUMBER`` in the file.
+        max_sequence_number: the greatest one.
+        schema_id: the schema version the file was written with.
+        level: the LSM level: 0 for flushed files, > 0 for compaction outputs.
+        key_range: primary-key tables: Arrow IPC bytes of a 2-row batch of the
+            ``_KEY_*`` columns (smallest key, greatest key); empty otherwise.
+        value_stats: Arrow IPC bytes of a 2-row batch: per-column min, then max.
+        null_counts: column name -> nulls in the file.
+        delete_row_count: rows whose kind is -U or -D.
+        creation_time_millis: when the file was written, epoch ms.
+        file_source: ``APPEND`` (a writer's flush) or ``COMPACT`` (``FileSource``).
+        deletion_vector: row positions no longer current, a portable Roaring bitmap;
+            empty for none (``deletion-vectors.enabled``).
+
+    Example:
+        >>> files = [f for s in table.new_scan().plan() for f in s.files]
+        >>> [(f.level, f.row_count, f.min_key(), f.max_key()) for f in files]
+        [(0, 2, (1,), (2,))]
+        >>> DataFileMeta.from_json(files[0].to_json()) == files[0]
+        True
+    """
 
     file_name: str
     file_size: int
@@ -241,9 +267,20 @@ class DataFileMeta:
     deletion_vector: bytes = b""
 
     def min_key(self) -> tuple[Any, ...] | None:
+        """The file's smallest primary key, decoded from ``key_range``.
+
+        Returns:
+            The key's values as Python objects (temporal ones as integer counts of
+            their unit), or None for a file without a key range.
+        """
         return self._key_row(0)
 
     def max_key(self) -> tuple[Any, ...] | None:
+        """The file's greatest primary key, decoded from ``key_range``.
+
+        Returns:
+            As ``min_key``.
+        """
         return self._key_row(1)
 
     def _key_row(self, i: int) -> tuple[Any, ...] | None:
@@ -255,9 +292,20 @@ class DataFileMeta:
         return tuple(_orderable(batch.column(j)[i]) for j in range(batch.num_columns))
 
     def stats(self) -> pa.RecordBatch | None:
+        """The column statistics, decoded from ``value_stats``.
+
+        Returns:
+            A 2-row batch (row 0 the minimums, row 1 the maximums; null when unknown),
+            or None when the file has none.
+        """
         return deserialize_batch(self.value_stats) if self.value_stats else None
 
     def to_json(self) -> dict[str, Any]:
+        """The metadata as JSON-ready data (bytes fields base64-encoded).
+
+        Returns:
+            A dict ``from_json`` reads back into equal metadata.
+        """
         return {
             "file_name": self.file_name,
             "file_size": self.file_size,
@@ -277,6 +325,14 @@ class DataFileMeta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> DataFileMeta:
+        """Read metadata back from ``to_json``'s form.
+
+        Args:
+            d: the dict ``to_json`` gave (possibly through a JSON round trip).
+
+        Returns:
+            The metadata.
+        """
         return cls(
             file_name=d["file_name"],
             file_size=int(d["file_size"]),
@@ -296,6 +352,11 @@ class DataFileMeta:
 
     # Avro record form (manifest files): same fields, bytes stay bytes.
     def to_avro(self) -> dict[str, Any]:
+        """The record a manifest file stores (schema ``DATA_FILE_AVRO``).
+
+        Returns:
+            ``to_json()`` with the bytes fields left as bytes.
+        """
         d = self.to_json()
         d["key_range"] = self.key_range
         d["value_stats"] = self.value_stats
@@ -304,6 +365,14 @@ class DataFileMeta:
 
     @classmethod
     def from_avro(cls, d: dict[str, Any]) -> DataFileMeta:
+        """Read metadata back from a manifest record.
+
+        Args:
+            d: a record as ``to_avro`` gives (or an Avro reader yields).
+
+        Returns:
+            The metadata.
+        """
         return cls(
             file_name=d["file_name"],
             file_size=d["file_size"],

@@ -178,7 +178,68 @@ def _stop_trigger(options: Mapping[str, str]) -> int:
 
 @dataclass(frozen=True)
 class CoreOptions:
-    """Resolved table options (defaults applied, values validated)."""
+    """Resolved table options (defaults applied, values validated).
+
+    Tables store options as strings (``TableSchema.options``); this is their typed view,
+    built by ``from_map`` (``Table.options`` gives a table's). Sizes accept ``64 mb``,
+    ``1 gb``, ...; durations ``500 ms``, ``1 s``, ``1 h``, ``7 d``.
+
+    Attributes:
+        raw: the options as stored, including ``fields.<column>.*`` and log options.
+        num_buckets: ``bucket`` (default 1): buckets per partition.
+        bucket_key: ``bucket-key`` (comma-separated; default: the primary key, else
+            every column): the columns hashed to pick a row's bucket.
+        merge_engine: ``merge-engine``: how rows of one key combine: ``deduplicate``
+            (default, last wins), ``partial-update``, ``aggregation`` or ``first-row``.
+        write_buffer_size: ``write-buffer-size`` (default 256 mb), in bytes: a writer
+            flushes its buffered rows as files when they reach it.
+        file_format: ``file.format``: ``parquet`` (the only one).
+        file_compression: ``file.compression`` (default ``zstd``): the Parquet codec.
+        target_file_size: ``target-file-size`` (default 128 mb), in bytes, for
+            compaction output.
+        manifest_merge_min_count: ``manifest.merge-min-count`` (default 30): delta
+            manifests that trigger merging them into the base.
+        commit_max_retries: ``commit.max-retries`` (default 20): attempts against
+            concurrent commits before CommitConflict.
+        num_sorted_run_compaction_trigger: ``num-sorted-run.compaction-trigger``
+            (default 5): sorted runs in a bucket that trigger auto-compaction.
+        num_sorted_run_stop_trigger: ``num-sorted-run.stop-trigger`` (default the
+            trigger + 3): sorted runs at which writes stall until compacted.
+        auto_compaction: ``auto-compaction`` (default true): compact after commits.
+        compaction_max_size_amplification_percent:
+            ``compaction.max-size-amplification-percent`` (default 200): extra size of
+            newer runs over the oldest that makes a compaction rewrite them all.
+        compaction_size_ratio: ``compaction.size-ratio`` (default 1), in percent: the
+            slack when picking runs of similar size to merge.
+        snapshot_num_retained_min: ``snapshot.num-retained.min`` (default 10).
+        snapshot_num_retained_max: ``snapshot.num-retained.max`` (default unbounded).
+        snapshot_time_retained_ms: ``snapshot.time-retained`` (default 1 h), in ms:
+            older snapshots expire, within the two bounds above.
+        changelog_producer: ``changelog-producer``: ``auto`` (default), ``none``,
+            ``input`` or ``lookup`` (see ``Table.changes``).
+        change_tracking: ``change-tracking`` (default true); false: no log topic.
+        deletion_vectors: ``deletion-vectors.enabled`` (default false): commits mark
+            superseded rows so reads merge nothing (primary key, ``deduplicate``).
+        iceberg_storage: ``metadata.iceberg.storage``: ``disabled`` (default) or
+            ``table-location`` (Iceberg metadata written beside the table's own).
+        lookup_cache_max_memory: ``lookup.cache-max-memory-size`` (default 128 mb), in
+            bytes: decoded data files a table handle keeps for lookups.
+        log_consistency: ``log.consistency``: ``transactional`` (default) or ``eventual``.
+        log_changelog_mode: ``log.changelog-mode``: ``auto`` (default: ``upsert`` with
+            a primary key), ``upsert`` or ``all`` (keeps -U/+U pairs in the log).
+        barrier_interval_ms: ``barrier.interval`` (default 1 s), in ms, between the log
+            writer's barriers.
+        log_retention_ms: ``log.retention`` (default 7 d), in ms: the topic's retention.
+        aggregation_remove_record_on_delete: ``aggregation.remove-record-on-delete``
+            (default false): a -D removes the whole key instead of retracting values.
+        log_unavailable_values: ``log.unavailable-values``: ``refuse`` (default) a
+            source value marked unavailable, or ``keep-current`` the column's value.
+
+    Example:
+        >>> options = CoreOptions.from_map({"bucket": "4", "snapshot.time-retained": "2 h"})
+        >>> options.num_buckets, options.snapshot_time_retained_ms
+        (4, 7200000)
+    """
 
     raw: dict[str, str] = field(default_factory=dict)
     num_buckets: int = 1  # option ``bucket``
@@ -217,6 +278,17 @@ class CoreOptions:
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> CoreOptions:
+        """Resolve stored options (keys are not checked against the known ones here).
+
+        Args:
+            options: option keys and string values, as a table stores them.
+
+        Returns:
+            The options with defaults applied.
+
+        Raises:
+            InvalidOption: a value cannot be parsed or is out of range.
+        """
         raw = {str(k): str(v) for k, v in options.items()}
         bucket_key = tuple(c.strip() for c in raw.get("bucket-key", "").split(",") if c.strip())
         resolved = cls(
@@ -281,11 +353,25 @@ class CoreOptions:
         return resolved
 
     def aggregate_function(self, column: str) -> str:
-        """Aggregate function of a value column (aggregation merge engine)."""
+        """Aggregate function of a value column (aggregation merge engine).
+
+        Args:
+            column: the value column's name.
+
+        Returns:
+            ``fields.<column>.aggregate-function``, default ``last_non_null_value``.
+        """
         return self.raw.get(f"fields.{column}.aggregate-function", "last_non_null_value")
 
     def ignore_retract(self, column: str) -> bool:
-        """``fields.<col>.ignore-retract``: -U/-D rows leave this column's aggregate alone."""
+        """``fields.<col>.ignore-retract``: -U/-D rows leave this column's aggregate alone.
+
+        Args:
+            column: the value column's name.
+
+        Returns:
+            Whether the option is set to true (default false).
+        """
         return _bool(self.raw, f"fields.{column}.ignore-retract", False)
 
     def unretractable_columns(
@@ -293,7 +379,15 @@ class CoreOptions:
     ) -> list[str]:
         """Columns whose aggregate function cannot take back a -U/-D row (and that do
         not set ``fields.<col>.ignore-retract``). ``configured_only``: only columns with an
-        explicit ``fields.<col>.aggregate-function``."""
+        explicit ``fields.<col>.aggregate-function``.
+
+        Args:
+            columns: the value columns to check.
+            configured_only: only report columns with an explicit function.
+
+        Returns:
+            Those of ``columns`` that cannot retract, in their order.
+        """
         return [
             c
             for c in columns
@@ -303,4 +397,12 @@ class CoreOptions:
         ]
 
     def log_topic(self, full_name: str) -> str:
+        """The table's Kafka topic.
+
+        Args:
+            full_name: the table's ``'db.table'`` name.
+
+        Returns:
+            ``log.topic``, default ``dts.<db>.<table>``.
+        """
         return self.raw.get("log.topic", f"dts.{full_name}")

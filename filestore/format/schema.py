@@ -30,7 +30,28 @@ KEY_PREFIX = "_KEY_"
 
 @dataclass(frozen=True)
 class TableSchema:
-    """One version of a table's schema."""
+    """One version of a table's schema.
+
+    Stored as ``schema/schema-<id>`` (JSON, Paimon's layout); a new version is written
+    by ``Table.evolve_schema`` or ``Table.set_options``, never changed in place.
+
+    Attributes:
+        id: the version, 0 at creation, one more per change.
+        arrow_schema: the columns (primary-key columns non-nullable).
+        primary_key: the primary-key columns; empty for an append-only table.
+        partition_keys: the partition columns; empty for an unpartitioned table.
+        options: the table options as stored, string to string (``core_options``
+            resolves them).
+        comment: the table's free-text description, or None.
+        time_millis: when the version was created, epoch ms.
+
+    Example:
+        >>> schema = table.schema
+        >>> schema.id, schema.primary_key, schema.num_buckets
+        (0, ['id'], 1)
+        >>> TableSchema.from_json(schema.to_json()) == schema
+        True
+    """
 
     id: int
     arrow_schema: pa.Schema
@@ -52,6 +73,7 @@ class TableSchema:
 
     @property
     def column_names(self) -> list[str]:
+        """Every column's name, in order."""
         return list(self.arrow_schema.names)
 
     @property
@@ -62,9 +84,15 @@ class TableSchema:
 
     @property
     def value_columns(self) -> list[str]:
+        """The columns not in the primary key."""
         return [n for n in self.arrow_schema.names if n not in self.primary_key]
 
     def to_json(self) -> dict[str, Any]:
+        """The stored form (Paimon's schema JSON: fields with ids, camelCase keys).
+
+        Returns:
+            A JSON-ready dict; ``from_json`` reads it back.
+        """
         return {
             "version": 1,
             "id": self.id,
@@ -78,6 +106,14 @@ class TableSchema:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TableSchema:
+        """Read the stored form back.
+
+        Args:
+            d: a dict as ``to_json`` gives (or a schema file parsed).
+
+        Returns:
+            The schema version.
+        """
         return cls(
             id=int(d["id"]),
             arrow_schema=pa.schema([field_from_json(f) for f in d["fields"]]),

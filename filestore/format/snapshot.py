@@ -47,7 +47,37 @@ def barrier_snapshots(snapshots: Iterable[Snapshot]) -> dict[int, Snapshot]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One committed version of a table (DESIGN.md "On disk: the FileStore")."""
+    """One committed version of a table (DESIGN.md "On disk: the FileStore").
+
+    Immutable once written; docs/formats.md (3.3) describes each field of the JSON.
+
+    Attributes:
+        id: N; ids are consecutive from 1.
+        schema_id: the schema version the commit used.
+        base_manifest_list: manifest list (file name in ``manifest/``) of everything
+            before this commit.
+        delta_manifest_list: manifest list of this commit's changes only.
+        changelog_manifest_list: manifest list of this commit's changelog files, or None.
+        commit_user: who committed (the worker: ``dts-worker``).
+        commit_identifier: the commit user's commit number (the worker: the barrier id).
+        commit_kind: ``APPEND``, ``COMPACT`` or ``OVERWRITE`` (``CommitKind``).
+        time_millis: the commit's wall-clock time, epoch ms.
+        barrier: the greatest source barrier whose data every bucket holds, or None.
+        log_offsets: log partition (= bucket) -> next offset to read after the
+            barrier's marker, merged over the previous snapshot's; None if never given.
+        total_record_count: rows in live files (retraction rows included).
+        delta_record_count: rows added minus rows removed by this commit.
+        changelog_record_count: rows in this commit's changelog files.
+        max_sequence_number: the table's greatest ``_SEQUENCE_NUMBER`` (-1: none).
+        version: the format version, 1.
+
+    Example:
+        >>> snap = table.latest_snapshot()
+        >>> snap.id, snap.commit_kind, snap.barrier
+        (1, 'APPEND', None)
+        >>> Snapshot.from_json(snap.to_json()) == snap
+        True
+    """
 
     id: int
     schema_id: int
@@ -68,6 +98,11 @@ class Snapshot:
     version: int = 1
 
     def to_json(self) -> dict[str, Any]:
+        """The stored form (``log_offsets`` keys as strings, as JSON needs).
+
+        Returns:
+            A JSON-ready dict; ``from_json`` reads it back.
+        """
         d = asdict(self)
         if self.log_offsets is not None:
             d["log_offsets"] = {str(k): v for k, v in self.log_offsets.items()}
@@ -75,6 +110,14 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Snapshot:
+        """Read the stored form back; fields this version does not know are ignored.
+
+        Args:
+            d: a dict as ``to_json`` gives (or a snapshot file parsed).
+
+        Returns:
+            The snapshot.
+        """
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
         if kwargs.get("log_offsets") is not None:
@@ -82,6 +125,11 @@ class Snapshot:
         return cls(**kwargs)
 
     def to_bytes(self) -> bytes:
+        """The snapshot file's content.
+
+        Returns:
+            ``to_json()`` as indented UTF-8 JSON.
+        """
         return json.dumps(self.to_json(), indent=2).encode()
 
 

@@ -62,6 +62,16 @@ class TableCommit:
     """Commits CommitMessages of one table as one commit user, then does the housekeeping.
 
     ``commit`` is idempotent by (commit user, identifier); see ``filestore.commit.snapshot_commit``.
+
+    Args:
+        ctx: the table (``Table.new_commit`` passes itself).
+        commit_user: who commits: identifiers are counted per commit user, and
+            auto-compaction commits as ``<commit_user>-compact``.
+
+    Example:
+        >>> committer = table.new_commit("loader")
+        >>> done = committer.committed_identifier() or 0
+        >>> snap = committer.commit(messages, CommitProperties(identifier=done + 1))
     """
 
     def __init__(self, ctx: TableContext, commit_user: str) -> None:
@@ -77,6 +87,20 @@ class TableCommit:
         Returns the new snapshot; the existing one when ``properties.identifier`` was
         already committed by this user; the latest (possibly None) when there is nothing
         to commit (no files, no barrier, no offsets).
+
+        On an error nothing is published; call ``abort(messages)`` to delete the files.
+
+        Args:
+            messages: the files to publish, from ``TableWrite.prepare`` of any writers.
+            properties: the commit's identifier, barrier, log offsets and kind.
+
+        Returns:
+            The snapshot as above, or None for an empty table with nothing to commit.
+
+        Raises:
+            CommitConflict: concurrent commits kept winning (``commit.max-retries``), or
+                removed files this commit deletes: redo the write.
+            BarrierOrderError: ``properties.barrier`` is not above the table's latest.
         """
         p = properties
         partition = dict(p.overwrite_partition) if p.overwrite_partition is not None else None
@@ -93,11 +117,20 @@ class TableCommit:
         return outcome.snapshot
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
-        """Delete the files the messages added (they were never committed)."""
+        """Delete the files the messages added (they were never committed).
+
+        Args:
+            messages: messages that were not (and will not be) committed.
+        """
         self.snapshot_commit.abort(messages)
 
     def committed_identifier(self) -> int | None:
-        """Greatest identifier this commit user has committed, or None."""
+        """Greatest identifier this commit user has committed, or None.
+
+        Returns:
+            The identifier (where a restarted writer resumes), or None if this user
+            never committed.
+        """
         return self.snapshot_commit.committed_identifier()
 
 

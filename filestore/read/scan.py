@@ -34,6 +34,21 @@ class Split:
     """The files of one partition/bucket at one snapshot: the unit of parallel reading.
 
     Picklable; ``Table.read_split`` turns it into record batches.
+
+    Attributes:
+        snapshot_id: the snapshot it was planned from.
+        partition: partition column -> value (as stored: a string, or None for null).
+        bucket: the bucket number.
+        files: the data files to merge, in sequence-number order.
+        total_buckets: the table's bucket count when the files were written.
+        row_count: rows in the files (before merging: an upper bound of rows read).
+        raw_convertible: True when the files need no merging (append table, or one
+            file without deletions).
+
+    Example:
+        >>> splits = table.new_scan(columns=["id"]).plan()
+        >>> sum(t.num_rows for s in splits for t in table.read_split(s, columns=["id"]))
+        2
     """
 
     snapshot_id: int
@@ -47,6 +62,7 @@ class Split:
 
     @property
     def partition_values(self) -> tuple[str | None, ...]:
+        """The partition's values in partition-key order."""
         return tuple(self.partition.values())
 
 
@@ -124,7 +140,26 @@ def may_match(
 
 
 class TableScan:
-    """Plans the splits of one snapshot of a table."""
+    """Plans the splits of one snapshot of a table.
+
+    Made by ``Table.new_scan``, which resolves the snapshot; pruning by partition,
+    bucket and file statistics happens here, row filtering when splits are read.
+
+    Args:
+        table: the table.
+        snapshot: the snapshot to plan; None (an empty table) plans nothing.
+        filter: a row filter; files whose statistics (and partition) rule it out are
+            skipped.
+        columns: the columns the reader will project (None: all); kept for it.
+        partition: partition column -> value; only files of that partition.
+        buckets: only files of these bucket numbers.
+
+    Example:
+        >>> import pyarrow.compute as pc
+        >>> scan = table.new_scan(filter=pc.field("id") > 1)
+        >>> [(s.bucket, s.row_count) for s in scan.plan()]
+        [(0, 2)]
+    """
 
     def __init__(
         self,
@@ -143,7 +178,15 @@ class TableScan:
         self.buckets = set(buckets) if buckets is not None else None
 
     def entries(self) -> list[ManifestEntry]:
-        """Live manifest entries after pruning."""
+        """Live manifest entries after pruning.
+
+        Returns:
+            The entries (one per live data file) that may hold matching rows.
+
+        Raises:
+            SchemaError: ``partition`` names a column that is not a partition column,
+                or ``filter`` does not fit the table schema.
+        """
         if self.snapshot is None:
             return []
         entries = self.table.live_entries(self.snapshot)
@@ -169,7 +212,14 @@ class TableScan:
         return entries
 
     def plan(self) -> list[Split]:
-        """One split per partition/bucket that has files left after pruning."""
+        """One split per partition/bucket that has files left after pruning.
+
+        Returns:
+            The splits ordered by partition, then bucket; empty for an empty table.
+
+        Raises:
+            SchemaError: as ``entries``.
+        """
         if self.snapshot is None:
             return []
         keys = self.table.schema.partition_keys

@@ -84,14 +84,28 @@ class TableWrite:
     (``filestore.write._file_writer``) and the write stall (``filestore.write._stall``);
     owns the sequence numbers, the files flushed but not yet prepared, and commit
     identifiers.
+
+    Args:
+        table: the table (``Table.new_write`` passes itself); its schema is read once,
+            so a writer keeps writing the version it started with.
+        commit_user: who commits: identifiers are counted per commit user.
+        input_changelog: the rows written are a full changelog (every update as -U
+            then +U, every delete with its row), as a normalized upsert log is; with
+            ``changelog-producer=auto`` they are then stored as the changelog as written.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> with table.new_write("loader") as write:
+        ...     write.write(pa.table({"id": [1, 2], "name": ["a", "b"]}))
+        ...     write.write(pa.table({"id": [2], "name": ["b"], "_row_kind": ["-D"]}))
+        ...     snap = write.commit()
+        >>> table.read().num_rows
+        1
     """
 
     def __init__(
         self, table: TableContext, commit_user: str, *, input_changelog: bool = False
     ) -> None:
-        """``input_changelog``: the rows written are a full changelog (every update as -U
-        then +U, every delete with its row), as a normalized upsert log is; with
-        ``changelog-producer=auto`` they are then stored as the changelog as written."""
         self.table = table
         self.commit_user = commit_user
         self.schema = table.schema
@@ -115,10 +129,12 @@ class TableWrite:
     # write stall (num-sorted-run.stop-trigger): visible to the worker's metrics
     @property
     def stall_count(self) -> int:
+        """How many times writes stalled waiting for a compaction."""
         return self._stall.stall_count
 
     @property
     def stall_seconds(self) -> float:
+        """Seconds spent stalled in total."""
         return self._stall.stall_seconds
 
     # -- writing ---------------------------------------------------------
@@ -142,6 +158,20 @@ class TableWrite:
 
         ``sequence_numbers``: one per row, increasing, instead of the writer's clock (see
         ``SequenceGenerator.claim``); a key's row with the greatest number wins.
+
+        Args:
+            data: rows with the table's columns (missing nullable columns are null;
+                ``_row_kind`` optional).
+            sequence_numbers: int64 numbers, one per row, strictly increasing and above
+                every number this writer gave out; None numbers rows by the clock.
+
+        Raises:
+            SchemaError: the data does not fit the table's schema (wrong type, null
+                key, unknown column, ...).
+            RetractionNotSupported: an aggregation table got -U/-D rows for a column
+                whose function cannot retract.
+            FileStoreError: the writer is closed, an append-only table got -U/-D rows,
+                or the sequence numbers are wrong.
         """
         if self._closed:
             raise FileStoreError("this TableWrite is closed")
@@ -201,7 +231,12 @@ class TableWrite:
 
     # -- committing -----------------------------------------------------
     def prepare(self) -> list[CommitMessage]:
-        """Flush and hand over the files written so far (written, not yet visible)."""
+        """Flush and hand over the files written so far (written, not yet visible).
+
+        Returns:
+            One message per partition/bucket written since the last prepare, for
+            ``TableCommit.commit`` (possibly in another process: ``to_json``).
+        """
         self.flush()
         messages = [
             CommitMessage(
@@ -228,6 +263,23 @@ class TableWrite:
         With ``identifier=None`` the writer numbers its commits itself (greatest
         identifier of this commit user + 1); pass explicit identifiers to make
         retries idempotent.
+
+        On an error the prepared files are deleted (``TableCommit.abort``).
+
+        Args:
+            barrier: the source barrier the snapshot completes (strictly increasing per
+                table); None for a batch write.
+            log_offsets: log partition (= bucket) -> next offset to read after the barrier.
+            identifier: this commit's number for the commit user; None counts on from
+                the greatest committed one.
+
+        Returns:
+            The new snapshot, the existing one if ``identifier`` was committed already,
+            or the latest (None for an empty table) when there was nothing to commit.
+
+        Raises:
+            CommitConflict: concurrent commits kept winning, or removed files it deletes.
+            BarrierOrderError: ``barrier`` is not above the table's latest barrier.
         """
         messages = self.prepare()
         committer = TableCommit(self.table, self.commit_user)
