@@ -16,6 +16,7 @@ from pathlib import Path
 #: The public API, module by module: what `__all__` names in each is documented.
 MODULES = (
     "filestore",
+    "filestore.table_history",  # Table's snapshots, tags and rollback (its base class)
     "bridge.spark.registration",
     "bridge.spark.ctas",
     "bridge.spark.native.extension",
@@ -52,6 +53,9 @@ def build(out: Path) -> list[Path]:
 
 def main() -> None:
     """Build into a temporary directory, then replace the checked-in pages."""
+    # run as a script, this directory is sys.path[0]: its page folders (bridge/,
+    # logstore/) would shadow the packages as namespace packages
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
     with tempfile.TemporaryDirectory() as tmp:
         pages = build(Path(tmp))
         for old in HERE.rglob("*.html"):
