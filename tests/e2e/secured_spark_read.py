@@ -7,7 +7,8 @@ Its own process, because an event log is a SparkContext setting: the tests' shar
 
 - Spark's own Kafka source (``kafka_source_options``: a JAAS line among its options), in a
   batch read and a streaming read's plan;
-- the dts source's log tier (its consumers in the Python workers read the same file).
+- the dts source's log and hybrid tiers (their consumers in the Python workers read the
+  same file).
 
 INFO logging makes Kafka's Java clients print their whole configuration, so the output
 the test searches holds every setting the clients were given.
@@ -46,26 +47,27 @@ def main() -> None:
         # a streaming read's plan names its source with its options (never started)
         spark.readStream.format("kafka").options(**options).load().explain(extended=True)
 
-        stream = (
-            spark.readStream.format("dts")
-            .option("warehouse", args.warehouse)
-            .option("tier", "log")
-            .option("bootstrap", args.bootstrap)
-            .load(args.table)
-        )
-        query = (
-            stream.writeStream.format("memory")
-            .queryName("log_tier")
-            .trigger(availableNow=True)
-            .start()
-        )
-        if not query.awaitTermination(180):
-            query.stop()
-            sys.exit("the log-tier stream did not drain within 180 s")
-        if query.exception() is not None:
-            sys.exit(f"the log-tier stream failed: {query.exception()}")
-        query.explain(extended=True)
-        print(f"log tier rows: {spark.table('log_tier').count()}")
+        for tier in ("log", "hybrid"):  # the hybrid tier: the snapshot, then the log after it
+            stream = (
+                spark.readStream.format("dts")
+                .option("warehouse", args.warehouse)
+                .option("tier", tier)
+                .option("bootstrap", args.bootstrap)
+                .load(args.table)
+            )
+            query = (
+                stream.writeStream.format("memory")
+                .queryName(f"{tier}_tier")
+                .trigger(availableNow=True)
+                .start()
+            )
+            if not query.awaitTermination(180):
+                query.stop()
+                sys.exit(f"the {tier}-tier stream did not drain within 180 s")
+            if query.exception() is not None:
+                sys.exit(f"the {tier}-tier stream failed: {query.exception()}")
+            query.explain(extended=True)
+            print(f"{tier} tier rows: {spark.table(f'{tier}_tier').count()}")
     finally:
         spark.stop()
 

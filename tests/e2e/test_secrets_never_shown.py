@@ -140,6 +140,32 @@ def test_no_password_or_token_is_shown(
     assert code.returncode == 0, "\n".join(problems[-30:])
     shown["spark driver stdout (explain)"] = out.read_text()
 
+    # a wrong password: the errors name the user, never the password tried
+    wrong_password = secrets.token_urlsafe(18)
+    bad = client_properties(
+        secured.client_settings, "worker", tmp_path, **{"sasl.password": wrong_password}
+    )
+    worker_cmd = [sys.executable, "-m", "bridge.cli", "--kafka-config", str(bad), "worker"]
+    worker_cmd += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap]
+    worker_cmd += ["--tables", table.name, "--group", group, "--web-port", "0"]
+    refused = subprocess.run(worker_cmd, capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert refused.returncode != 0, refused.stdout
+    shown["dts worker (wrong password)"] = refused.stdout + refused.stderr
+    ingest = [
+        "--kafka-config",
+        str(bad),
+        "ingest",
+        "--from-topic",
+        spec.topic,
+        "--table",
+        table.name,
+    ]
+    ingest += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--idle-exit", "2"]
+    refused_ingest = CliRunner().invoke(cli, ingest)
+    assert refused_ingest.exit_code != 0, refused_ingest.output
+    shown["dts ingest (wrong password)"] = refused_ingest.output
+    assert "refused the credentials of user 'worker'" in shown["dts ingest (wrong password)"]
+
     everyone = secured.security.users
     shown |= _helps({"DTS_META_TOKEN": token, "DTS_KAFKA_SASL_PASSWORD": everyone["worker"]})
     shown["in-process logs"] = caplog.text
@@ -147,12 +173,12 @@ def test_no_password_or_token_is_shown(
         if path.is_file():
             shown[str(path.relative_to(tmp_path))] = path.read_text(errors="replace")
 
-    for secret in [*everyone.values(), token, wrong_token]:
+    for secret in [*everyone.values(), token, wrong_token, wrong_password]:
         leaks = [where for where, text in shown.items() if secret in text]
         assert not leaks, f"a secret is shown in {leaks}"
     # what was searched holds what it should: a search of empty text cannot pass
     counts = dict(re.findall(r"^(.*) rows: (\d+)$", shown["spark driver stdout (explain)"], re.M))
-    assert int(counts["kafka source"]) > 0 and int(counts["log tier"]) > 0, counts
+    assert all(int(counts[k]) > 0 for k in ("kafka source", "log tier", "hybrid tier")), counts
     assert "sasl.jaas.config = [hidden]" in shown["spark-driver.log"]  # Kafka's config dump
     assert "kafka.sasl.jaas.config=*********(redacted)" in shown["spark driver stdout (explain)"]
     event_log = "".join(t for w, t in shown.items() if w.startswith("spark-events"))
