@@ -115,6 +115,7 @@ def test_no_password_or_token_is_shown(
         wait_for(lambda: latest_barrier(table) == barriers[-1], 90, "the barriers", worker)
         shown["/status"] = _get(f"http://127.0.0.1:{worker.web_port}/status")
         shown["/metrics"] = _get(f"http://127.0.0.1:{worker.web_port}/metrics")
+        shown["MetaService /metrics"] = _get(f"{meta.url}/metrics")
         for name, tok in (("right", token), ("wrong", wrong_token)):
             done = CliRunner().invoke(
                 cli, ["meta", "jobs", "list", "--meta-url", meta.url], env={"DTS_META_TOKEN": tok}
@@ -184,5 +185,6 @@ def test_no_password_or_token_is_shown(
     event_log = "".join(t for w, t in shown.items() if w.startswith("spark-events"))
     assert f"Subscribe[{spec.topic}]" in event_log, event_log[:2000]
     assert table.name in shown["/status"] and "dts_" in shown["/metrics"]
+    assert "dts_meta" in shown["MetaService /metrics"]
     assert f"worker:{group}:{table.name}" in shown["dts meta jobs list (right token)"]
     assert "--kafka-config" in shown["dts --help"]
