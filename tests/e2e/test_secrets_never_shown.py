@@ -136,9 +136,9 @@ def test_no_password_or_token_is_shown(
     env = {**os.environ, "DTS_KAFKA_CONFIG": str(props["reader"])}
     out, err = tmp_path / "spark-driver.out", tmp_path / "spark-driver.log"
     with out.open("w") as stdout, err.open("w") as stderr:
-        code = subprocess.run(cmd, stdout=stdout, stderr=stderr, timeout=280, cwd=ROOT, env=env)
+        driver = subprocess.run(cmd, stdout=stdout, stderr=stderr, timeout=280, cwd=ROOT, env=env)
     problems = [ln for ln in err.read_text().splitlines() if " ERROR " in ln or "Error" in ln]
-    assert code.returncode == 0, "\n".join(problems[-30:])
+    assert driver.returncode == 0, "\n".join(problems[-30:])
     shown["spark driver stdout (explain)"] = out.read_text()
 
     # a wrong password: the errors name the user, never the password tried
@@ -152,15 +152,8 @@ def test_no_password_or_token_is_shown(
     refused = subprocess.run(worker_cmd, capture_output=True, text=True, timeout=90, cwd=ROOT)
     assert refused.returncode != 0, refused.stdout
     shown["dts worker (wrong password)"] = refused.stdout + refused.stderr
-    ingest = [
-        "--kafka-config",
-        str(bad),
-        "ingest",
-        "--from-topic",
-        spec.topic,
-        "--table",
-        table.name,
-    ]
+    ingest = ["--kafka-config", str(bad), "ingest", "--from-topic", spec.topic]
+    ingest += ["--table", table.name]
     ingest += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--idle-exit", "2"]
     refused_ingest = CliRunner().invoke(cli, ingest)
     assert refused_ingest.exit_code != 0, refused_ingest.output
