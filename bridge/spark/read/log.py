@@ -32,6 +32,7 @@ from bridge.spark.read.log_state import normalized
 from bridge.spark.read.parts import LogPartition
 from logstore.codec import RawRecord, decode_records
 from logstore.errors import LogScanError
+from logstore.scan import group_refused
 
 
 @dataclass
@@ -150,6 +151,8 @@ def _fetch(p: LogPartition, timeout_s: float) -> list[Any]:
             polled = True
             pending = kept.consumer.consume(num_messages=10000, timeout=wait)
         for i, msg in enumerate(pending):
+            if group_refused(msg):
+                continue  # never joined nor committed: READ on the topic is enough
             if msg.error() is not None:
                 raise LogScanError(f"{p.spec.topic}[{p.partition}]: {msg.error()}")
             if msg.offset() < p.start:

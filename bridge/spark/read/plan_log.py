@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.spark.read.kafka_access import consumer
-from logstore.scan import LogEntry, log_entry, scan_range
+from logstore.scan import LogEntry, group_refused, log_entry, scan_range
 
 
 def _assign(c: Any, topic: str, pos: dict[int, int]) -> None:
@@ -159,6 +159,8 @@ class LogScanner:
             # records within a fetch wait (kafka_access), so short polls suffice
             timeout = min(BEHIND_POLL_S, self.budget_s) if behind else IDLE_POLL_S
             for msg in c.consume(num_messages=10000, timeout=timeout):
+                if group_refused(msg):
+                    continue  # never joined nor committed: READ on the topic is enough
                 p = msg.partition()
                 e = log_entry(self.topic, msg)
                 if e is None:

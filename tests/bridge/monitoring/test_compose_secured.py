@@ -116,7 +116,7 @@ def test_the_dts_services_authenticate_as_dts_trusting_the_ca(secured: dict[str,
 
 
 def test_the_acls_cover_the_names_dts_gives(secured: dict[str, Any]) -> None:
-    from filestore.options import CoreOptions
+    from filestore import CoreOptions
     from logstore.spec import LogSpec
     from logstore.writer import default_transactional_id
 
