@@ -223,6 +223,51 @@ def java_client_properties(settings: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+#: a JAAS line's username and password (PLAIN and SCRAM login modules)
+_JAAS_VALUE = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+#: Java client names librdkafka shares (the rest need a translation or have none)
+_JAVA_ONLY = ("ssl.keystore.", "ssl.truststore.", "sasl.jaas.config", "sasl.login.")
+
+
+def from_java_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """Java Kafka client properties (as Spark's Kafka source takes them) as librdkafka's.
+
+    ``sasl.jaas.config`` of the PLAIN or SCRAM login module becomes ``sasl.username`` and
+    ``sasl.password``; a PEM truststore becomes ``ssl.ca.location``; names both clients
+    share pass as they are. Raises ClientConfigError naming a property that has no
+    librdkafka equivalent (a JKS store: give the PEM file as ``ssl.ca.location``). The
+    error never quotes a value: a JAAS line holds a password.
+    """
+    out = {k: v for k, v in props.items() if not k.startswith(_JAVA_ONLY)}
+    jaas = props.get("sasl.jaas.config")
+    if jaas is not None:
+        found = {m[1]: re.sub(r"\\(.)", r"\1", m[2]) for m in _JAAS_VALUE.finditer(jaas)}
+        if "LoginModule" not in jaas or set(found) != {"username", "password"}:
+            raise ClientConfigError(
+                "sasl.jaas.config: only a PLAIN or SCRAM login module with a quoted username "
+                "and password translates; give sasl.username and sasl.password instead"
+            )
+        out["sasl.username"], out["sasl.password"] = found["username"], found["password"]
+    store = props.get("ssl.truststore.location")
+    if store is not None:
+        if props.get("ssl.truststore.type", "JKS").upper() != "PEM":
+            raise ClientConfigError(
+                "ssl.truststore.location: librdkafka reads PEM certificates only; give the "
+                "CA's PEM file as ssl.ca.location (or ssl.truststore.type=PEM)"
+            )
+        out["ssl.ca.location"] = store
+    left = sorted(k for k in props if k.startswith(_JAVA_ONLY) and k not in _TRANSLATED)
+    if left:
+        raise ClientConfigError(
+            f"{', '.join(left)}: no librdkafka equivalent; give PEM files as "
+            "ssl.ca.location, ssl.certificate.location and ssl.key.location"
+        )
+    return out
+
+
+_TRANSLATED = ("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type")
+
+
 def spark_kafka_options(settings: Mapping[str, str] | None = None) -> dict[str, str]:
     """Options of Spark's Kafka source/sink: the Java properties prefixed with ``kafka.``.
 

@@ -7,8 +7,10 @@ Its own process, because an event log is a SparkContext setting: the tests' shar
 
 - Spark's own Kafka source (``kafka_source_options``: a JAAS line among its options), in a
   batch read and a streaming read's plan;
-- the dts source's log and hybrid tiers (their consumers in the Python workers read the
-  same file).
+- the dts source's log and hybrid tiers, given the very same ``kafka.*`` options (Java
+  names: a JAAS line, a PEM truststore); the driver drops ``DTS_KAFKA_CONFIG`` from its
+  environment before Spark starts, so its Python workers have the settings from the
+  options alone.
 
 INFO logging makes Kafka's Java clients print their whole configuration, so the output
 the test searches holds every setting the clients were given.
@@ -17,6 +19,7 @@ the test searches holds every setting the clients were given.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -35,12 +38,15 @@ def main() -> None:
     # uncompressed (Spark 4 writes zstd by default), so the test can search it
     conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": args.events}
     conf["spark.eventLog.compress"] = "false"
+    settings = client_settings()
+    os.environ.pop("DTS_KAFKA_CONFIG")  # Spark's Python workers: the options' settings only
     spark = local_session("dts-secured-read", Path(args.work), kafka=True, conf=conf)
     spark.sparkContext.setLogLevel("INFO")
     try:
         table = Catalog(args.warehouse).get_table(args.table)
         spec = log_spec_for(table)
-        options = kafka_source_options(args.bootstrap, spec.topic, client_settings())
+        options = kafka_source_options(args.bootstrap, spec.topic, settings)
+        client = {k: v for k, v in options.items() if k.startswith("kafka.")}
         changes = changelog_rows(spark.read.format("kafka").options(**options).load(), spec)
         print(f"kafka source rows: {changes.count()}")
         changes.explain(extended=True)
@@ -52,7 +58,7 @@ def main() -> None:
                 spark.readStream.format("dts")
                 .option("warehouse", args.warehouse)
                 .option("tier", tier)
-                .option("bootstrap", args.bootstrap)
+                .options(**client)  # kafka.bootstrap.servers and the client settings
                 .load(args.table)
             )
             query = (

@@ -28,6 +28,7 @@ from logstore.client_config import (
     client_settings,
     confluent_config,
     faust_settings,
+    from_java_properties,
     java_client_properties,
     spark_kafka_options,
 )
@@ -175,3 +176,19 @@ def test_spark_kafka_source_with_the_translated_settings(
     )
     rows = changelog_rows(df, spec).select("id", "name", "_row_kind", "_barrier").collect()
     assert sorted(tuple(r) for r in rows) == [(1, "k1", "+I", b), (2, "k2", "+I", b)]
+
+
+def test_java_client_properties_translate_back_to_librdkafka_s() -> None:
+    """One set of settings in both directions: the JAAS line (quotes and backslashes
+    escaped) and the PEM truststore give back the username, password and CA file."""
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "dts",
+        "sasl.password": 'a"b\\c',
+        "ssl.ca.location": "/tls/ca.pem",
+    }
+    assert from_java_properties(java_client_properties(settings)) == settings
+    with pytest.raises(ClientConfigError, match=r"ssl\.keystore\.location.*no librdkafka") as e:
+        from_java_properties({"ssl.keystore.location": "/tls/me.jks", "ssl.keystore.password": "x"})
+    assert "/tls/me.jks" not in str(e.value)

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 
 from bridge.spark.errors import OptionError
 from bridge.spark.options.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
-from bridge.spark.options.keys import check_keys
+from bridge.spark.options.keys import KAFKA_PREFIX, check_keys
 from filestore.format.row_kind import ROW_KIND_COLUMN
+from logstore.client_config import from_java_properties
+from logstore.errors import ClientConfigError
 from logstore.spec import BARRIER_COLUMN
 
 TIERS = ("file", "log", "hybrid")
@@ -76,6 +78,9 @@ class CommonOptions:
     table: str
     bootstrap: str | None = None
     meta_url: str | None = None
+    #: librdkafka settings from the `kafka.*` options, over DTS_KAFKA_CONFIG's (not shown:
+    #: they may hold a password)
+    kafka: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> CommonOptions:
@@ -88,7 +93,22 @@ class CommonOptions:
             table=table_name(options),
             bootstrap=low.get("bootstrap") or low.get("kafka.bootstrap.servers"),
             meta_url=low.get("meta.url"),
+            kafka=kafka_settings(low),
         )
+
+
+def kafka_settings(low: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The `kafka.*` options as librdkafka settings: Spark's Kafka source's Java names (a
+    JAAS line, a PEM truststore) or librdkafka's own, so one set of options serves both."""
+    given = {
+        k.removeprefix(KAFKA_PREFIX): v
+        for k, v in low.items()
+        if k.startswith(KAFKA_PREFIX) and k != "kafka.bootstrap.servers"
+    }
+    try:
+        return tuple(sorted(from_java_properties(given).items()))
+    except ClientConfigError as e:
+        raise OptionError(f"kafka.* options: {e}") from e
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,8 @@ REFUSED = {
 # Keys Spark itself adds to a data source's options (a streaming write gets its
 # `queryName`); accepted on either side and ignored.
 SPARK_INTERNAL_PREFIXES = ("__",)
+#: a read's Kafka client settings, named as Spark's Kafka source takes them (or librdkafka)
+KAFKA_PREFIX = "kafka."
 SPARK_PASSED = {"queryname"}
 
 
@@ -133,6 +135,13 @@ def check_keys(keys: Iterable[str], side: str) -> None:
             continue
         if side == "write" and low.startswith("table."):
             continue  # table options of a creating write (validated by the FileStore)
+        if low.startswith(KAFKA_PREFIX):
+            if side == "read":
+                continue  # a Kafka client setting of the log tier's consumers
+            raise OptionError(
+                f"option {key!r}: a write into the log takes its Kafka client settings from "
+                "DTS_KAFKA_CONFIG or DTS_KAFKA_* (spark.executorEnv.* on a cluster)"
+            )
         if low in REFUSED:
             raise OptionError(f"option {key!r} is not supported by dts: {REFUSED[low]}")
         if low in other:

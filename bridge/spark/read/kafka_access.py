@@ -19,20 +19,30 @@ from typing import Any
 FETCH_WAIT_MS = 25
 
 
-def consumer(bootstrap: str, *, eof: bool, isolation: str = "read_committed") -> Any:
+#: librdkafka settings a read's `kafka.*` options give (`CommonOptions.kafka`)
+Settings = tuple[tuple[str, str], ...]
+
+
+def consumer(
+    bootstrap: str, *, eof: bool, isolation: str = "read_committed", settings: Settings = ()
+) -> Any:
     """A consumer that is only ever `assign()`ed (never subscribed, commits nothing)."""
     from confluent_kafka import Consumer
 
-    return Consumer(consumer_config(bootstrap, eof=eof, isolation=isolation))
+    return Consumer(consumer_config(bootstrap, eof=eof, isolation=isolation, settings=settings))
 
 
-def consumer_config(bootstrap: str, *, eof: bool, isolation: str) -> dict[str, Any]:
+def consumer_config(
+    bootstrap: str, *, eof: bool, isolation: str, settings: Settings = ()
+) -> dict[str, Any]:
+    """The settings: DTS_KAFKA_CONFIG's, then the read's `kafka.*` options, then ours."""
     from logstore.client_config import client_logger, confluent_config
 
     return confluent_config(
         bootstrap,
         None,
         {
+            **dict(settings),
             # librdkafka's lines go to the `logstore.kafka` logger, each condition once:
             # a kept consumer outliving its broker (a stopped test or benchmark broker)
             # printed a line per reconnect to stderr. It never calls committed(), so the
@@ -46,13 +56,3 @@ def consumer_config(bootstrap: str, *, eof: bool, isolation: str) -> dict[str, A
             "fetch.wait.max.ms": FETCH_WAIT_MS,
         },
     )
-
-
-def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    from logstore.watermarks import watermarks as ask
-
-    c = consumer(bootstrap, eof=False)
-    try:
-        return ask(c, topic, partitions)
-    finally:
-        c.close()

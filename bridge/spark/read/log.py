@@ -27,7 +27,7 @@ import pyarrow as pa
 from bridge.spark.errors import LogTruncated
 from bridge.spark.options import BARRIER, ROW_KIND
 from bridge.spark.options.schema import conform
-from bridge.spark.read.kafka_access import consumer
+from bridge.spark.read.kafka_access import Settings, consumer
 from bridge.spark.read.log_state import normalized
 from bridge.spark.read.parts import LogPartition
 from logstore.codec import RawRecord, decode_records
@@ -44,7 +44,7 @@ class _Kept:
     ahead: list[Any] = field(default_factory=list)  # fetched messages at or past `end`
 
 
-_KEPT: dict[tuple[str, str, int], _Kept] = {}
+_KEPT: dict[tuple[str, Settings, str, int], _Kept] = {}
 POLL_S = 0.02
 
 
@@ -60,10 +60,10 @@ def _close_all() -> None:
 def _kept(p: LogPartition) -> _Kept:
     from confluent_kafka import TopicPartition
 
-    key = (p.bootstrap, p.spec.topic, p.partition)
+    key = (p.bootstrap, p.settings, p.spec.topic, p.partition)
     kept = _KEPT.get(key)
     if kept is None:
-        kept = _KEPT[key] = _Kept(consumer(p.bootstrap, eof=False))
+        kept = _KEPT[key] = _Kept(consumer(p.bootstrap, eof=False, settings=p.settings))
     if kept.end != p.start:  # not where the last range ended: seek
         kept.consumer.assign([TopicPartition(p.spec.topic, p.partition, p.start)])
         kept.ahead = []
@@ -71,7 +71,7 @@ def _kept(p: LogPartition) -> _Kept:
 
 
 def _drop(p: LogPartition) -> None:
-    kept = _KEPT.pop((p.bootstrap, p.spec.topic, p.partition), None)
+    kept = _KEPT.pop((p.bootstrap, p.settings, p.spec.topic, p.partition), None)
     if kept is not None:
         kept.consumer.close()
 
@@ -112,7 +112,15 @@ def _replay_range(p: LogPartition) -> LogPartition:
     """The records between the state's snapshot and the range (often none)."""
     assert p.state is not None
     return LogPartition(
-        p.bootstrap, p.spec, p.partition, p.state.offset, p.start, [], p.target, p.columns
+        p.bootstrap,
+        p.spec,
+        p.partition,
+        p.state.offset,
+        p.start,
+        [],
+        p.target,
+        p.columns,
+        settings=p.settings,
     )
 
 

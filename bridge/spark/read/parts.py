@@ -102,9 +102,11 @@ class LogPartition(InputPartition):
         target: pa.Schema,
         columns: list[str],
         state: LogStateRef | None = None,
+        settings: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(partition)
         self.bootstrap, self.spec, self.partition = bootstrap, spec, partition
+        self.settings = settings  # the read's `kafka.*` options (librdkafka names)
         self.start, self.end, self.markers = start, end, markers
         self.target, self.columns = target, columns
         self.state = state

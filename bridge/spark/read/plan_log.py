@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.spark.read.kafka_access import consumer
+from bridge.spark.read.kafka_access import Settings, consumer
 from logstore.scan import LogEntry, group_refused, log_entry, scan_range
 
 
@@ -60,6 +60,7 @@ class LogScanner:
     topic: str
     partitions: int
     budget_s: float = 2.0
+    settings: Settings = field(default=(), repr=False)  # the read's `kafka.*` options
     pos: dict[int, int] = field(default_factory=dict)
     pending_rows: dict[int, int] = field(default_factory=dict)
     markers: dict[int, list[MarkerAt]] = field(default_factory=dict)
@@ -133,7 +134,7 @@ class LogScanner:
         if known:
             return
         if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, eof=True)
+            self._consumer = consumer(self.bootstrap, eof=True, settings=self.settings)
         self._reset(start)
         ranges = {p: (o, end.get(p, 0)) for p, o in start.items()}
         for e in scan_range(self._consumer, self.topic, ranges, timeout_s):
@@ -143,7 +144,7 @@ class LogScanner:
     def scan(self, start: dict[int, int]) -> None:
         """Read past `pos` until every partition is at its end (or the budget is spent)."""
         if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, eof=True)
+            self._consumer = consumer(self.bootstrap, eof=True, settings=self.settings)
             self.pos = {}  # force the first assignment below
         # keep what was scanned when `start` is a known point of it (the query moved on to
         # a barrier end we saw); anything else (a rewind, a jump) rescans from `start`

@@ -45,11 +45,16 @@ class LogTierReader:
             raise OptionError('the log tier needs .option("bootstrap", "host:port") (Kafka)')
         self.opts = opts
         self.bootstrap: str = opts.common.bootstrap
+        self.kafka = opts.common.kafka  # the read's `kafka.*` options
         table = open_table(opts.common.warehouse, opts.common.table)
         self.spec = log_spec_for(table)
         self.ctx = read_context(opts, schema, table)
         self.scanner = LogScanner(
-            self.bootstrap, self.spec.topic, self.spec.buckets, opts.poll_timeout_s
+            self.bootstrap,
+            self.spec.topic,
+            self.spec.buckets,
+            opts.poll_timeout_s,
+            settings=self.kafka,
         )
         self.cap: dict[int, int] | None = None  # Trigger.AvailableNow: end offsets at start
         self._meta: Any = None  # consumer for watermark queries
@@ -64,7 +69,7 @@ class LogTierReader:
         from logstore.watermarks import watermarks  # see bridge.spark.read.kafka_access
 
         if self._meta is None:
-            self._meta = consumer(self.bootstrap, eof=False)
+            self._meta = consumer(self.bootstrap, eof=False, settings=self.kafka)
         return watermarks(self._meta, self.spec.topic, self.spec.buckets)
 
     def earliest(self) -> dict[int, int]:
@@ -144,6 +149,7 @@ class LogTierReader:
                         self.ctx.target,
                         self.ctx.columns,
                         states.get(p),
+                        settings=self.kafka,
                     )
                 )
         return parts
@@ -190,7 +196,7 @@ class LogTierReader:
     def _offsets_for_time(self, ms: int) -> dict[int, int]:
         from confluent_kafka import TopicPartition  # see bridge.spark.read.kafka_access
 
-        c = consumer(self.bootstrap, eof=False)
+        c = consumer(self.bootstrap, eof=False, settings=self.kafka)
         try:
             tps = [TopicPartition(self.spec.topic, p, ms) for p in range(self.spec.buckets)]
             found = c.offsets_for_times(tps, timeout=10)

@@ -73,3 +73,52 @@ def test_delta_and_kafka_habits_map_to_dts_options() -> None:
         ReadOptions.parse({**BASE, "tier": "hybrid"})
     with pytest.raises(OptionError, match=r"log\.poll-timeout"):
         ReadOptions.parse({**BASE, "log.poll-timeout": "soon"})
+
+
+SCRAM = {
+    "kafka.bootstrap.servers": "127.0.0.1:9093",
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "SCRAM-SHA-512",
+    "kafka.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="reader" password="s3\\"cret";'
+    ),
+    "kafka.ssl.truststore.type": "PEM",
+    "kafka.ssl.truststore.location": "/etc/kafka/ca.pem",
+}
+
+
+def test_a_reads_kafka_options_as_spark_s_kafka_source_takes_them_become_librdkafka_s() -> None:
+    common = ReadOptions.parse({**BASE, "tier": "log", **SCRAM}).common
+    assert common.bootstrap == "127.0.0.1:9093"
+    assert dict(common.kafka) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "reader",
+        "sasl.password": 's3"cret',
+        "ssl.ca.location": "/etc/kafka/ca.pem",
+    }
+    assert "s3" not in repr(common)  # the settings hold a password: never shown
+    # librdkafka's own names pass as they are
+    plain = {**BASE, "tier": "log", "bootstrap": "b:9092", "kafka.sasl.username": "u"}
+    assert dict(ReadOptions.parse(plain).common.kafka) == {
+        "sasl.username": "u",
+    }
+
+
+def test_kafka_options_without_a_librdkafka_equivalent_are_refused_without_their_value() -> None:
+    jks = {**BASE, "tier": "log", "kafka.ssl.truststore.location": "/etc/kafka/trust.jks"}
+    with pytest.raises(OptionError, match=r"kafka\.\* options: .*PEM.*ssl\.ca\.location"):
+        ReadOptions.parse(jks)
+    kerberos = {
+        **BASE,
+        "kafka.sasl.jaas.config": 'com.sun.security.auth.module.Krb5LoginModule required keyTab="/k";',
+    }
+    with pytest.raises(OptionError, match=r"sasl\.username and sasl\.password") as refused:
+        ReadOptions.parse(kerberos)
+    assert "/k" not in str(refused.value)
+
+
+def test_a_write_names_where_its_kafka_settings_come_from() -> None:
+    with pytest.raises(OptionError, match="DTS_KAFKA_CONFIG"):
+        WriteOptions.parse({**BASE, "kafka.sasl.password": "p"})

@@ -301,11 +301,13 @@ def test_log_range_reads_reuse_one_kept_consumer_per_partition(
 
     read_log._KEPT.clear()
     assert read(0, ends[0]) == list(range(5))
-    kept = read_log._KEPT[(broker.bootstrap, spec.topic, 0)]
+    kept = read_log._KEPT[(broker.bootstrap, (), spec.topic, 0)]
     assert read(ends[0], ends[1]) == list(range(5, 10))  # continues where it stopped
     assert read(ends[1], ends[2]) == list(range(10, 15))
     assert read(0, ends[1]) == list(range(10))  # a rewind (a restarted query) seeks
-    assert read_log._KEPT[(broker.bootstrap, spec.topic, 0)] is kept and len(read_log._KEPT) == 1
+    assert (
+        read_log._KEPT[(broker.bootstrap, (), spec.topic, 0)] is kept and len(read_log._KEPT) == 1
+    )
     read_log._KEPT.clear()
     kept.consumer.close()
 
