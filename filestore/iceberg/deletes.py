@@ -9,15 +9,11 @@ snapshot whose vector did not change reuses its predecessor's file.
 
 from __future__ import annotations
 
-import json
-import struct
 import zlib
-from array import array
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyroaring import BitMap
 
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
@@ -62,40 +58,4 @@ def write_position_deletes(ctx: TableContext, path: str, data_path: str, pos: np
         sink = pa.BufferOutputStream()
         pq.write_table(rows, sink, compression="zstd")
         ctx.io.write_bytes(path, sink.getvalue().to_pybytes())
-    return ctx.io.file_size(path)
-
-
-PUFFIN_MAGIC = b"PFA1"
-DV_MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
-#: the reserved field id a deletion vector blob names (the row position)
-ROW_POSITION_ID = 2147483645
-
-
-def deletion_vector_blob(pos: np.ndarray) -> bytes:
-    """Iceberg's ``deletion-vector-v1`` blob of the positions: its length, magic, the
-    64-bit Roaring portable form (one 32-bit bitmap, key 0: dts's data files hold fewer
-    than 2^32 rows, and dts's own vectors are that 32-bit bitmap), then its CRC-32."""
-    bitmap = BitMap(array("I", np.asarray(pos, dtype=np.uint32).tobytes()))
-    body = DV_MAGIC + struct.pack("<QI", 1, 0) + bitmap.serialize()
-    return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
-
-
-def write_puffin_vector(
-    ctx: TableContext, path: str, data_path: str, blob: bytes, cardinality: int
-) -> int:
-    """Write a Puffin file holding one data file's deletion vector ``blob`` (at offset
-    4) at ``path`` unless it exists; returns its size."""
-    if not ctx.io.exists(path):
-        meta = {
-            "type": "deletion-vector-v1",
-            "fields": [ROW_POSITION_ID],
-            "snapshot-id": -1,
-            "sequence-number": -1,
-            "offset": len(PUFFIN_MAGIC),
-            "length": len(blob),
-            "properties": {"referenced-data-file": data_path, "cardinality": str(cardinality)},
-        }
-        footer = json.dumps({"blobs": [meta], "properties": {"created-by": "dts"}}).encode()
-        tail = footer + struct.pack("<I", len(footer)) + bytes(4) + PUFFIN_MAGIC
-        ctx.io.write_bytes(path, PUFFIN_MAGIC + blob + PUFFIN_MAGIC + tail)
     return ctx.io.file_size(path)

@@ -36,10 +36,8 @@ def _bounds(name: str, field_id: int, key_id: int, value_id: int) -> dict[str, A
     return _opt(name, {"type": "array", "items": pair, "logicalType": "map"}, field_id)
 
 
-def entry_schema(partition_fields: list[dict[str, Any]], version: int = 2) -> dict[str, Any]:
-    """The ``manifest_entry`` Avro schema for a partition spec's fields (``r102``); format
-    version 3 adds where a deletion vector lies in its Puffin file."""
-    blob = [_opt("content_offset", "long", 144), _opt("content_size_in_bytes", "long", 145)]
+def entry_schema(partition_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``manifest_entry`` Avro schema for a partition spec's fields (``r102``)."""
     data_file = {
         "type": "record",
         "name": "r2",
@@ -53,7 +51,6 @@ def entry_schema(partition_fields: list[dict[str, Any]], version: int = 2) -> di
             _bounds("lower_bounds", 125, 126, 127),
             _bounds("upper_bounds", 128, 129, 130),
             _opt("referenced_data_file", "string", 143),
-            *(blob if version >= 3 else []),
         ],
     }
     return {
@@ -103,10 +100,6 @@ class FileEntry:
     size: int
     sequence_number: int
     referenced: str | None = None  # the data file a position delete file applies to
-    file_format: str = "PARQUET"
-    # a deletion vector (format version 3): its blob's place in the Puffin file
-    content_offset: int | None = None
-    content_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,16 +126,11 @@ def write_manifest(
         "schema-id": str(spec["schema"]["schema-id"]),
         "partition-spec": json.dumps(spec["partition-spec"]),
         "partition-spec-id": "0",
-        "format-version": str(spec["format-version"]),
+        "format-version": "2",
         "content": "deletes" if content == POSITION_DELETES else "data",
     }
     buf = io.BytesIO()
-    version = int(spec["format-version"])
-    schema = fastavro.parse_schema(entry_schema(spec["avro-partition-fields"], version))
-    if version >= 3:
-        for r, e in zip(records, entries, strict=True):
-            r["data_file"]["content_offset"] = e.content_offset
-            r["data_file"]["content_size_in_bytes"] = e.content_size
+    schema = fastavro.parse_schema(entry_schema(spec["avro-partition-fields"]))
     fastavro.writer(buf, schema, records, metadata=meta, codec="deflate")
     data = buf.getvalue()
     seqs = [e.sequence_number for e in entries]
@@ -163,7 +151,7 @@ def _entry(e: FileEntry, snapshot_id: int) -> dict[str, Any]:
         "data_file": {
             "content": e.content,
             "file_path": e.path,
-            "file_format": e.file_format,
+            "file_format": "PARQUET",
             "partition": e.partition,
             "record_count": e.record_count,
             "file_size_in_bytes": e.size,
@@ -175,11 +163,7 @@ def _entry(e: FileEntry, snapshot_id: int) -> dict[str, Any]:
 
 
 def write_manifest_list(
-    manifests: Sequence[Manifest],
-    snapshot_id: int,
-    parent_id: int | None,
-    sequence: int,
-    version: int = 2,
+    manifests: Sequence[Manifest], snapshot_id: int, parent_id: int | None, sequence: int
 ) -> bytes:
     records = [
         {
@@ -203,7 +187,7 @@ def write_manifest_list(
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": "null" if parent_id is None else str(parent_id),
         "sequence-number": str(sequence),
-        "format-version": str(version),
+        "format-version": "2",
     }
     buf = io.BytesIO()
     fastavro.writer(buf, MANIFEST_FILE_SCHEMA, records, metadata=meta, codec="deflate")

@@ -54,7 +54,7 @@ class SyncState:
                 sid = snapshot_of(name)
                 if sid is not None:
                     self.avro.setdefault(sid, set()).add(name)
-            elif name.startswith("deletes-") and name.endswith((".parquet", ".puffin")):
+            elif name.startswith("deletes-") and name.endswith(".parquet"):
                 self.deletes[name[: name.rindex("-") + 1]] = (name, size)
 
 

@@ -28,14 +28,7 @@ from typing import Any
 from filestore.context import TableContext
 from filestore.data_file import DataFileMeta
 from filestore.errors import SnapshotNotFound
-from filestore.iceberg.deletes import (
-    PUFFIN_MAGIC,
-    delete_file_prefix,
-    deletion_vector_blob,
-    skipped_rows,
-    write_position_deletes,
-    write_puffin_vector,
-)
+from filestore.iceberg.deletes import delete_file_prefix, skipped_rows, write_position_deletes
 from filestore.iceberg.manifests import (
     DATA,
     POSITION_DELETES,
@@ -71,8 +64,6 @@ log = logging.getLogger(__name__)
 METADATA_DIR = "metadata"
 #: metadata versions kept: a reader that opened one of them finds its files
 KEEP_VERSIONS = 10
-#: 2: position delete files (Parquet); 3: deletion vectors in Puffin files
-FORMAT_VERSION = 2
 #: the sequence number of every data file: position deletes (at their snapshot's
 #: sequence number, the dts snapshot id >= 1) then apply to it
 DATA_SEQUENCE = 1
@@ -232,7 +223,7 @@ class IcebergSync:
             latest = versions[-1]
             done = (
                 ids,
-                {**partition_spec(self.ctx.name, latest, ids), "format-version": FORMAT_VERSION},
+                partition_spec(self.ctx.name, latest, ids),
                 [iceberg_schema(v, ids) for v in versions],
                 json.dumps(name_mapping(ids, latest.primary_key)),
             )
@@ -307,7 +298,7 @@ class IcebergSync:
             self.ctx.io.write_unpublished(f"{self.dir}/{name}", body)
             manifests.append(manifest)
             written.append((name, len(body)))
-        body = write_manifest_list(manifests, snap.id, parent_id, snap.id, FORMAT_VERSION)
+        body = write_manifest_list(manifests, snap.id, parent_id, snap.id)
         self.ctx.io.write_unpublished(self._list_path(snap.id), body)
         state.add_names([*written, (f"snap-{snap.id}-dts.avro", len(body))])
         return left_out
@@ -338,9 +329,12 @@ class IcebergSync:
             for f in files:
                 path = ctx.paths.data_file(keys, part, bucket, f.file_name)
                 data.append(FileEntry(DATA, path, values, f.row_count, f.file_size, DATA_SEQUENCE))
-                found = self._deletes(path, f, state, values, snap.id)
+                found = self._deletes(path, f, state)
                 if found is not None:
-                    deletes.append(found)
+                    dpath, count, size = found
+                    deletes.append(
+                        FileEntry(POSITION_DELETES, dpath, values, count, size, snap.id, path)
+                    )
         return data, deletes, left_out
 
     @staticmethod
@@ -356,44 +350,22 @@ class IcebergSync:
         runs[key] = found
         return found
 
-    def _deletes(
-        self, path: str, f: DataFileMeta, state: SyncState, values: dict[str, Any], seq: int
-    ) -> FileEntry | None:
-        """The position deletes of a data file: the file an earlier snapshot wrote for
-        the same vector, else written now; None when dts reads every row of the file."""
+    def _deletes(self, path: str, f: DataFileMeta, state: SyncState) -> tuple[str, int, int] | None:
+        """The position delete file of a data file (path, positions, size): the one an
+        earlier snapshot wrote for the same vector, else written now; None when dts
+        reads every row of the file."""
         if not f.deletion_vector and not f.delete_row_count:
             return None
         prefix = delete_file_prefix(f)
         known = state.deletes.get(prefix)
-        if known is None:
-            skipped = skipped_rows(self.ctx, path, f)
-            if FORMAT_VERSION >= 3:
-                blob = deletion_vector_blob(skipped)
-                name = f"{prefix}{len(skipped)}.{len(blob)}.puffin"
-                size = write_puffin_vector(self.ctx, f"{self.dir}/{name}", path, blob, len(skipped))
-            else:
-                name = f"{prefix}{len(skipped)}.parquet"
-                size = write_position_deletes(self.ctx, f"{self.dir}/{name}", path, skipped)
-            state.add_names([(name, size)])
-            known = (name, size)
-        name, size = known  # the vector unchanged: its file is there, nothing to read
-        count, *blob_length = name[len(prefix) :].split(".")[:-1]
-        if not blob_length:
-            return FileEntry(
-                POSITION_DELETES, f"{self.dir}/{name}", values, int(count), size, seq, path
-            )
-        return FileEntry(
-            POSITION_DELETES,
-            f"{self.dir}/{name}",
-            values,
-            int(count),
-            size,
-            seq,
-            path,
-            "PUFFIN",
-            len(PUFFIN_MAGIC),
-            int(blob_length[0]),
-        )
+        if known is not None:  # the vector unchanged: nothing to read
+            name, size = known
+            return f"{self.dir}/{name}", int(name[len(prefix) : -len(".parquet")]), size
+        skipped = skipped_rows(self.ctx, path, f)
+        name = f"{prefix}{len(skipped)}.parquet"
+        size = write_position_deletes(self.ctx, f"{self.dir}/{name}", path, skipped)
+        state.add_names([(name, size)])
+        return f"{self.dir}/{name}", len(skipped), size
 
     # -- table metadata ------------------------------------------------------------------
 
@@ -416,9 +388,7 @@ class IcebergSync:
             refs[name] = {"snapshot-id": snap.id, "type": "tag"}
         root = self.ctx.paths.root
         return {
-            "format-version": FORMAT_VERSION,
-            # no row lineage: no row ids are assigned (version 3 asks for the counter)
-            **({"next-row-id": 0} if FORMAT_VERSION >= 3 else {}),
+            "format-version": 2,
             "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, root)),
             "location": root,
             "last-sequence-number": current["sequence-number"] if current else 0,
