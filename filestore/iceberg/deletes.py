@@ -49,13 +49,20 @@ def delete_file_prefix(meta: DataFileMeta) -> str:
 
 
 def write_position_deletes(ctx: TableContext, path: str, data_path: str, pos: np.ndarray) -> int:
-    """Write the delete file at ``path`` unless it exists; returns its size."""
-    if not ctx.io.exists(path):
-        rows = pa.table(
-            {"file_path": pa.repeat(pa.scalar(data_path, pa.string()), len(pos)), "pos": pos},
-            schema=DELETE_SCHEMA,
-        )
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="zstd")
-        ctx.io.write_bytes(path, sink.getvalue().to_pybytes())
-    return ctx.io.file_size(path)
+    """Write the delete file at ``path`` unless it exists; returns its size.
+
+    Written in place, without a temporary file and rename: nothing names it until the
+    manifest that does is written, and a table with deletion vectors writes one at
+    every commit for each file whose vector grew. A file already there (another writer,
+    an earlier failed sync) holds the same positions: its name says which."""
+    if ctx.io.exists(path):
+        return ctx.io.file_size(path)
+    rows = pa.table(
+        {"file_path": pa.repeat(pa.scalar(data_path, pa.string()), len(pos)), "pos": pos},
+        schema=DELETE_SCHEMA,
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    ctx.io.write_unpublished(path, data)
+    return len(data)
