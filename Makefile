@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-tools java-tools connect-jars kafka-jars spark-kafka-jars spark-ext jars bench lint fmt typecheck clean
+.PHONY: reference demo test test-tools java-tools connect-jars kafka-jars spark-kafka-jars spark-ext jars bench lint fmt typecheck clean
 
 # Jars fetched once from Maven Central into a cache outside the repository (never committed):
 # the Apache Kafka broker that `dts broker`, the demo and the tests run, and Spark's own Kafka
@@ -157,6 +157,11 @@ iceberg-readers: $(ICEBERG_READERS)/.complete
 SOAK_ARGS ?=
 soak: $(STAMP) java-tools jars
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m bench.soak $(SOAK_ARGS)
+
+# The API reference (docs/reference/*.html) from the public API's docstrings, by pdoc;
+# tests/docs/test_api_reference.py fails when the checked-in pages are stale.
+reference: $(STAMP)
+	$(BIN)/python docs/reference/build_reference.py
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -81,7 +81,7 @@ def changelog(n: int, seed: int = 7) -> pa.Table:
 
 def bucketer(buckets: int):  # type: ignore[no-untyped-def]
     try:
-        from filestore.bucket import bucket_ids
+        from filestore.format.bucket import bucket_ids
 
         return lambda t: bucket_ids(t, ["id"], buckets)
     except ImportError:  # pragma: no cover

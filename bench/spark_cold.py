@@ -26,7 +26,7 @@ READERS = ("dts", "by-name", "parquet")
 
 def data_files(warehouse: str, name: str) -> list[str]:
     """The live data files of `name`'s latest snapshot, as Spark paths."""
-    from bridge.spark.native import data_file_paths
+    from bridge.spark.native.scan import data_file_paths
     from filestore import Catalog
 
     t = Catalog(warehouse).get_table(name)

@@ -23,10 +23,10 @@ _EXPORTS = {
     "consistent_read": "bridge.consistency_read",
     "consistent_read_tables": "bridge.consistency_read",
     "create_table_as": "bridge.spark.ctas",
-    "extension_conf": "bridge.spark.extension",
+    "extension_conf": "bridge.spark.native.extension",
     "register": "bridge.spark.registration",
     "refresh": "bridge.spark.registration",
-    "table": "bridge.spark.native",
+    "table": "bridge.spark.native.scan",
 }
 
 __all__ = sorted(_EXPORTS)

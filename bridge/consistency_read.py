@@ -33,7 +33,20 @@ V = TypeVar("V")
 
 
 class ConsistentTables(dict[str, V], Generic[V]):
-    """``{table name as given: data}`` plus the ``version`` it was read at."""
+    """``{table name as given: data}`` plus the ``version`` it was read at.
+
+    Args:
+        data: each table's data (an Arrow table, a DataFrame, a snapshot), by the name
+            the caller gave.
+        version: the consistent version the data was read at (its barrier, and each
+            table's snapshot).
+
+    Example:
+        >>> import bridge as dts
+        >>> tables = dts.consistent_read_tables(catalog, ["db.orders", "db.totals"])
+        >>> tables["db.totals"].num_rows, tables.version.barrier
+        (120, 1764320000000)
+    """
 
     def __init__(self, data: dict[str, V], version: ConsistentVersion) -> None:
         super().__init__(data)
@@ -49,8 +62,26 @@ def resolve_version(
 ) -> ConsistentVersion:
     """The consistent version of ``tables``, from the MetaService or from the FileStore.
 
-    Raises :class:`bridge.meta.errors.NoConsistentVersion` when a strong read is not
-    possible yet (naming the table that holds it back).
+    Args:
+        tables: table names (`db.t`; `t` means `default.t`).
+        catalog: the warehouse's catalog; answers from its snapshots when no
+            ``meta_url`` is given.
+        meta_url: the MetaService's URL; it answers, waiting for the tables between
+            the listed ones in the lineage too.
+        mode: ``strong`` (one barrier every table has completed) or ``weak`` (each
+            table's latest snapshot).
+
+    Returns:
+        The barrier and, per table, the snapshot to read.
+
+    Raises:
+        NoConsistentVersion: a strong read is not possible yet; it names the table that
+            holds it back.
+        ValueError: neither a catalog nor a MetaService URL is given.
+
+    Example:
+        >>> resolve_version(["db.orders", "db.totals"], catalog=catalog).barrier
+        1764320000000
     """
     mode = ConsistencyMode(mode)
     names = [normalize_table_name(t) for t in tables]
@@ -79,7 +110,30 @@ def consistent_read_tables(
     mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
     columns: Sequence[str] | None = None,
 ) -> ConsistentTables[pa.Table]:
-    """``{table: pa.Table}`` read through the FileStore API at one consistent barrier."""
+    """``{table: pa.Table}`` read through the FileStore API at one consistent barrier.
+
+    Args:
+        catalog: the warehouse's catalog.
+        tables: table names (`db.t`).
+        meta_url: the MetaService's URL (None: the barrier comes from the snapshots).
+        mode: ``strong`` or ``weak`` (see `resolve_version`).
+        columns: the columns to read (None: all).
+
+    Returns:
+        Each table's rows by the name given, and the version they were read at.
+
+    Raises:
+        NoConsistentVersion: a strong read is not possible yet.
+        TableNotFound: a table is not in the warehouse.
+
+    Example:
+        >>> import bridge as dts
+        >>> from filestore import Catalog
+        >>> tables = dts.consistent_read_tables(Catalog("/data/warehouse"),
+        ...                                     ["db.orders", "db.customer_totals"])
+        >>> tables["db.orders"].num_rows
+        1000
+    """
     version = resolve_version(tables, catalog=catalog, meta_url=meta_url, mode=mode)
     out: dict[str, pa.Table] = {}
     for name, v in _listed(version, tables).items():
@@ -102,7 +156,28 @@ def consistent_read(
     meta_url: str | None = None,
     mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
 ) -> ConsistentTables[DataFrame]:
-    """``{table: DataFrame}`` read with the ``dts`` Spark source at one consistent barrier."""
+    """``{table: DataFrame}`` read with the ``dts`` Spark source at one consistent barrier.
+
+    Args:
+        spark: the session (the `dts` source is registered in it).
+        tables: table names (`db.t`).
+        warehouse: the FileStore root.
+        meta_url: the MetaService's URL (None: the barrier comes from the snapshots).
+        mode: ``strong`` or ``weak`` (see `resolve_version`).
+
+    Returns:
+        Each table's DataFrame by the name given, and the version they are read at.
+
+    Raises:
+        NoConsistentVersion: a strong read is not possible yet.
+
+    Example:
+        >>> import bridge as dts
+        >>> dfs = dts.consistent_read(spark, ["db.orders", "db.customer_totals"],
+        ...                           warehouse="/data/warehouse")
+        >>> dfs["db.orders"].join(dfs["db.customer_totals"], "customer_id").count()
+        1000
+    """
     catalog = None
     if not meta_url:
         catalog = Catalog(str(warehouse))
@@ -136,8 +211,27 @@ def tag_consistent(
     cannot take the tag, the tags made so far are removed. ``replace`` moves an existing
     tag of that name (each table's tag moves in turn, not all at one instant).
 
-    Raises :class:`bridge.meta.errors.NoConsistentVersion` when the tables share no
-    completed barrier yet, ``TagError`` when a table has the tag and ``replace`` is off.
+    Args:
+        catalog: the warehouse's catalog.
+        tables: table names (`db.t`).
+        tag: the tag's name, the same on every table.
+        meta_url: the MetaService's URL (None: the barrier comes from the snapshots).
+        replace: move an existing tag of that name.
+
+    Returns:
+        The snapshot tagged on each table, by the name given, and the version.
+
+    Raises:
+        NoConsistentVersion: the tables share no completed barrier yet.
+        TagError: a table has the tag and ``replace`` is off.
+
+    Example:
+        >>> import bridge as dts
+        >>> from bridge.consistency_read import tag_consistent
+        >>> pinned = tag_consistent(catalog, ["shop.orders", "shop.totals"], "eod")
+        >>> pinned["shop.orders"].barrier == pinned["shop.totals"].barrier
+        True
+        >>> # pyiceberg: table.scan(snapshot_id=table.metadata.refs["eod"].snapshot_id)
     """
     version = resolve_version(tables, catalog=catalog, meta_url=meta_url)
     targets: list[tuple[str, Table, Snapshot]] = []

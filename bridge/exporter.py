@@ -30,10 +30,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from filestore import Catalog, Snapshot, Table
-from filestore.fileio import resolve_filesystem
+from filestore.format.manifest import ADD
+from filestore.format.snapshot import COMPACT
 from filestore.iceberg import IcebergSync
-from filestore.manifest import ADD
-from filestore.snapshot import COMPACT
+from filestore.io.fileio import resolve_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class TableSchemaLike(Protocol):
 
 
 class OptionsLike(Protocol):
-    """The resolved options the exporter reads (``filestore.options.CoreOptions``)."""
+    """The resolved options the exporter reads (``filestore.format.options.CoreOptions``)."""
 
     @property
     def num_sorted_run_stop_trigger(self) -> int: ...

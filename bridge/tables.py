@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from filestore import Table
-from filestore.bucket import bucket_ids
+from filestore.format.bucket import bucket_ids
 from logstore.errors import LogSpecError
 from logstore.spec import META_COLUMNS, LogSpec, topic_settings
 from logstore.writer import LogWriter

@@ -1,9 +1,8 @@
 """Columnar LSM FileStore: catalog, schema, snapshots, manifests, writer, merge-on-read reader."""
 
-from filestore.bucket import bucket_ids
 from filestore.catalog import Catalog
-from filestore.commit_properties import CommitProperties
-from filestore.data_file import DataFileMeta
+from filestore.commit.messages import CommitMessage
+from filestore.commit.properties import CommitProperties
 from filestore.errors import (
     BarrierOrderError,
     CommitConflict,
@@ -15,14 +14,15 @@ from filestore.errors import (
     TableAlreadyExists,
     TableNotFound,
 )
-from filestore.maintenance import TableCommit
-from filestore.messages import CommitMessage
-from filestore.options import CoreOptions
-from filestore.scan import Split, TableScan
-from filestore.schema import TableSchema
-from filestore.snapshot import CommitKind, Snapshot
+from filestore.format.bucket import bucket_ids
+from filestore.format.data_file import DataFileMeta
+from filestore.format.options import CoreOptions
+from filestore.format.schema import TableSchema
+from filestore.format.snapshot import CommitKind, Snapshot
+from filestore.maintenance.table_commit import TableCommit
+from filestore.read.scan import Split, TableScan
 from filestore.table import Table
-from filestore.write import TableWrite
+from filestore.write.table_write import TableWrite
 
 __all__ = [
     "BarrierOrderError",

@@ -24,7 +24,7 @@ created. A crashed driver leaves a reservation behind; ``begin`` takes over a
 reservation older than ``stale_after_s`` (default one hour).
 
 Table data file paths are relative to the table directory (see
-``filestore.paths``), which is what makes the move valid.
+``filestore.format.paths``), which is what makes the move valid.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from filestore.catalog import Catalog
 from filestore.errors import FileStoreError, StagingError, TableAlreadyExists
-from filestore.fileio import FileIO, resolve_filesystem
+from filestore.io.fileio import FileIO, resolve_filesystem
 from filestore.table import Table
 
 STAGING_DIR = "_staging"

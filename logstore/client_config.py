@@ -56,7 +56,12 @@ def _read_properties(path: Path) -> dict[str, str]:
             continue
         sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
         if sep < 0:
-            raise ClientConfigError(f"{path}:{n}: expected key=value, got {raw!r}")
+            # the line is not quoted: a malformed one is often a password's ("sasl.password
+            # hunter2", Java's space-separated form)
+            raise ClientConfigError(
+                f"{path}:{n}: expected key=value (or key: value); the line is not shown, as it "
+                "may hold a secret"
+            )
         out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 

@@ -22,14 +22,30 @@ from logstore.spec import BARRIER_COLUMN
 
 @dataclass(frozen=True)
 class DataBatch:
-    """Rows of one partition: table columns + _row_kind, _partition, _offset, _barrier."""
+    """Rows of one partition: table columns + _row_kind, _partition, _offset, _barrier.
+
+    Attributes:
+        table: the rows.
+
+    Example:
+        >>> batches = [e.table for e in reader if isinstance(e, DataBatch)]
+    """
 
     table: pa.Table
 
 
 @dataclass(frozen=True)
 class BarrierPassed:
-    """Partition ``partition`` passed the marker of ``barrier`` at ``offset``."""
+    """Partition ``partition`` passed the marker of ``barrier`` at ``offset``.
+
+    Attributes:
+        partition: the partition (= bucket).
+        barrier: the barrier's id.
+        offset: the marker's offset.
+
+    Example:
+        >>> done = {e.partition for e in reader if isinstance(e, BarrierPassed)}
+    """
 
     partition: int
     barrier: int
@@ -39,7 +55,16 @@ class BarrierPassed:
 @dataclass(frozen=True)
 class Truncated:
     """Partition ``partition`` was truncated at ``offset`` (inside ``barrier``; None on
-    eventual tables): every row of it released before this event is removed."""
+    eventual tables): every row of it released before this event is removed.
+
+    Attributes:
+        partition: the partition (= bucket).
+        offset: the truncate record's offset.
+        barrier: the barrier it belongs to (None on eventual tables).
+
+    Example:
+        >>> emptied = [e.partition for e in reader if isinstance(e, Truncated)]
+    """
 
     partition: int
     offset: int

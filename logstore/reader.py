@@ -70,6 +70,32 @@ class LogReader:
     ``normalize``: None (default) normalizes upsert logs only, True forces it (needs a
     primary key), False never; ``normalize_state_rows`` and ``spill_dir`` bound the
     normalizer's in-memory state (the rest spills to Arrow IPC files there).
+
+    Args:
+        bootstrap: Kafka's bootstrap servers (client settings: ``DTS_KAFKA_CONFIG``).
+        spec: the table's log.
+        start: where to start (see the module: earliest, latest, a time, offsets, a barrier).
+        until_barrier: stop every partition at this barrier's marker.
+        isolation: ``read_committed`` (whole barriers only) or ``read_uncommitted``.
+        lenient: send bad records to the dead-letter topic instead of raising.
+        partitions: the partitions read (None: all).
+        stop_at_end: stop once every partition reached its end.
+        idle_timeout_s: stop after this long without a record.
+        max_records: records fetched per poll.
+        consumer_config: librdkafka settings over the reader's.
+        normalize: read an upsert log as a full changelog (None: upsert logs only).
+        normalize_state_rows: rows of normalizer state kept in memory.
+        spill_dir: where the rest of that state spills.
+
+    Raises:
+        OffsetsExpiredError: a start offset is below the log's retention.
+        BarrierNotFoundError: the start barrier's marker has expired.
+        DecodeError: (iterating) a bad record when not ``lenient``.
+
+    Example:
+        >>> from logstore.reader import DataBatch, LogReader
+        >>> reader = LogReader("127.0.0.1:9092", spec, until_barrier=1764320000000)
+        >>> rows = sum(e.table.num_rows for e in reader if isinstance(e, DataBatch))
     """
 
     def __init__(
@@ -318,11 +344,22 @@ class LogReader:
         return self.dlq.count if self.dlq is not None else 0
 
     def positions(self) -> dict[int, int]:
-        """Per partition, the offset just after the last barrier marker passed."""
+        """Per partition, the offset just after the last barrier marker passed.
+
+        Returns:
+            ``{partition: offset}``, where a reader resumes after that barrier.
+        """
         return self.gate.positions()
 
     def read_all(self) -> tuple[list[DataBatch], list[BarrierPassed]]:
-        """Drain the reader (needs until_barrier, stop_at_end or idle_timeout_s)."""
+        """Drain the reader (needs until_barrier, stop_at_end or idle_timeout_s).
+
+        Returns:
+            The data batches and the barriers passed, in the order read.
+
+        Raises:
+            LogStoreError: the log holds a truncation (iterate to see it).
+        """
         data: list[DataBatch] = []
         barriers: list[BarrierPassed] = []
         for ev in self:
@@ -335,6 +372,7 @@ class LogReader:
         return data, barriers
 
     def close(self) -> None:
+        """Close the consumer (and the dead-letter producer, flushed)."""
         if self._closed:
             return
         self._closed = True

@@ -101,3 +101,57 @@ def scan_range(
                     yield entry
     finally:
         consumer.unassign()
+
+
+#: records read back from a partition's end at first when looking for its last marker
+TAIL_SCAN_RECORDS = 2_000
+
+
+def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | None:
+    """Greatest barrier id among the markers at the tail of each partition.
+
+    Reads uncommitted too: an id used by an aborted barrier must not be reused either.
+    Scans a window at the end of each partition, widening it until a marker is found.
+    Raises LogScanError naming the partition when it cannot be read.
+    """
+    from confluent_kafka import Consumer
+
+    from logstore.client_config import confluent_config
+    from logstore.watermarks import watermark
+
+    consumer = Consumer(
+        confluent_config(
+            bootstrap,
+            {"fetch.wait.max.ms": 20, "log_level": 3},
+            {
+                "group.id": "dts-barrier-scan",
+                "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted",
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    try:
+        best: int | None = None
+        for p in range(partitions):
+            low, high = watermark(consumer, topic, p)
+            window = TAIL_SCAN_RECORDS
+            end = high
+            while end > low:
+                start = max(low, end - window)
+                found = _last_marker(consumer, topic, p, start, end)
+                if found is not None:
+                    best = found if best is None else max(best, found)
+                    break
+                end, window = start, window * 4
+        return best
+    finally:
+        consumer.close()
+
+
+def _last_marker(consumer: Any, topic: str, partition: int, start: int, end: int) -> int | None:
+    try:
+        entries = scan_range(consumer, topic, {partition: (start, end)}, timeout_s=30)
+        return max((e.marker.barrier for e in entries if e.marker is not None), default=None)
+    except LogScanError as exc:
+        raise LogScanError(f"cannot scan {topic}[{partition}] for barrier markers: {exc}") from exc

@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from logstore.errors import LogSpecError
 
+__all__ = ["LogSpec"]  # the public API (docs/reference)
+
 Consistency = Literal["transactional", "eventual"]
 ChangelogMode = Literal["all", "upsert", "auto"]
 CONSISTENCIES: tuple[Consistency, ...] = get_args(Consistency)
@@ -51,6 +53,33 @@ class LogSpec:
     (table options ``log.replication-factor`` and ``log.min-insync-replicas``, by default
     the cluster's own ``default.replication.factor`` and ``min.insync.replicas``; see
     ``topic_settings``).
+
+    Attributes:
+        topic: the Kafka topic.
+        schema: the table's columns (Arrow), without the LogStore's own columns.
+        primary_key: the key's columns (empty: no primary key).
+        buckets: partitions of the topic, one per FileStore bucket.
+        consistency: ``transactional`` (readers see whole barriers, read_committed) or
+            ``eventual`` (idempotent writes, no transactions).
+        changelog_mode: ``upsert``, ``all`` or ``auto`` (by the key, as above).
+        retention_ms: the topic's retention (None: the cluster's default).
+        replication_factor: replicas of each partition when the topic is created.
+        min_insync_replicas: replicas that must have a write before it is acknowledged.
+        decimal_mode: how records without a schema carry decimals: ``string``,
+            ``precise`` (Debezium's base64 bytes) or ``double``.
+        unavailable_values: Debezium's placeholder for an unsent value: ``refuse`` (a
+            dead letter) or ``keep-current`` (the worker keeps the key's value).
+
+    Raises:
+        LogSpecError: a setting out of range, naming it and the accepted values.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from logstore.spec import LogSpec
+        >>> schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+        ...                     pa.field("name", pa.string())])
+        >>> LogSpec("db.customers", schema, primary_key=["id"], buckets=4).dlq_topic
+        'db.customers.dlq'
     """
 
     topic: str

@@ -35,9 +35,13 @@ class TlsFiles:
     keystore: Path
 
 
-def ensure_tls_files(directory: Path) -> TlsFiles:
+def ensure_tls_files(directory: Path, hosts: tuple[str, ...] = ()) -> TlsFiles:
     """The CA and broker certificate in ``directory``, made when absent (a restarted broker
-    or another node of the cluster keeps the ones its clients already trust)."""
+    or another node of the cluster keeps the ones its clients already trust).
+
+    ``hosts``: more DNS names the certificate holds beside ``localhost`` and 127.0.0.1 (the
+    Kafka nodes of docker-compose.cluster-secured.yml, which clients reach by service name).
+    """
     files = TlsFiles(directory / "ca.pem", directory / "broker-keystore.pem")
     if files.ca.is_file() and files.keystore.is_file():
         return files
@@ -51,14 +55,14 @@ def ensure_tls_files(directory: Path) -> TlsFiles:
         ) from exc
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    ca_pem, ca_key_pem, keystore_pem = _make_certificates()
+    ca_pem, ca_key_pem, keystore_pem = _make_certificates(hosts)
     write_private(directory / "ca-key.pem", ca_key_pem)
     write_private(files.keystore, keystore_pem)
     files.ca.write_bytes(ca_pem)  # written last: its presence means the set is complete
     return files
 
 
-def _make_certificates() -> tuple[bytes, bytes, bytes]:
+def _make_certificates(hosts: tuple[str, ...]) -> tuple[bytes, bytes, bytes]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -110,7 +114,10 @@ def _make_certificates() -> tuple[bytes, bytes, bytes]:
         builder("dts embedded broker", "dts embedded broker CA", key)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ip_address(LOOPBACK))]
+                [
+                    *(x509.DNSName(h) for h in ("localhost", *hosts)),
+                    x509.IPAddress(ip_address(LOOPBACK)),
+                ]
             ),
             critical=False,
         )
@@ -136,3 +143,14 @@ def _make_certificates() -> tuple[bytes, bytes, bytes]:
 
     ca_pem = ca_cert.public_bytes(pem)
     return ca_pem, pkcs8(ca_key), pkcs8(key) + cert.public_bytes(pem) + ca_pem
+
+
+if __name__ == "__main__":
+    # `python -m logstore.tls_files DIR [HOST ...]`: the one-shot service of
+    # docker-compose.cluster-secured.yml makes its nodes' certificates with this
+    import sys
+
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m logstore.tls_files DIR [HOST ...]")
+    made = ensure_tls_files(Path(sys.argv[1]), tuple(sys.argv[2:]))
+    print(f"CA: {made.ca}\nkeystore: {made.keystore}")

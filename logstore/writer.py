@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from logstore.acls import refusal
 from logstore.client_config import confluent_config
@@ -32,12 +32,11 @@ from logstore.errors import (
     WriterStuckError,
 )
 from logstore.markers import marker_headers, next_barrier_id
-from logstore.scan import scan_range
+from logstore.scan import last_barrier_on_topic
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
-from logstore.watermarks import watermark
 
-TAIL_SCAN_RECORDS = 2_000
+__all__ = ["LogWriter"]  # the public API (docs/reference)
 
 # Producer settings of every LogWriter (``producer_config`` overrides them); the
 # benchmark's raw-producer baseline uses the same ones.
@@ -56,52 +55,6 @@ def default_transactional_id(spec: LogSpec) -> str:
     return f"dts-writer-{spec.topic}"
 
 
-def last_barrier_on_topic(bootstrap: str, topic: str, partitions: int) -> int | None:
-    """Greatest barrier id among the markers at the tail of each partition.
-
-    Reads uncommitted too: an id used by an aborted barrier must not be reused either.
-    Scans a window at the end of each partition, widening it until a marker is found.
-    """
-    consumer = Consumer(
-        confluent_config(
-            bootstrap,
-            {"fetch.wait.max.ms": 20, "log_level": 3},
-            {
-                "group.id": "dts-barrier-scan",
-                "enable.auto.commit": False,
-                "isolation.level": "read_uncommitted",
-                "enable.partition.eof": True,
-            },
-        )
-    )
-    try:
-        best: int | None = None
-        for p in range(partitions):
-            low, high = watermark(consumer, topic, p)
-            window = TAIL_SCAN_RECORDS
-            end = high
-            while end > low:
-                start = max(low, end - window)
-                found = _scan_markers(consumer, topic, p, start, end)
-                if found is not None:
-                    best = found if best is None else max(best, found)
-                    break
-                end, window = start, window * 4
-        return best
-    finally:
-        consumer.close()
-
-
-def _scan_markers(
-    consumer: Consumer, topic: str, partition: int, start: int, end: int
-) -> int | None:
-    try:
-        entries = scan_range(consumer, topic, {partition: (start, end)}, timeout_s=30)
-        return max((e.marker.barrier for e in entries if e.marker is not None), default=None)
-    except LogScanError as exc:
-        raise WriterError(f"cannot scan {topic}[{partition}] for barrier markers: {exc}") from exc
-
-
 #: how long the source offsets of a barrier may take to reach the group coordinator (a
 #: coordinator failover included) before the writer gives up on its client
 SEND_OFFSETS_S = 30.0
@@ -118,6 +71,33 @@ class LogWriter:
     every barrier is closed on every table's log at once, under one id, so barrier B of
     each table holds the same writes (one source database's tables, ``dts ingest`` of
     several topics). All of them transactional.
+
+    Args:
+        bootstrap: Kafka's bootstrap servers (client settings: ``DTS_KAFKA_CONFIG``).
+        spec: the table's log.
+        bucketer: rows -> bucket ids (the FileStore's bucket hash).
+        transactional_id: the producer's id (None: one per table, so a restarted writer
+            fences its predecessor).
+        barrier_interval_s: seconds between automatic barriers (None or 0: only
+            `barrier()` closes them).
+        producer_config: librdkafka settings over the writer's defaults.
+        create_topic: create the topics that do not exist yet.
+        clock_ms: the clock barrier ids come from (epoch ms).
+        also: more tables, ``(spec, bucketer)``, written in the same transactions.
+
+    Raises:
+        WriterNotAuthorizedError: an ACL is missing; it names it.
+        WriterError: the producer cannot start, or a table in ``also`` is not
+            transactional.
+
+    Example:
+        >>> from bridge.tables import open_log_writer  # the table's spec and bucket hash
+        >>> w = open_log_writer(catalog.get_table("db.orders"), "127.0.0.1:9092")
+        >>> w.write(rows)  # an Arrow table of the table's columns
+        1000
+        >>> w.barrier()  # the worker commits one snapshot for it
+        1764320000000
+        >>> w.close()
     """
 
     def __init__(
@@ -168,10 +148,13 @@ class LogWriter:
                 doing = f"{spec.topic}: cannot initialise transactions"
                 refused = refusal(exc, doing, self._acls_needed(), WriterNotAuthorizedError)
                 raise refused or WriterError(f"{doing}: {exc}") from exc
-        self.last_barrier = max(
-            last_barrier_on_topic(bootstrap, s.topic, s.buckets) or 0
-            for s, _ in self.tables.values()
-        )
+        try:  # an id an earlier writer used, even in an aborted barrier, is never reused
+            self.last_barrier = max(
+                last_barrier_on_topic(bootstrap, s.topic, s.buckets) or 0
+                for s, _ in self.tables.values()
+            )
+        except LogScanError as exc:
+            raise WriterError(str(exc)) from exc
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         if barrier_interval_s:
@@ -186,8 +169,16 @@ class LogWriter:
     # ------------------------------------------------------------------ public
 
     def write(self, table: pa.Table | pa.RecordBatch, topic: str | None = None) -> int:
-        """Encode and send rows (to the log ``topic``, default the first table's);
-        returns the number of Kafka records produced."""
+        """Encode and send rows, in the open barrier.
+
+        Args:
+            table: the rows, with an optional ``_row_kind`` column (``+I``, ``-U``, ``+U``,
+                ``-D``).
+            topic: the log written (None: the first table's).
+
+        Returns:
+            The number of Kafka records produced.
+        """
         self._check_usable()
         spec, bucketer = self._table(topic)
         enc = encode_batch(table, spec, bucketer, ts_ms=self._clock_ms())
@@ -217,6 +208,9 @@ class LogWriter:
 
         Rows written before it (this barrier's and every earlier one's) are removed when
         the barrier is committed; rows written after it are the table's new content.
+
+        Args:
+            topic: the log truncated (None: the first table's).
         """
         self._check_usable()
         spec, _ = self._table(topic)
@@ -230,7 +224,12 @@ class LogWriter:
 
     def write_state(self, topic: str, value: bytes) -> None:
         """One record of the writer's own state to ``topic`` (not a table's log), in the
-        open barrier's transaction: committed with the barrier, or aborted with it."""
+        open barrier's transaction: committed with the barrier, or aborted with it.
+
+        Args:
+            topic: the state topic.
+            value: the record's value.
+        """
         self._check_usable()
         if not self.spec.transactional:
             raise WriterError(f"{topic}: state records need log.consistency=transactional")
@@ -253,6 +252,17 @@ class LogWriter:
         greater than the last one. ``source_offsets`` + ``group_metadata`` (from the
         source consumer) are committed inside the barrier's transaction: exactly-once
         consume-transform-produce.
+
+        Args:
+            barrier_id: the id (None: the ms clock, past the last id seen).
+            source_offsets: a source consumer's offsets to commit with the barrier.
+            group_metadata: that consumer's group metadata.
+
+        Returns:
+            The barrier's id.
+
+        Raises:
+            BarrierError: the given id is not greater than the last one.
         """
         self._check_usable()
         with self._lock:
@@ -282,7 +292,11 @@ class LogWriter:
                     self._pending_rows = 0
 
     def close(self, final_barrier: bool = True) -> None:
-        """Stop the barrier timer; close a last barrier when rows are pending (or abort them)."""
+        """Stop the barrier timer; close a last barrier when rows are pending (or abort them).
+
+        Args:
+            final_barrier: close a last barrier (False: abort what is pending).
+        """
         if self._closed:
             return
         self._stop.set()

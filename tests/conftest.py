@@ -31,7 +31,7 @@ def warehouse(tmp_path: Path) -> Path:
 def snapshot_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The snapshot files read from now on (paths, in order): what a walk of a table's
     history costs, which a table keeping an hour of snapshots makes matter."""
-    from filestore.fileio import FileIO
+    from filestore.io.fileio import FileIO
 
     read: list[str] = []
     try_read = FileIO.try_read_bytes

@@ -113,9 +113,11 @@ def test_the_check_sees_an_import_the_role_does_not_declare() -> None:
     spark extra, and the Spark sink reaches it, in a function, only with option meta.url."""
     spark = ROLES["spark"]
     assert _undeclared(Role(spark.extras, ("bridge.meta.client",))).keys() == {"httpx", "pydantic"}
-    with_meta_url = Role(spark.extras, spark.roots, ("bridge.spark.meta_jobs",))
+    with_meta_url = Role(spark.extras, spark.roots, ("bridge.spark.write.meta_jobs",))
     assert {"httpx", "pydantic"} <= _undeclared(with_meta_url).keys()
-    with_client = Role((*spark.extras, "meta-client"), spark.roots, ("bridge.spark.meta_jobs",))
+    with_client = Role(
+        (*spark.extras, "meta-client"), spark.roots, ("bridge.spark.write.meta_jobs",)
+    )
     assert not _undeclared(with_client)
 
 

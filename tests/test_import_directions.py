@@ -3,6 +3,9 @@
 - filestore and logstore never import bridge, nor each other;
 - each part of bridge imports, within bridge, only what its docstring's
   ``Imports within bridge:`` line names (the line is the rule; this test holds it);
+- each room of a roomed package (``bridge.spark.read``) imports, of its package, only
+  what its face's ``Imports within <package>:`` line names, and a room's private module
+  (``_tasks``) only from within the room;
 - no cycle among module-level imports; no module over 500 lines.
 """
 
@@ -17,6 +20,7 @@ from tests.module_imports import MODULES, PACKAGES, ROOT
 from tests.module_imports import imports as _imports
 
 MAX_LINES = 500
+ROOMED = ["bridge.spark", "filestore"]  # packages grouped into rooms (sub-packages) by role
 RULE = re.compile(r"Imports within bridge: ([^\n]+?)\.\n")
 
 
@@ -130,7 +134,7 @@ def test_the_rules_catch_a_wrong_import() -> None:
 
 
 def test_no_private_name_is_imported_from_another_package() -> None:
-    """A seam between packages is public: `from filestore.read import _helper` in bridge
+    """A seam between packages is public: `from filestore.read.split import _helper` in bridge
     would tie bridge to filestore's insides."""
     wrong = []
     for module, path in MODULES.items():
@@ -148,7 +152,7 @@ def test_no_private_name_is_imported_from_another_package() -> None:
 
 
 def test_the_readmes_code_map_lists_every_part_of_bridge_with_its_rule() -> None:
-    """The README's code map (one row per package and part of bridge) says what each part
+    """The README's code map (one row per package, part of bridge and room) says what each part
     may import within bridge: the same as the part's docstring, so neither drifts."""
     text = (ROOT / "README.md").read_text()
     rows = text.split("<!-- code-map:begin -->")[1].split("<!-- code-map:end -->")[0]
@@ -158,7 +162,69 @@ def test_the_readmes_code_map_lists_every_part_of_bridge_with_its_rule() -> None
         words = set(re.findall(r"`([\w.]+)`", imports))
         listed[name.strip("`")] = words
     parts = {_part(m) for m in MODULES if m.startswith("bridge.")} - {"bridge"}
-    expected = {*PACKAGES, *parts} - {"bridge"}
+    rooms = {room: package for package in ROOMED for room in _rooms(package)}
+    expected = {*PACKAGES, *parts, *rooms} - {"bridge"}
     assert set(listed) == expected, f"listed but absent, or missing: {set(listed) ^ expected}"
-    wrong = {p: (listed[p], _rule(p)) for p in parts if listed[p] != _rule(p)}
+    rules = {p: _rule(p) for p in parts}
+    rules |= {room: {f"{pkg}.{unit}" for unit in _room_rule(room)} for room, pkg in rooms.items()}
+    wrong = {p: (listed[p], rule) for p, rule in rules.items() if listed[p] != rule}
     assert not wrong, f"README code map != docstring rule: {wrong}"
+
+
+def _rooms(package: str) -> list[str]:
+    """The rooms of a package: its sub-packages (``bridge.spark.read``)."""
+    return sorted(
+        m for m, p in MODULES.items() if p.name == "__init__.py" and m.rpartition(".")[0] == package
+    )
+
+
+def _room_rule(room: str) -> set[str]:
+    """What a room may import of its package, from its face's ``Imports within <package>:``."""
+    package, _, _ = room.rpartition(".")
+    docstring = ast.get_docstring(ast.parse(MODULES[room].read_text())) or ""
+    match = re.search(rf"Imports within {re.escape(package)}: ([^\n]+?)\.\n", docstring + "\n")
+    assert match, f"{MODULES[room]}: the docstring has no 'Imports within {package}: ...' line"
+    listed = match.group(1).strip()
+    return set() if listed == "nothing" else {p.strip() for p in listed.split(",")}
+
+
+def _unit(module: str, package: str) -> str:
+    """The unit of a package's room rules: a room or a module at the package's top
+    (``bridge.spark.read.scan`` -> ``read``, ``bridge.spark.errors`` -> ``errors``)."""
+    return module.removeprefix(f"{package}.").split(".")[0]
+
+
+@pytest.mark.parametrize("package", ROOMED)
+def test_each_room_imports_of_its_package_only_what_its_face_names(package: str) -> None:
+    rooms = _rooms(package)
+    assert len(rooms) >= 3, rooms
+    wrong = []
+    for room in rooms:
+        allowed = _room_rule(room)
+        here = _unit(room, package)
+        for module in (m for m in MODULES if m == room or m.startswith(f"{room}.")):
+            for imported in _imports(module, top_level_only=False):
+                if not imported.startswith(f"{package}."):
+                    continue
+                target = _unit(imported, package)
+                if target != here and target not in allowed:
+                    wrong.append(f"{module} imports {imported} ({here} may import {allowed})")
+    assert not wrong, "\n".join(wrong)
+    rules = {_unit(room, package): _room_rule(room) for room in rooms}
+    assert not _cycles(rules), _cycles(rules)
+
+
+@pytest.mark.parametrize("package", ROOMED)
+def test_a_rooms_private_module_is_imported_only_within_its_room(package: str) -> None:
+    """``bridge.spark.write._tasks`` serves the room ``write`` alone; a name without the
+    underscore is what the room offers the rest of the package."""
+    wrong = []
+    for private in (m for m in MODULES if m.startswith(f"{package}.")):
+        if not private.rpartition(".")[2].startswith("_"):
+            continue
+        room = private.rpartition(".")[0]
+        for module in MODULES:
+            inside = module == room or module.startswith(f"{room}.")
+            if not inside and private in set(_imports(module, top_level_only=False)):
+                wrong.append(f"{module} imports {private}, private to {room}")
+    assert not wrong, "\n".join(wrong)

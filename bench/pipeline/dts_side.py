@@ -39,7 +39,7 @@ from bench.pipeline.side import (
 from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
 from filestore import Catalog
-from filestore.row_kind import ROW_KIND_COLUMN
+from filestore.format.row_kind import ROW_KIND_COLUMN
 from logstore.localhost import free_port
 from logstore.spec import BARRIER_COLUMN
 

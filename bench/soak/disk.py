@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bridge.exporter import Warehouse
 from filestore import Catalog
-from filestore.refs import snapshot_manifests
+from filestore.state.refs import snapshot_manifests
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The storage lifecycle a soak runs with, all of it scaled to one retention period.
 
 Compaction and snapshot expiration are table options the FileStore acts on after every
-commit (``filestore.maintenance``); the log's retention is the table option
+commit (``filestore.maintenance.table_commit``); the log's retention is the table option
 ``log.retention`` (its topic's ``retention.ms``). Three things have no table option:
 
 - segments roll by the broker's ``log.roll.ms`` (Kafka deletes whole segments only, never

@@ -15,9 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table as RichTable
 
 from filestore import Catalog, FileStoreError
+from filestore.format.options import parse_duration_ms
+from filestore.format.types import PRIMITIVE_TYPE_NAMES, type_from_json
 from filestore.iceberg import IcebergSync
-from filestore.options import parse_duration_ms
-from filestore.types import PRIMITIVE_TYPE_NAMES, type_from_json
 
 _TYPE_ALIASES = {
     "int": "int32",

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bridge.demo.model import CITIES, CUSTOMERS_SCHEMA, ORDERS_SCHEMA, STATUSES, TIERS
-from filestore.row_kind import ROW_KIND_COLUMN
+from filestore.format.row_kind import ROW_KIND_COLUMN
 
 _ROW_KIND = pa.field(ROW_KIND_COLUMN, pa.string())
 _NAMES = ("Ada", "Bob", "Cyd", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filestore import Catalog
-from filestore.row_kind import ROW_KIND_COLUMN
+from filestore.format.row_kind import ROW_KIND_COLUMN
 from logstore.spec import BARRIER_COLUMN
 
 DB = "demo"
@@ -112,7 +112,7 @@ def spark_enriched(orders: Any) -> Any:
     applies retractions too (an order that becomes cancelled is deleted downstream).
     ``coalesce(1)``: one sink task, one file per bucket and micro-batch. Not for order:
     the sink numbers every task's rows by their barrier, so a key's later change wins in
-    whichever task it is (``bridge.spark.writing.barrier_sequence_numbers``). For cost:
+    whichever task it is (``bridge.spark.write._tasks.barrier_sequence_numbers``). For cost:
     without it, the pipeline benchmark's log-tier micro-batches took ~30% longer (four
     sink tasks, each a Python writer and its files, on two busy cores).
     """

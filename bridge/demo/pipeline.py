@@ -290,7 +290,7 @@ class StreamingJobs:
         return out
 
     def stop(self) -> None:
-        from bridge.spark.meta_jobs import finish_streaming_job
+        from bridge.spark.write.meta_jobs import finish_streaming_job
 
         if self.queries:
             # a stop cancels the micro-batch in flight; Spark logs the cancelled tasks as

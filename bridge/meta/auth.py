@@ -20,7 +20,7 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bridge.meta.errors import Forbidden, Unauthorized
 
@@ -37,8 +37,9 @@ JOB_HEADER = "X-DTS-Job"
 class MetaAuth:
     """The tokens a service accepts; ``None`` for both means an open service."""
 
-    token: str | None = None
-    admin_token: str | None = None
+    # out of the repr: a MetaAuth in a log line or a traceback must not show them
+    token: str | None = field(default=None, repr=False)
+    admin_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MetaAuth:

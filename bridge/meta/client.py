@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import ssl
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -26,6 +25,7 @@ from bridge.meta.errors import (
     MetaTlsError,
     MetaUnavailable,
 )
+from bridge.meta.job_handle import JobHandle
 from bridge.meta.models import (
     BarrierRecord,
     ConsistencyMode,
@@ -43,6 +43,8 @@ from bridge.meta.models import (
     Trace,
 )
 from bridge.meta.versions import ConsistencyModeName
+
+__all__ = ["JobHandle", "MetaClient"]  # the public API (docs/reference)
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +95,25 @@ def _tls_failure(url: str, ca_file: str | None, e: httpx.HTTPError) -> MetaTlsEr
 class MetaClient:
     """``MetaClient("http://127.0.0.1:8765")``; a context manager closing its connections.
 
-    ``token``: the bearer token to send (default: env ``DTS_META_TOKEN``; ``admin=True``
-    prefers ``DTS_META_ADMIN_TOKEN``, for operators' tools).
-    ``ca_file``: the CA certificate(s) an https service is verified with (default: env
-    ``DTS_META_CA_FILE``; without either, the system trust store).
+    Every call raises the :mod:`bridge.meta.errors` class the service answered with,
+    ``MetaUnavailable`` when it cannot be reached, ``MetaTlsError`` when its certificate
+    cannot be verified (saying what to set).
+
+    Args:
+        url: the service's address (http:// or https://).
+        timeout_s: the timeout of each call, in seconds.
+        token: the bearer token to send (default: env ``DTS_META_TOKEN``; ``admin=True``
+            prefers ``DTS_META_ADMIN_TOKEN``, for operators' tools).
+        admin: prefer the admin token from the environment.
+        ca_file: the CA certificate(s) an https service is verified with (default: env
+            ``DTS_META_CA_FILE``; without either, the system trust store).
+
+    Example:
+        >>> from bridge.meta.client import MetaClient
+        >>> with MetaClient("http://127.0.0.1:8765") as meta:
+        ...     version = meta.consistent_version(["db.orders", "db.totals"])
+        >>> version.barrier
+        1764320000000
     """
 
     def __init__(
@@ -131,6 +148,7 @@ class MetaClient:
         self.close()
 
     def close(self) -> None:
+        """Close the client's connections."""
         self._http.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -148,6 +166,11 @@ class MetaClient:
     # ---- service ---------------------------------------------------------------------
 
     def health(self) -> Health:
+        """The service's health.
+
+        Returns:
+            Its status, database kind, auth mode and heartbeat timeout.
+        """
         return Health.model_validate(self._call("GET", "/health"))
 
     # ---- jobs ------------------------------------------------------------------------
@@ -163,7 +186,25 @@ class MetaClient:
         description: str = "",
         role: SinkRole | str = SinkRole.WRITER,
     ) -> Job:
-        """``role``: how the job writes ``sinks`` (:class:`SinkRole`; a writer by default)."""
+        """Register a job reading ``sources`` and writing ``sinks`` (FLIP-276's lineage).
+
+        Args:
+            kind: what runs it (:class:`JobKind`: ``worker``, ``spark``, ...).
+            sources: the tables it reads (`db.t`).
+            sinks: the tables it writes.
+            job_id: its id (None: the service makes one); registering an id again
+                re-attaches to it.
+            heartbeat_timeout_ms: how long without a heartbeat before it is failed.
+            description: free text shown by ``dts meta jobs``.
+            role: how it writes ``sinks`` (:class:`SinkRole`; a writer by default).
+
+        Returns:
+            The registered job.
+
+        Raises:
+            WriterConflict: a sink already has a running writer.
+            CycleError: the job would close a cycle in the lineage.
+        """
         spec = JobSpec(
             job_id=job_id,
             kind=JobKind(kind),
@@ -179,14 +220,43 @@ class MetaClient:
         return Job.model_validate(self._call("POST", "/jobs", json=body))
 
     def list_jobs(self, state: JobState | str | None = None) -> list[Job]:
+        """The registered jobs.
+
+        Args:
+            state: only jobs in this state (None: all).
+
+        Returns:
+            The jobs.
+        """
         params = {"state": JobState(state).value} if state else None
         return [Job.model_validate(j) for j in self._call("GET", "/jobs", params=params)]
 
     def get_job(self, job_id: str) -> Job:
+        """One job.
+
+        Args:
+            job_id: its id.
+
+        Returns:
+            The job.
+
+        Raises:
+            JobNotFound: no job has that id.
+        """
         return Job.model_validate(self._call("GET", f"/jobs/{job_id}"))
 
     def heartbeat(self, job_id: str) -> Job:
-        """Only the job itself heartbeats: the call acts as ``job_id``."""
+        """Heartbeat ``job_id``; only the job itself heartbeats: the call acts as it.
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            The job, its heartbeat renewed.
+
+        Raises:
+            JobNotFound: the job was forgotten, or ended elsewhere.
+        """
         return Job.model_validate(
             self._call("POST", f"/jobs/{job_id}/heartbeat", headers={JOB_HEADER: job_id})
         )
@@ -199,8 +269,18 @@ class MetaClient:
         *,
         own: bool = False,
     ) -> Job:
-        """End a job. ``own=True``: the caller is that job (it registered it); otherwise
-        ending it needs the admin token."""
+        """End a job.
+
+        Args:
+            job_id: the job's id.
+            state: ``finished`` or ``failed``.
+            reason: why (kept with the job).
+            own: the caller is that job (it registered it); otherwise ending it needs the
+                admin token.
+
+        Returns:
+            The ended job.
+        """
         body = {"state": JobState(state).value, "reason": reason}
         headers = {JOB_HEADER: job_id} if own else None
         return Job.model_validate(
@@ -208,6 +288,12 @@ class MetaClient:
         )
 
     def forget_job(self, job_id: str, *, own: bool = False) -> None:
+        """Remove a job from the service, with its lineage edges.
+
+        Args:
+            job_id: the job's id.
+            own: the caller is that job; otherwise it needs the admin token.
+        """
         self._call("DELETE", f"/jobs/{job_id}", headers={JOB_HEADER: job_id} if own else None)
 
     @contextmanager
@@ -222,7 +308,20 @@ class MetaClient:
         heartbeat_interval_s: float | None = None,
         role: SinkRole | str = SinkRole.WRITER,
     ) -> Iterator[JobHandle]:
-        """Register, heartbeat in the background, and finish (or fail, on an exception)."""
+        """Register, heartbeat in the background, and finish (or fail, on an exception).
+
+        Args:
+            kind: what runs it (see `register_job`).
+            sources: the tables it reads.
+            sinks: the tables it writes.
+            job_id: its id (None: the service makes one).
+            heartbeat_timeout_ms: how long without a heartbeat before it is failed.
+            heartbeat_interval_s: seconds between heartbeats (None: a third of the timeout).
+            role: how it writes ``sinks``.
+
+        Yields:
+            The running job's handle.
+        """
         job = self.register_job(
             kind,
             sources,
@@ -253,7 +352,18 @@ class MetaClient:
         job_id: str | None = None,
         completed_at_ms: int | None = None,
     ) -> BarrierRecord:
-        """The committer reports that ``table`` completed ``barrier`` as ``snapshot_id``."""
+        """The committer reports that ``table`` completed ``barrier`` as ``snapshot_id``.
+
+        Args:
+            table: the table (`db.t`).
+            barrier: the barrier its snapshot carries.
+            snapshot_id: the snapshot committed for it.
+            job_id: the reporting job (a job's own reports need no admin token).
+            completed_at_ms: when it completed (None: now, on the service's clock).
+
+        Returns:
+            The barrier as recorded.
+        """
         body = {"barrier": barrier, "snapshot_id": snapshot_id, "job_id": job_id}
         if completed_at_ms is not None:
             body["completed_at_ms"] = completed_at_ms
@@ -263,6 +373,15 @@ class MetaClient:
         )
 
     def report_barriers(self, reports: Sequence[TableBarrierReport], chunk: int = 5000) -> int:
+        """Report many completed barriers (a catch-up, `dts meta sync`), in chunks.
+
+        Args:
+            reports: the barriers completed, each with its table and snapshot.
+            chunk: reports per request.
+
+        Returns:
+            How many the service recorded.
+        """
         count = 0
         for i in range(0, len(reports), chunk):
             body = [r.model_dump(mode="json", exclude_none=True) for r in reports[i : i + chunk]]
@@ -270,14 +389,37 @@ class MetaClient:
         return count
 
     def tables(self) -> list[TableStatus]:
+        """Every table the service knows, with its last completed barrier.
+
+        Returns:
+            The tables' status.
+        """
         return [TableStatus.model_validate(t) for t in self._call("GET", "/tables")]
 
     def table(self, table: str) -> TableStatus:
+        """One table's status.
+
+        Args:
+            table: the table (`db.t`).
+
+        Returns:
+            Its latest barrier and snapshot, its writers and upstream tables.
+        """
         return TableStatus.model_validate(self._call("GET", f"/tables/{table}"))
 
     def barriers(
         self, table: str, limit: int = 100, before: int | None = None
     ) -> list[BarrierRecord]:
+        """A table's completed barriers, newest first.
+
+        Args:
+            table: the table (`db.t`).
+            limit: at most this many.
+            before: only barriers below this one (paging).
+
+        Returns:
+            The barriers.
+        """
         params: dict[str, int] = {"limit": limit}
         if before is not None:
             params["before"] = before
@@ -291,54 +433,55 @@ class MetaClient:
         tables: Sequence[str],
         mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
     ) -> ConsistentVersion:
+        """The version at which ``tables`` can be read together (FLIP-276).
+
+        Args:
+            tables: table names (`db.t`).
+            mode: ``strong`` (one barrier every table, and every table between them in
+                the lineage, has completed) or ``weak`` (each table's latest).
+
+        Returns:
+            The barrier and each table's snapshot.
+
+        Raises:
+            NoConsistentVersion: a strong read is not possible yet; it names the table
+                that holds it back.
+        """
         params = {"tables": list(tables), "mode": ConsistencyMode(mode).value}
         return _CONSISTENT_VERSION.validate_python(
             self._call("GET", "/consistent-version", params=params)
         )
 
     def lineage(self, table: str) -> Lineage:
+        """The tables upstream and downstream of ``table``.
+
+        Args:
+            table: the table (`db.t`).
+
+        Returns:
+            Its lineage, through the registered jobs.
+        """
         return Lineage.model_validate(self._call("GET", f"/lineage/{table}"))
 
     def graph(self) -> tuple[list[LineageEdge], str]:
+        """The whole lineage graph.
+
+        Returns:
+            Its edges, and the graph as a Mermaid diagram.
+        """
         body = self._call("GET", "/lineage")
         return [LineageEdge.model_validate(e) for e in body["edges"]], body["mermaid"]
 
     def trace(self, table: str) -> Trace:
+        """Where the lag of ``table`` starts, along its lineage.
+
+        Args:
+            table: the table (`db.t`).
+
+        Returns:
+            Its lag and the most upstream table that lags as much.
+        """
         return Trace.model_validate(self._call("GET", f"/trace/{table}"))
-
-
-class JobHandle:
-    """A registered job with a background heartbeat thread."""
-
-    def __init__(self, client: MetaClient, job: Job, interval_s: float | None) -> None:
-        self.client = client
-        self.job = job
-        self.job_id = job.job_id
-        self._interval = interval_s or max(0.05, job.heartbeat_timeout_ms / 3000)
-        self._stop = threading.Event()
-        self.error: MetaError | None = None
-        self._thread = threading.Thread(
-            target=self._beat, name=f"dts-meta-heartbeat-{job.job_id}", daemon=True
-        )
-        self._thread.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.client.heartbeat(self.job_id)
-            except MetaUnavailable as e:  # transient: keep trying until the timeout decides
-                log.warning("heartbeat of %s failed: %s", self.job_id, e)
-            except MetaError as e:  # marked failed/finished elsewhere: stop beating
-                self.error = e
-                log.error("job %s lost its registration: %s", self.job_id, e)
-                return
-
-    def report_barrier(self, table: str, barrier: int, snapshot_id: int | None) -> BarrierRecord:
-        return self.client.report_barrier(table, barrier, snapshot_id, job_id=self.job_id)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
 
 
 def _error(response: httpx.Response) -> MetaError:

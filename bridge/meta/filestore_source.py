@@ -13,12 +13,12 @@ from typing import Any
 from bridge.meta.consistency import BarrierPoint
 from bridge.meta.versions import normalize_table_name
 from filestore import Catalog
-from filestore.snapshot import Snapshot, barrier_snapshots
+from filestore.format.snapshot import Snapshot, barrier_snapshots
 
 
 def snapshot_barriers(snapshots: Iterable[Any]) -> dict[int, BarrierPoint]:
     """barrier -> the snapshot its committer wrote for it (one definition, in the
-    FileStore: ``filestore.snapshot.barrier_snapshots``), so a rebuild gives the same
+    FileStore: ``filestore.format.snapshot.barrier_snapshots``), so a rebuild gives the same
     answers as the live reports."""
     return {
         b: BarrierPoint(b, s.id, s.time_millis) for b, s in barrier_snapshots(snapshots).items()

@@ -1,7 +1,7 @@
 """Atomic CREATE TABLE AS SELECT (FLIP-305) and REPLACE TABLE AS SELECT for Spark.
 
 `create_table_as(spark, name, df)` writes `df` with `format("dts")` and
-`option("create", "true")`: the write goes through `bridge.spark.staged`, so a failed
+`option("create", "true")`: the write goes through `bridge.spark.write.staged`, so a failed
 job leaves no table and no file, and the table appears under its name in one rename.
 """
 
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bridge.spark.catalog import open_catalog
-from bridge.spark.option_keys import session_defaults
+from bridge.spark.errors import OptionError
+from bridge.spark.options.catalog import open_catalog
+from bridge.spark.options.keys import session_defaults
 from bridge.spark.registration import BY_NAME_CONF, expose, register
-from bridge.spark.staged import table_exists
+from bridge.spark.write.staged import table_exists
+
+__all__ = ["create_table_as"]  # the public API (docs/reference)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,12 +35,37 @@ def create_table_as(
 ) -> bool:
     """Atomically create table `name` from `df` (or replace it); False when skipped.
 
-    `warehouse` defaults to the Spark conf `spark.dts.warehouse`. `options` are
-    table options (e.g. {"bucket": "4"}).
+    Nothing is visible until the whole job has written: a failed job leaves no table and
+    no file, and a replaced table's readers see the old rows until the new ones appear.
+
+    Args:
+        spark: the session `df` belongs to.
+        name: the table, `db.t` (`t` means `default.t`).
+        df: the rows (a Spark DataFrame, batch).
+        warehouse: the FileStore root; None: the Spark conf `spark.dts.warehouse`.
+        primary_key: the primary key's columns (None: an append table).
+        partition_by: the partition columns.
+        options: table options, e.g. `{"bucket": "4"}`.
+        if_not_exists: skip (return False) when the table exists.
+        replace: replace an existing table's schema and rows (REPLACE TABLE AS SELECT).
+
+    Returns:
+        True when the table was created or replaced, False when skipped.
+
+    Raises:
+        OptionError: no warehouse is given or configured.
+        TableAlreadyExists: the table exists and neither `if_not_exists` nor `replace`
+            is set (raised by the job, as Spark reports a failed write).
+
+    Example:
+        >>> import bridge as dts
+        >>> totals = spark.table("db.orders").groupBy("customer_id").sum("amount")
+        >>> dts.create_table_as(spark, "db.totals", totals, primary_key=["customer_id"])
+        True
     """
     warehouse = warehouse or spark.conf.get("spark.dts.warehouse", None)
     if not warehouse:
-        raise ValueError("create_table_as needs warehouse= or the Spark conf spark.dts.warehouse")
+        raise OptionError("create_table_as needs warehouse= or the Spark conf spark.dts.warehouse")
     if "." not in name:
         name = f"default.{name}"
     if if_not_exists and not replace and table_exists(warehouse, name):

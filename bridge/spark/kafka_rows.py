@@ -42,9 +42,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from bridge.spark.arrow_schema import spark_schema
 from bridge.spark.errors import KafkaRowsError
 from bridge.spark.options import BARRIER, ROW_KIND
+from bridge.spark.options.schema import spark_schema
 
 if TYPE_CHECKING:
     from filestore import Table

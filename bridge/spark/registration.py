@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING, Any
 import bridge
 import filestore
 import logstore
-from bridge.spark.arrow_schema import spark_schema
-from bridge.spark.catalog import open_catalog
+from bridge.spark._warm_up import wants_warm_up
+from bridge.spark._warm_up import warm_up as run_warm_up
 from bridge.spark.errors import OptionError, SparkBridgeError
-from bridge.spark.extension import TABLE_WAREHOUSE_CONF, install_planner
-from bridge.spark.option_keys import SESSION_CONF_PREFIX, session_defaults
+from bridge.spark.native.extension import TABLE_WAREHOUSE_CONF, install_planner
+from bridge.spark.options.catalog import open_catalog
+from bridge.spark.options.keys import SESSION_CONF_PREFIX, session_defaults
+from bridge.spark.options.schema import spark_schema
 from bridge.spark.source import DtsDataSource
-from bridge.spark.warm_up import wants_warm_up
-from bridge.spark.warm_up import warm_up as run_warm_up
+
+__all__ = ["refresh", "register"]  # the public API (docs/reference)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +76,26 @@ def register(
     read and write). With a warehouse (given or from `spark.dts.warehouse` when given
     here) every table in it becomes a Spark table `db.t`; returns their names.
     `warm_up=True` (or the conf `spark.dts.warm-up=true`) scans a tiny Parquet file first,
-    so the session's first query runs at warm speed (local sessions; see `warm_up.py`).
+    so the session's first query runs at warm speed (local sessions; see `_warm_up.py`).
+
+    Args:
+        spark: the session to register in.
+        warehouse: the FileStore root (a local path or a pyarrow URI); None keeps the
+            session's `spark.dts.warehouse` as the default and registers no table names.
+        bootstrap: Kafka's bootstrap servers, the default of the log and hybrid tiers.
+        meta_url: the MetaService's URL: jobs are registered, strong reads resolved there.
+        warm_up: scan a tiny file now (None: the conf `spark.dts.warm-up` decides).
+
+    Returns:
+        The names (`db.t`) of the warehouse's tables now readable by name; empty without
+        a warehouse.
+
+    Example:
+        >>> import bridge as dts
+        >>> dts.register(spark, warehouse="/data/warehouse")
+        ['db.orders', 'db.customers']
+        >>> spark.read.format("dts").load("db.orders").count()
+        1000
     """
     for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
         if value:
@@ -112,7 +133,21 @@ def refresh(spark: SparkSession, warehouse: str | None = None) -> list[str]:
 
     Call it after creating tables outside this session (a worker, another job);
     `dts.create_table_as` calls it for you. Catalog entries of tables that no longer
-    exist in the warehouse are dropped. Returns the table names.
+    exist in the warehouse are dropped.
+
+    Args:
+        spark: a session `register` ran in.
+        warehouse: the FileStore root; None: the session's `spark.dts.warehouse`.
+
+    Returns:
+        The table names (`db.t`) of the warehouse.
+
+    Raises:
+        OptionError: neither `warehouse` nor the conf `spark.dts.warehouse` is set.
+
+    Example:
+        >>> dts.refresh(spark)  # after a worker created db.payments
+        ['db.customers', 'db.orders', 'db.payments']
     """
     defaults = session_defaults(spark)
     warehouse = warehouse or defaults.get("warehouse")

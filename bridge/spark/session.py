@@ -2,7 +2,8 @@
 
 Everything a local session needs to stay on this machine and out of the way:
 driver bound to 127.0.0.1, no web UI, two shuffle partitions, Derby, the SQL
-warehouse and Spark's scratch space under one work directory, and `dts`
+warehouse and Spark's scratch space under one work directory, Kafka credentials
+redacted (`REDACTION_CONF`), and `dts`
 registered, and the dts extension loaded when `make spark-ext` built it (reads by
 name then use Spark's Parquet reader; see `extension.py`). Clusters build their own
 sessions, with `extension_conf()` among their confs, and call `register(spark)`.
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.spark.errors import ExtensionJarMissing, KafkaConnectorMissing
-from bridge.spark.extension import extension_conf
+from bridge.spark.native.extension import extension_conf
 from bridge.spark.registration import register
 from logstore.localhost import cache_dir
 
@@ -30,6 +31,15 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+
+#: Session confs that keep Kafka credentials out of Spark's plans, ``explain()``, its UI and
+#: event logs; clusters' own sessions should set them too. Spark redacts a data source option
+#: whose key or value matches this regex or ``spark.sql.redaction.options.regex`` (default
+#: ``(?i)url``), and a conf or environment variable whose key or value matches this one. Its
+#: default ``(?i)secret|password|token|access[.]?key`` already catches a JAAS line holding
+#: ``password=``; ``jaas`` is added so any ``kafka.sasl.jaas.config`` is hidden, whatever its
+#: login module calls its secret (an OAuth client's, a keytab's).
+REDACTION_CONF = {"spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas"}
 
 
 def spark_kafka_jars_dir() -> Path:
@@ -129,7 +139,7 @@ def local_session(
             builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in (conf or {}).items():
+    for key, value in {**REDACTION_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,9 +1,9 @@
 """The `dts` Python data source: its schema, batch reads (time travel, changelog reads),
-and the writers and stream readers it hands out (`sink`, `streams`).
+and the writers and stream readers it hands out (`write.sink`, `stream.by_tier`).
 
-Planning happens here and in `plan_scan` / `plan_log` (driver side); reading in
-`read_scan` / `read_log` (executors); writing in `writing` (executors) committed by
-`sink` / `staged` (driver).
+Planning happens here and in `read.plan_scan` / `read.plan_log` (driver side); reading in
+`read.scan` / `read.log` (executors); writing in `write._tasks` (executors) committed by
+`write.sink` / `write.staged` (driver).
 
 Where code runs (PySpark 4.3): `DataSource.schema/reader/writer/streamReader`
 and `DataSourceReader.pushFilters/partitions` run in short-lived Python
@@ -21,14 +21,14 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from bridge.spark.arrow_schema import spark_schema
-from bridge.spark.batch_reader import DtsBatchReader
-from bridge.spark.catalog import open_table
 from bridge.spark.errors import OptionError
-from bridge.spark.habits import CHANGE_TYPE
 from bridge.spark.options import METADATA_COLUMNS, ReadOptions, WriteOptions
-from bridge.spark.sink import DtsStreamWriter, batch_writer
-from bridge.spark.streams import FailedStreamReader, stream_reader
+from bridge.spark.options.catalog import open_table
+from bridge.spark.options.habits import CHANGE_TYPE
+from bridge.spark.options.schema import spark_schema
+from bridge.spark.read.batch import DtsBatchReader
+from bridge.spark.stream.by_tier import FailedStreamReader, stream_reader
+from bridge.spark.write.sink import DtsStreamWriter, batch_writer
 
 
 class DtsDataSource(DataSource):

@@ -22,7 +22,7 @@ import orjson
 import pyarrow.fs as pafs
 
 from bridge.worker.errors import PreparedRecordError
-from filestore.fileio import has_directories
+from filestore.io.fileio import has_directories
 
 PREPARED_DIR = "_prepared"
 

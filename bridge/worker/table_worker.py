@@ -25,8 +25,8 @@ from bridge.worker.committer import DEFAULT_COMMIT_USER, TableCommitLike, TableC
 from bridge.worker.metrics import WorkerMetrics
 from bridge.worker.prepared import PreparedRecord, PreparedStore
 from bridge.worker.state.status import TableStatus
-from filestore.file_cache import FileCache
-from filestore.row_kind import ROW_KIND_COLUMN as ROW_KIND
+from filestore.format.row_kind import ROW_KIND_COLUMN as ROW_KIND
+from filestore.io.file_cache import FileCache
 from logstore.codec import Decoded, DecodeFailure
 from logstore.markers import Marker
 from logstore.records import LogRecords

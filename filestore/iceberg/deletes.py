@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from filestore.context import TableContext
-from filestore.data_file import DataFileMeta
-from filestore.deletion_vectors import deleted_positions
+from filestore.format.data_file import DataFileMeta
+from filestore.format.row_kind import INSERT, UPDATE_AFTER, VALUE_KIND
 from filestore.iceberg.manifests import DELETE_FILE_PATH_ID, DELETE_POS_ID
-from filestore.row_kind import INSERT, UPDATE_AFTER, VALUE_KIND
+from filestore.state.context import TableContext
+from filestore.state.deletion_vectors import deleted_positions
 
 DELETE_SCHEMA = pa.schema(
     [

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from filestore.errors import IcebergMetadataError
-from filestore.row_kind import SEQUENCE_NUMBER, VALUE_KIND
-from filestore.schema import KEY_PREFIX, TableSchema
+from filestore.format.row_kind import SEQUENCE_NUMBER, VALUE_KIND
+from filestore.format.schema import KEY_PREFIX, TableSchema
 
 Path = tuple[str, ...]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filestore.context import TableContext
+from filestore.state.context import TableContext
 
 VERSION_SUFFIX = ".metadata.json"
 #: stands for the snapshot list while the rest of the metadata is encoded

@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from filestore.context import TableContext
-from filestore.data_file import DataFileMeta
 from filestore.errors import SnapshotNotFound
+from filestore.format.data_file import DataFileMeta
+from filestore.format.manifest import ManifestEntry
+from filestore.format.schema import TableSchema
+from filestore.format.snapshot import Snapshot
 from filestore.iceberg.deletes import delete_file_prefix, skipped_rows, write_position_deletes
 from filestore.iceberg.manifests import (
     DATA,
@@ -53,11 +55,9 @@ from filestore.iceberg.state import (
     snapshot_of,
     take_state,
 )
-from filestore.manifest import ManifestEntry
-from filestore.read import one_sorted_run
-from filestore.schema import TableSchema
-from filestore.snapshot import Snapshot
-from filestore.tags import list_tags
+from filestore.read.split import one_sorted_run
+from filestore.state.context import TableContext
+from filestore.state.tags import list_tags
 
 log = logging.getLogger(__name__)
 

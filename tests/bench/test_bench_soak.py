@@ -19,7 +19,7 @@ from bench.soak.procs import open_files, read_usage, tree_usage
 from bench.soak.series import MB, Metric, metric_of
 from bench.soak.settings import Lifecycle
 from bench.soak.verdict import judge
-from filestore.options import CoreOptions, check_known
+from filestore.format.options import CoreOptions, check_known
 
 RSS = metric_of("process/worker/rss_mb")
 HOUR = 3600.0

@@ -19,10 +19,10 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog
-from filestore.data_file import DATA_FILE_AVRO
-from filestore.manifest import MANIFEST_ENTRY_AVRO, MANIFEST_FILE_META_AVRO
-from filestore.schema import TableSchema
-from filestore.snapshot import Snapshot
+from filestore.format.data_file import DATA_FILE_AVRO
+from filestore.format.manifest import MANIFEST_ENTRY_AVRO, MANIFEST_FILE_META_AVRO
+from filestore.format.schema import TableSchema
+from filestore.format.snapshot import Snapshot
 from tests.docs.test_code_blocks import extract_blocks
 
 FORMATS = Path(__file__).resolve().parents[2] / "docs" / "formats.md"

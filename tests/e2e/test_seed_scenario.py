@@ -115,8 +115,8 @@ def test_tables_derived_from_one_cdc_table_are_read_together_or_not_at_all(  # t
 ) -> None:
     from bridge import consistent_read_tables
     from bridge.spark import register
-    from bridge.spark.checkpoint import query_id
-    from bridge.spark.meta_jobs import finish_streaming_job
+    from bridge.spark.write._checkpoint import query_id
+    from bridge.spark.write.meta_jobs import finish_streaming_job
     from bridge.tables import open_log_writer
 
     register(spark)
@@ -296,8 +296,8 @@ def test_a_micro_batch_over_several_snapshots_keeps_the_changelog_order(  # type
     micro-batches (the dts extension) Spark's scan of them, hash-partitioned by key and
     sorted in commit order within partitions."""
     from bridge.spark import register
-    from bridge.spark.plan_scan import changes_partitions
-    from bridge.spark.read_parts import ChangelogFilesPartition, ReadContext
+    from bridge.spark.read.parts import ChangelogFilesPartition, ReadContext
+    from bridge.spark.read.plan_scan import changes_partitions
 
     register(spark)
     spark.conf.set("spark.dts.native-streams", str(native).lower())

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filestore.bucket import bucket_ids, key_hash
+from filestore.format.bucket import bucket_ids, key_hash
 
 MASK = 2**64 - 1
 

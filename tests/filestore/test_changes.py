@@ -100,7 +100,7 @@ def test_lookup_and_diff_give_update_pairs(warehouse: Path) -> None:
 
 def _stored_or_diff(caplog: pytest.LogCaptureFixture, t: Table, start: int, end: int) -> str:
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="filestore.changes"):
+    with caplog.at_level(logging.INFO, logger="filestore.read.changes"):
         t.changes(start, end)
     return "diff" if "computing the diff" in caplog.text else "stored"
 

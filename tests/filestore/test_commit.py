@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import BarrierOrderError, Catalog, CommitConflict, CommitMessage, CommitProperties
-from filestore.data_file import DataFileMeta
+from filestore.format.data_file import DataFileMeta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -233,7 +233,7 @@ _CRASH_CHILD = textwrap.dedent(
     import sys, time
     import pyarrow as pa
     from filestore import Catalog
-    from filestore.snapshot import SnapshotManager
+    from filestore.format.snapshot import SnapshotManager
     warehouse, mode = sys.argv[1], sys.argv[2]
     t = Catalog(warehouse).get_table("db.t")
     w = t.new_write("crasher")

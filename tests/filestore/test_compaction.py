@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, CommitConflict, CommitProperties, DataFileMeta, Table
-from filestore.compaction import UniversalPicker
-from filestore.levels import SortedRun, run_counts, sorted_runs
+from filestore.maintenance.compaction import UniversalPicker
+from filestore.state.levels import SortedRun, run_counts, sorted_runs
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -148,7 +148,7 @@ def test_write_stall_compacts_inline(warehouse: Path, caplog: pytest.LogCaptureF
         },
     )
     w = t.new_write("w")
-    with caplog.at_level(logging.WARNING, logger="filestore.write"):
+    with caplog.at_level(logging.WARNING, logger="filestore.write.table_write"):
         for i in range(6):
             w.write(_rows([i, 50], f"c{i}"))
             w.flush()  # each flush is one more level-0 run

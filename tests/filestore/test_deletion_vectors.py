@@ -17,10 +17,10 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, CommitKind, CommitProperties, Table
-from filestore.deletion_vectors import deleted_count
 from filestore.errors import CommitConflict, SchemaError
-from filestore.manifest import ADD, DELETE
-from filestore.read import SplitReader
+from filestore.format.manifest import ADD, DELETE
+from filestore.read.split import SplitReader
+from filestore.state.deletion_vectors import deleted_count
 from tests.filestore.test_stored_changelog import _rows, replay
 
 SCHEMA = pa.schema(
@@ -158,8 +158,8 @@ def test_a_compaction_that_read_rows_deleted_since_is_refused(warehouse: Path) -
         w.write(_rows([1, 2, 3], tag))
         w.commit()
         w.close()
-    from filestore.compaction import CompactUnit, rewrite
-    from filestore.messages import CommitMessage
+    from filestore.commit.messages import CommitMessage
+    from filestore.maintenance.compaction import CompactUnit, rewrite
 
     snap = t.latest_snapshot()
     assert snap is not None
@@ -179,7 +179,7 @@ def test_a_compaction_that_read_rows_deleted_since_is_refused(warehouse: Path) -
 def test_a_failed_commit_leaves_the_vectors_of_the_previous_snapshot(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from filestore.snapshot import SnapshotManager
+    from filestore.format.snapshot import SnapshotManager
 
     t = Catalog(str(warehouse)).create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
     w = t.new_write("w")

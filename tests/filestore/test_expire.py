@@ -11,7 +11,7 @@ import pytest
 
 from filestore import Catalog, SnapshotNotFound, Table
 from filestore.errors import TagError
-from filestore.refs import snapshot_refs
+from filestore.state.refs import snapshot_refs
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -163,7 +163,7 @@ def test_orphan_cleanup_beside_a_writer_that_expires_snapshots(
     """A snapshot expired while remove_orphans walks the references (a worker expires
     after its commits) is passed over, not a FileNotFoundError (the soak met it); a
     snapshot still there whose manifest list is gone is damage, and says so."""
-    from filestore.refs import referenced_files
+    from filestore.state.refs import referenced_files
 
     t, _ = _build(warehouse, 6)
     first = t.snapshots()[0]
@@ -190,7 +190,7 @@ def test_orphan_cleanup_in_the_middle_of_an_expiration(warehouse: Path) -> None:
     """Expiration writes EARLIEST before it deletes anything: a walk that meets a snapshot
     below it whose manifest list is already gone (its snapshot file not yet) passes it
     over. The soak's hour met this window once in 11 cleanups."""
-    from filestore.refs import referenced_files
+    from filestore.state.refs import referenced_files
 
     t, _ = _build(warehouse, 6)
     first = t.snapshots()[0]

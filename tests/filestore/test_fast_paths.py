@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from filestore import Catalog
-from filestore.data_file import compute_value_stats, deserialize_batch
-from filestore.merge import sort_order, winner_indices
-from filestore.row_kind import DELETE, INSERT, SEQUENCE_NUMBER, VALUE_KIND
+from filestore.format.data_file import compute_value_stats, deserialize_batch
+from filestore.format.row_kind import DELETE, INSERT, SEQUENCE_NUMBER, VALUE_KIND
+from filestore.read.merge import sort_order, winner_indices
 
 
 def _kv(keys: list[Any], seqs: list[int], kinds: list[int], key_type: pa.DataType) -> pa.Table:
@@ -156,8 +156,8 @@ def test_key_range_reads_skip_row_groups_and_match_the_merge(
     """A filter on the key drops rows before the merge and skips row groups by their key
     statistics; the rows are those of the full merge-read, filtered. A filter on a value
     column is applied after the merge only (an older version must not win)."""
-    import filestore.data_file as data_file
-    import filestore.read as read
+    import filestore.format.data_file as data_file
+    import filestore.read.split as read
 
     monkeypatch.setattr(data_file, "ROW_GROUP_ROWS", 1000)  # many groups per file
     schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])

@@ -1,4 +1,4 @@
-"""A table handle keeps the data files its commits look up (``filestore.file_cache``):
+"""A table handle keeps the data files its commits look up (``filestore.io.file_cache``):
 a handle that commits again and again reads each file from disk once at most, within
 ``lookup.cache-max-memory-size``, and the changelog it stores is the same without it."""
 
@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import filestore.bucket_file as bucket_file
+import filestore.state.bucket_file as bucket_file
 from filestore import Catalog, Table
-from filestore.changes import _match_joined, _match_rows, diff_states
-from filestore.file_cache import FileCache
+from filestore.io.file_cache import FileCache
+from filestore.read.changes import _match_joined, _match_rows, diff_states
 
 SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())]
@@ -220,7 +220,7 @@ def test_lookups_in_cached_files_start_no_threads(
     """Threads pay off for decoding Parquet only: a lookup whose files the cache holds
     runs in the caller's thread (a log-tier task looks a few keys up every micro-batch);
     one that must read a file from disk still reads in threads."""
-    import filestore.lookup as lookup
+    import filestore.read.lookup as lookup
 
     t = _table(warehouse, "db.t")
     snaps = _upserts(t, rounds=3, seed=4)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from filestore import Catalog
-from filestore.levels import run_counts
+from filestore.state.levels import run_counts
 
 
 def test_lifecycle_commands(warehouse: Path) -> None:

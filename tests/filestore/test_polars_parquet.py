@@ -1,4 +1,4 @@
-"""Reads that need no merge go through polars' Parquet reader (``filestore.polars_parquet``).
+"""Reads that need no merge go through polars' Parquet reader (``filestore.read._polars_parquet``).
 
 Every type ``polars_exact`` admits comes back exactly as written (extremes, nulls, time
 zones, decimals); types it does not admit stay with pyarrow and come back exactly too;
@@ -18,8 +18,8 @@ import pytest
 
 from filestore import Catalog, Table
 from filestore.errors import DataFileUnreadable
-from filestore.polars_parquet import polars_exact
-from filestore.read import SplitReader
+from filestore.read._polars_parquet import polars_exact
+from filestore.read.split import SplitReader
 
 EXACT = {
     "b": (pa.bool_(), [True, None, False]),

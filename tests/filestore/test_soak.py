@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog
-from filestore.levels import run_counts
+from filestore.state.levels import run_counts
 
 
 @pytest.mark.slow

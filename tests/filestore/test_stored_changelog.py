@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from filestore import Catalog, CommitProperties, Table
-from filestore.snapshot import CommitKind
+from filestore.format.snapshot import CommitKind
 
 SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())]
@@ -57,7 +57,7 @@ def _used_diff(
     caplog: pytest.LogCaptureFixture, t: Table, start: int, end: int
 ) -> tuple[pa.Table, bool]:
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="filestore.changes"):
+    with caplog.at_level(logging.INFO, logger="filestore.read.changes"):
         return t.changes(start, end), "computing the diff" in caplog.text
 
 

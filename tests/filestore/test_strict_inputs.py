@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from bridge.cli import cli
 from filestore import Catalog, InvalidIdentifier, InvalidOption
 from filestore.errors import TagError
-from filestore.options import KNOWN_OPTIONS
+from filestore.format.options import KNOWN_OPTIONS
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

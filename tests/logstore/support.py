@@ -15,8 +15,8 @@ from logstore.encode import encode_batch
 from logstore.spec import LogSpec
 
 try:  # the FileStore's bucket hash when present (bridge injects the same one)
-    from filestore.bucket import bucket_ids
-except ImportError:  # pragma: no cover - local stand-in until filestore.bucket exists
+    from filestore.format.bucket import bucket_ids
+except ImportError:  # pragma: no cover - local stand-in until filestore.format.bucket exists
     bucket_ids = None
 
 
@@ -57,7 +57,7 @@ ALL_TYPES = pa.schema(
         ("lb", pa.list_(pa.binary())),
         ("st", pa.struct([("x", pa.int32()), ("y", pa.string()), ("when", pa.date32())])),
         ("lst", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())]))),
-        # the rest of the FileStore's types (filestore/types.py)
+        # the rest of the FileStore's types (filestore/format/types.py)
         ("u8", pa.uint8()),
         ("f16", pa.float16()),
         ("dec256", pa.decimal256(40, 5)),

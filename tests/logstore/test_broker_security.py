@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -56,3 +58,18 @@ def test_the_broker_certificate_verifies_against_the_ca_for_127_0_0_1(tmp_path: 
             assert tls.getpeercert()["subject"] == ((("commonName", "dts embedded broker"),),)
             tls.send(b"x")
         t.join(timeout=10)
+
+
+def test_the_compose_clusters_certificate_names_its_nodes(tmp_path: Path) -> None:
+    """`python -m logstore.tls_files DIR HOST...`, as docker-compose.cluster-secured.yml
+    runs it: the nodes' service names beside localhost and 127.0.0.1."""
+    from cryptography import x509
+
+    cmd = [sys.executable, "-m", "logstore.tls_files", str(tmp_path / "tls"), "kafka", "kafka-2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    pem = (tmp_path / "tls" / "broker-keystore.pem").read_bytes()
+    cert = x509.load_pem_x509_certificates(pem)[0]  # the key comes first, then the chain
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost", "kafka", "kafka-2"]
+    assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]

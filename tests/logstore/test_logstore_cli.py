@@ -246,7 +246,7 @@ def test_dts_ingest_names_the_bad_record_and_the_way_on(
 
 
 def test_open_log_writer_uses_the_filestore_bucket(broker: EmbeddedBroker, warehouse: Path) -> None:
-    from filestore.bucket import bucket_ids
+    from filestore.format.bucket import bucket_ids
 
     name = f"db.{unique_topic('tw').split('.')[-1]}"
     table = Catalog(str(warehouse)).create_table(

@@ -11,10 +11,10 @@ from test_logstore_broker import PK_SCHEMA, table_rows
 from logstore.broker import EmbeddedBroker
 from logstore.client_config import confluent_config
 from logstore.errors import LogScanError
-from logstore.scan import PARTITION_EOF, scan_range
+from logstore.scan import PARTITION_EOF, last_barrier_on_topic, scan_range
 from logstore.spec import LogSpec
 from logstore.watermarks import watermark
-from logstore.writer import LogWriter, last_barrier_on_topic
+from logstore.writer import LogWriter
 from tests.logstore.support import bucketer_for, unique_topic
 
 

@@ -17,7 +17,7 @@ from bridge.consistency_read import resolve_version
 from bridge.meta.filestore_source import FileStoreBarriers, snapshot_barriers
 from filestore import Catalog
 from filestore.errors import BarrierOrderError
-from filestore.snapshot import Snapshot
+from filestore.format.snapshot import Snapshot
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
 

@@ -189,7 +189,9 @@ def test_prometheus_scrapes_the_compose_services_on_their_ports(config: dict) ->
         assert f"--port={port}" in config["services"][service]["command"]
 
 
-@pytest.mark.parametrize("path", [COMPOSE, CLUSTER], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [COMPOSE, CLUSTER, REPO / "docker-compose.cluster-secured.yml"], ids=lambda p: p.name
+)
 def test_no_secret_is_written_in_the_file(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     for name, service in doc["services"].items():

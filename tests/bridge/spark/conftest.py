@@ -21,8 +21,8 @@ def dts(spark: Any) -> Any:
 def conf_spark(spark: Any) -> Iterator[Any]:
     """The shared session for a test that sets `spark.dts.*` confs or registers tables by
     name: afterwards the confs are unset, the databases it added dropped, `dts` re-registered."""
-    from bridge.spark.extension import TABLE_WAREHOUSE_CONF
-    from bridge.spark.option_keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
+    from bridge.spark.native.extension import TABLE_WAREHOUSE_CONF
+    from bridge.spark.options.keys import SESSION_CONF_PREFIX, SESSION_DEFAULTS
     from bridge.spark.registration import BY_NAME_CONF, EXPOSED_CONF, register
 
     before = {db.name for db in spark.catalog.listDatabases()}

@@ -120,7 +120,7 @@ def committed_ends(
     markers are in the log. Kafka answers a commit before it writes them, so the end asked
     right after `LogWriter.barrier()` can still be the transaction's first record: as a
     snapshot's log offsets it made a stream read that barrier again."""
-    from bridge.spark.kafka_access import consumer
+    from bridge.spark.read.kafka_access import consumer
     from logstore.watermarks import watermarks
 
     committed = consumer(bootstrap, eof=False)

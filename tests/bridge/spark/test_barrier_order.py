@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from bridge.spark.writing import in_barrier_order
+from bridge.spark.write._tasks import in_barrier_order
 from filestore import CommitProperties
 
 
@@ -63,7 +63,7 @@ def test_a_later_barrier_wins_whichever_task_wrote_last(tmp_path: Path) -> None:
     barrier-10 row the one that wrote last (a shuffle not by key, a catch-up over two
     snapshots). The writers' clocks would let the last one win; the numbers ordered by
     barrier across the tasks make barrier 20 win, as the source holds it."""
-    from bridge.spark.writing import commit_messages, write_task
+    from bridge.spark.write._tasks import commit_messages, write_task
     from tests.bridge.spark.support import commit, make_table, rows
 
     t = make_table(tmp_path, "db.o", buckets=1)
@@ -78,7 +78,7 @@ def test_a_later_barrier_wins_whichever_task_wrote_last(tmp_path: Path) -> None:
 def test_sequence_numbers_rise_with_the_barrier_and_the_position_in_it() -> None:
     from types import SimpleNamespace
 
-    from bridge.spark.writing import BARRIER_SHIFT, barrier_sequence_numbers
+    from bridge.spark.write._tasks import BARRIER_SHIFT, barrier_sequence_numbers
 
     latest = SimpleNamespace(max_sequence_number=99, barrier=1000)
     ordered = [_batch([1, 2, 3], ["+I"] * 3, [1000, 1000, 1002])]

@@ -1,4 +1,4 @@
-"""Where a log-tier range's old rows come from (`bridge.spark.log_state`), on real
+"""Where a log-tier range's old rows come from (`bridge.spark.read.log_state`), on real
 FileStore tables: the snapshot each partition's state starts at, the refusal when the log
 no longer holds the records after it, and the normalization on top of both."""
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from bridge.spark.errors import OptionError
-from bridge.spark.log_state import check_replayable, normalized, state_refs
-from bridge.spark.read_parts import LogStateRef
+from bridge.spark.read.log_state import check_replayable, normalized, state_refs
+from bridge.spark.read.parts import LogStateRef
 from bridge.tables import log_spec_for
 from tests.bridge.spark.support import make_table, rows
 

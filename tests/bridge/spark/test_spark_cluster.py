@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.spark.extension import extension_conf
+from bridge.spark.native.extension import extension_conf
 from tests.bridge.spark.cluster import ROOT, SparkCluster, spark_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import bridge as dts
-from bridge.spark.extension import extension_loaded
+from bridge.spark.native.extension import extension_loaded
 from bridge.spark.session import local_session
 
 work, warehouse, code = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -41,8 +41,8 @@ def test_streaming_and_batch_jobs_register_report_and_exclude_second_writer(
     dts: Any, warehouse: Path, tmp_path: Path, meta_url: str
 ) -> None:
     from bridge.meta.client import MetaClient
-    from bridge.spark.checkpoint import query_id
-    from bridge.spark.meta_jobs import finish_streaming_job
+    from bridge.spark.write._checkpoint import query_id
+    from bridge.spark.write.meta_jobs import finish_streaming_job
 
     src, dst = make_table(warehouse, "db.msrc"), make_table(warehouse, "db.mdst")
     commit(src, rows(4), barrier=100)
@@ -140,9 +140,9 @@ def test_log_target_job_runs_beside_the_tables_worker(meta_url: str) -> None:
     moves into the FileStore: both run registered; a second log writer, a second worker
     group and a FileStore-tier writer of the table are refused, naming the job."""
     from bridge.meta.client import MetaClient
-    from bridge.spark import meta_jobs
     from bridge.spark.errors import JobRefused
     from bridge.spark.options import WriteOptions
+    from bridge.spark.write import meta_jobs
     from bridge.worker.meta_link import worker_job_id
 
     opts = WriteOptions.parse({"warehouse": "/unused", "path": "db.w", "meta.url": meta_url})
@@ -199,7 +199,7 @@ def test_log_target_stream_registers_beside_a_worker(
     import uuid
 
     from bridge.meta.client import MetaClient
-    from bridge.spark.checkpoint import query_id
+    from bridge.spark.write._checkpoint import query_id
     from bridge.tables import log_spec_for
     from logstore.reader import DataBatch, LogReader
 
@@ -250,8 +250,8 @@ def test_stopped_streaming_query_finishes_its_job(
     import time
 
     from bridge.meta.client import MetaClient
-    from bridge.spark.checkpoint import query_id
-    from bridge.spark.meta_jobs import finish_jobs_on_stop
+    from bridge.spark.write._checkpoint import query_id
+    from bridge.spark.write.meta_jobs import finish_jobs_on_stop
 
     src, dst = make_table(warehouse, "db.fsrc"), make_table(warehouse, "db.fdst")
     commit(src, rows(4), barrier=100)

@@ -74,7 +74,7 @@ def _plan(df: Any) -> str:
 def test_reads_by_name_use_sparks_parquet_reader_where_no_merge_is_needed(
     conf_spark: Any, warehouse: Path
 ) -> None:
-    from bridge.spark.extension import native_by_name
+    from bridge.spark.native.extension import native_by_name
 
     spark = conf_spark
     t = make_table(warehouse, "shopx.orders", pk=True, buckets=2)
@@ -104,7 +104,7 @@ def test_reads_by_name_use_sparks_parquet_reader_where_no_merge_is_needed(
 def test_reads_by_name_fall_back_to_the_python_source_without_a_planned_warehouse(
     conf_spark: Any, warehouse: Path
 ) -> None:
-    from bridge.spark.extension import TABLE_WAREHOUSE_CONF
+    from bridge.spark.native.extension import TABLE_WAREHOUSE_CONF
 
     spark = conf_spark
     t = make_table(warehouse, "shopy.orders", pk=False)
@@ -121,7 +121,7 @@ def test_extension_conf_names_the_make_target_when_the_jar_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bridge.spark.errors import ExtensionJarMissing
-    from bridge.spark.extension import extension_conf, extension_jar
+    from bridge.spark.native.extension import extension_conf, extension_jar
 
     assert extension_conf()["spark.sql.extensions"] == "io.dts.spark.DtsExtensions"
     monkeypatch.setenv("DTS_SPARK_EXT_JAR", str(tmp_path / "none.jar"))
@@ -131,7 +131,7 @@ def test_extension_conf_names_the_make_target_when_the_jar_is_missing(
 
 
 def test_register_warms_up_a_local_session_only_when_asked(conf_spark: Any) -> None:
-    from bridge.spark.warm_up import JOB_GROUP, WARM_UP_CONF
+    from bridge.spark._warm_up import JOB_GROUP, WARM_UP_CONF
 
     spark = conf_spark
     tracker = spark.sparkContext.statusTracker()

@@ -235,7 +235,7 @@ def test_changelog_scans_of_other_barriers_run_the_code_compiled_for_the_first(
     spark: Any, warehouse: Path
 ) -> None:
     """A stream's micro-batches differ in their barrier: Spark must not compile each anew."""
-    from bridge.spark.native import changes
+    from bridge.spark.native.scan import changes
 
     t = make_table(warehouse, "db.cg", pk=True, buckets=2)
     commit(t, rows(20), barrier=100)

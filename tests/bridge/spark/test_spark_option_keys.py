@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bridge.spark.errors import OptionError
-from bridge.spark.habits import ChangeFeed, parse_time_ms, starting_offsets
 from bridge.spark.options import ReadOptions, WriteOptions
+from bridge.spark.options.habits import ChangeFeed, parse_time_ms, starting_offsets
 
 BASE = {"warehouse": "/w", "path": "db.t"}
 

@@ -272,10 +272,10 @@ def test_log_range_reads_reuse_one_kept_consumer_per_partition(
     """Executor side, against the real broker: consecutive ranges of a partition are read
     through one kept consumer (positioned where the last range ended, rows fetched ahead
     kept), a rewound range seeks it, and every range yields exactly its rows."""
-    from bridge.spark import read_log
-    from bridge.spark.arrow_schema import spark_arrow_schema, spark_schema
-    from bridge.spark.plan_log import LogScanner
-    from bridge.spark.read_parts import LogPartition
+    from bridge.spark.options.schema import spark_arrow_schema, spark_schema
+    from bridge.spark.read import log as read_log
+    from bridge.spark.read.parts import LogPartition
+    from bridge.spark.read.plan_log import LogScanner
     from bridge.tables import log_spec_for, open_log_writer
 
     name = f"db.k{uuid.uuid4().hex[:8]}"

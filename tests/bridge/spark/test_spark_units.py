@@ -10,12 +10,12 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringContains
 
-from bridge.spark.checkpoint import query_id, source_barrier
 from bridge.spark.errors import OffsetFormatError, OptionError
-from bridge.spark.filters import conjunction
-from bridge.spark.offsets import FileOffset, HybridOffset, LogOffset, barrier_of
 from bridge.spark.options import ReadOptions, WriteOptions
-from bridge.spark.plan_log import Barrier, LogScanner, MarkerAt, admit
+from bridge.spark.read._filters import conjunction
+from bridge.spark.read.plan_log import Barrier, LogScanner, MarkerAt, admit
+from bridge.spark.stream.offsets import FileOffset, HybridOffset, LogOffset, barrier_of
+from bridge.spark.write._checkpoint import query_id, source_barrier
 from filestore import CommitProperties
 
 
@@ -97,7 +97,7 @@ def test_scanner_completes_barriers_only_in_every_partition() -> None:
 
 
 def test_record_admission_ends_on_a_barrier_when_one_fits() -> None:
-    from bridge.spark.plan_log import record_admission
+    from bridge.spark.read.plan_log import record_admission
 
     b1 = Barrier(1, {0: 10, 1: 10}, 18)
     b2 = Barrier(2, {0: 14, 1: 12}, 4)
@@ -114,7 +114,7 @@ def test_record_admission_ends_on_a_barrier_when_one_fits() -> None:
 def test_merge_splits_pack_into_balanced_groups_filling_every_core() -> None:
     from types import SimpleNamespace
 
-    from bridge.spark.plan_scan import FILE_OPEN_COST_BYTES, TASK_TARGET_BYTES, pack_splits
+    from bridge.spark.read.plan_scan import FILE_OPEN_COST_BYTES, TASK_TARGET_BYTES, pack_splits
 
     def split(mib: int) -> SimpleNamespace:
         size = mib * 1024 * 1024 - FILE_OPEN_COST_BYTES
@@ -147,7 +147,7 @@ def test_kept_log_consumers_outliving_their_broker_log_through_python(
     import logging
     import threading
 
-    from bridge.spark.kafka_access import consumer
+    from bridge.spark.read.kafka_access import consumer
     from logstore.broker import EmbeddedBroker
     from logstore.client_config import CLIENT_LOGGER, _OncePerCondition, client_logger
 
@@ -191,7 +191,7 @@ def test_a_write_without_a_meta_url_needs_no_metaservice_client_stack() -> None:
         "sys.modules['httpx'] = None\n"
         "from types import SimpleNamespace as NS\n"
         "import bridge\n"
-        "from bridge.spark import meta_jobs\n"
+        "from bridge.spark.write import meta_jobs\n"
         "opts = NS(common=NS(meta_url=None, table='db.t'), meta_sources=[])\n"
         "assert meta_jobs.register(opts, 'batch', 'job-1') is None\n"
         "print('ok')\n"
@@ -208,7 +208,7 @@ def test_a_file_stream_polls_only_the_snapshots_after_its_offset(
     from pyspark.sql.streaming.datasource import ReadAllAvailable
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from bridge.spark.stream_file import FileStreamReader
+    from bridge.spark.stream.file import FileStreamReader
     from filestore import Catalog
 
     t = Catalog(str(tmp_path)).create_table(
@@ -242,8 +242,8 @@ def test_a_recurring_commit_reuses_the_files_earlier_commits_decoded(
 ) -> None:
     """The streaming sink's commits run in one reused Python worker, each on a new handle
     (`open_table_for_lookups`): the second looks up nothing from disk the first read."""
-    import filestore.bucket_file as bucket_file
-    from bridge.spark.catalog import open_table_for_lookups
+    import filestore.state.bucket_file as bucket_file
+    from bridge.spark.options.catalog import open_table_for_lookups
     from filestore import Catalog
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -287,7 +287,7 @@ def test_log_consumers_never_let_the_broker_hold_a_fetch_long(eof: bool) -> None
     its worker's kept consumer stopped (two queries read the same partitions) waited
     ~300 ms for it (addBatch 2.1 s -> 1.2 s at 250 changes/s in the pipeline benchmark);
     the driver's scan learns a partition's end only from an empty fetch."""
-    from bridge.spark.kafka_access import FETCH_WAIT_MS, consumer_config
+    from bridge.spark.read.kafka_access import FETCH_WAIT_MS, consumer_config
 
     config = consumer_config("127.0.0.1:9", eof=eof, isolation="read_committed")
     assert config["fetch.wait.max.ms"] == FETCH_WAIT_MS <= 50

@@ -355,7 +355,13 @@ class MetaProc:
                 self.proc.wait(timeout=10)
 
 
-def start_meta(tmp_path: Path, port: int | None = None, db: str | None = None) -> MetaProc:
+def start_meta(
+    tmp_path: Path,
+    port: int | None = None,
+    db: str | None = None,
+    env: dict[str, str] | None = None,
+) -> MetaProc:
+    """``env`` over the test's environment (a token: ``DTS_META_TOKEN``)."""
     import urllib.request
 
     port = port or free_port()
@@ -363,7 +369,9 @@ def start_meta(tmp_path: Path, port: int | None = None, db: str | None = None) -
     log_path = tmp_path / f"meta-{port}-{uuid.uuid4().hex[:4]}.log"
     cmd = [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", str(port), "--db", db]
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **(env or {})}
+        )
     meta = MetaProc(proc, f"http://127.0.0.1:{port}", port, db, log_path)
     deadline = time.monotonic() + 30
     while True:

@@ -10,7 +10,7 @@ import pyarrow as pa
 from bridge.meta.filestore_source import snapshot_barriers
 from bridge.worker.tiers import snapshot_id_at
 from filestore import Catalog
-from filestore.snapshot import APPEND, COMPACT, CommitKind, barrier_snapshots
+from filestore.format.snapshot import APPEND, COMPACT, CommitKind, barrier_snapshots
 
 
 def test_worker_report_and_rebuild_agree_across_compactions(warehouse: Path) -> None:
@@ -41,7 +41,7 @@ def test_worker_report_and_rebuild_agree_across_compactions(warehouse: Path) -> 
 
 
 def test_a_barrier_only_a_compaction_carries_resolves_to_its_first_compaction() -> None:
-    from filestore.snapshot import Snapshot
+    from filestore.format.snapshot import Snapshot
 
     def snap(i: int, kind: str, barrier: int | None) -> Snapshot:
         return Snapshot(i, 0, "b", "d", None, "u", i, kind, i, barrier)

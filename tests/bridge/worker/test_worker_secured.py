@@ -196,6 +196,49 @@ def test_dts_ingest_copies_a_topic_with_least_privilege(
         assert password not in first.output + again.output
 
 
+def test_dts_ingest_lenient_dead_letters_with_its_dlq_acls(
+    secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dts ingest --lenient` sends a record the table cannot take to ``<source>.dlq``:
+    CREATE, DESCRIBE and WRITE there are all it needs beyond its ingest ACLs (without
+    them it stops naming the first one it lacks)."""
+    table = create_table(warehouse, buckets=1)
+    spec = log_spec_for(table)
+    source = f"src.{uuid.uuid4().hex[:10]}"
+    admin = _admin(secured)
+    admin.create_topics([NewTopic(source, 1)])[source].result(timeout=30)
+    producer = Producer({"bootstrap.servers": secured.bootstrap, **secured.client_settings()})
+    for partition, value in plain_records(tagged_rows(range(1, 6), "i"), 1, ["id"]):
+        producer.produce(source, value, str(partition).encode(), partition)
+    producer.produce(source, b"not json", b"0", 0)
+    assert producer.flush(30) == 0
+    grant(admin, "ingest", ingest_acls(source, spec.topic))
+
+    config = client_properties(secured.client_settings, "ingest", tmp_path)
+    monkeypatch.setenv("DTS_KAFKA_CONFIG", str(config))
+    args = ["--kafka-config", str(config), "ingest", "--from-topic", source, "--table", table.name]
+    args += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--idle-exit", "2"]
+    args += ["--lenient"]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 1, refused.output
+    assert f"lacks CREATE on Topic '{source}.dlq'" in refused.output
+
+    grant(admin, "ingest", dead_letter_acls(source))
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    assert "done: 6 records" in done.output and "1 dead letters" in done.output, done.output
+    consumer = Consumer(
+        {"bootstrap.servers": secured.bootstrap, "group.id": f"c-{uuid.uuid4().hex[:6]}",
+         **secured.client_settings()}
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(f"{source}.dlq", 0, 0)])
+        letters = consumer.consume(1, timeout=10)  # returns on the first
+    finally:
+        consumer.close()
+    assert [m.value() for m in letters if m.error() is None] == [b"not json"]
+
+
 def test_a_worker_missing_an_acl_stops_at_start_naming_it(
     secured: EmbeddedBroker, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

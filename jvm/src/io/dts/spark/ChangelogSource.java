@@ -19,7 +19,7 @@ import scala.Option;
 /**
  * A file-tier dts stream whose micro-batches are Spark's own scans: each batch is the
  * plan the Python planner builds for its offsets (the stored changelog files of the
- * snapshots it admits as a Parquet scan, see bridge.spark.native), marked streaming.
+ * snapshots it admits as a Parquet scan, see bridge.spark.native.scan), marked streaming.
  * Offsets, admission and Trigger.AvailableNow are the Python source's (FileStreamReader).
  */
 final class ChangelogSource implements Source, SupportsTriggerAvailableNow {

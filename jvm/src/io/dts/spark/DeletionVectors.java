@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.roaringbitmap.RoaringBitmap;
 
 /**
- * The deletion vectors of a read of dts data files (see {@code filestore.deletion_vectors}):
+ * The deletion vectors of a read of dts data files (see {@code filestore.state.deletion_vectors}):
  * file name -> the row positions no longer current, from portable Roaring bitmaps as the
  * manifests store them. {@link #live} filters a Parquet read of the files on Parquet's
  * generated {@code _metadata.row_index} with {@link LiveRowFilter}, a code-generated

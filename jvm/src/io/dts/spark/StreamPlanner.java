@@ -5,7 +5,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
 /**
  * Plans the micro-batches of a file-tier {@code format("dts")} stream (implemented in
- * Python by bridge.spark.extension, called back through Py4J from the query's thread).
+ * Python by bridge.spark.native.extension, called back through Py4J from the query's thread).
  * Offsets are the Python source's own JSON, so checkpoints stay interchangeable; each
  * source is known by its checkpoint path.
  */
