@@ -166,3 +166,62 @@ def _mapped(ids: FieldIds) -> list[dict[str, Any]]:
         return out
 
     return level(())
+
+
+_AVRO_PARTITION_TYPES: dict[pa.DataType, Any] = {
+    pa.bool_(): "boolean",
+    pa.int8(): "int",
+    pa.int16(): "int",
+    pa.int32(): "int",
+    pa.int64(): "long",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.date32(): {"type": "int", "logicalType": "date"},
+}
+
+
+def partition_spec(table: str, schema: TableSchema, ids: FieldIds) -> dict[str, Any]:
+    """The identity partition spec of the partition keys, with their Avro types
+    (manifests' ``partition`` record) and arrow types (to type the values)."""
+    arrow = schema.arrow_schema
+    fields, avro, types = [], [], []
+    for i, k in enumerate(schema.partition_keys):
+        t = arrow.field(k).type
+        if t not in _AVRO_PARTITION_TYPES:
+            raise IcebergMetadataError(
+                f"table {table}: partition column {k} of type {t} has no "
+                "Iceberg identity partition here (boolean, integers, string, date)"
+            )
+        fid = 1000 + i
+        fields.append(
+            {"name": k, "transform": "identity", "source-id": ids.ids[(k,)], "field-id": fid}
+        )
+        avro.append(
+            {
+                "name": k,
+                "type": ["null", _AVRO_PARTITION_TYPES[t]],
+                "default": None,
+                "field-id": fid,
+            }
+        )
+        types.append((k, t))
+    return {
+        "schema": iceberg_schema(schema, ids),
+        "partition-spec": fields,
+        "avro-partition-fields": avro,
+        "partition-types": types,
+    }
+
+
+def partition_values(
+    types: Sequence[tuple[str, pa.DataType]], values: tuple[str | None, ...]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for (name, t), v in zip(types, values, strict=True):
+        if v is None:
+            out[name] = None
+        elif pa.types.is_date32(t):
+            out[name] = pa.scalar(v).cast(t).cast(pa.int32()).as_py()
+        else:
+            out[name] = pa.scalar(v).cast(t).as_py()
+    return out

@@ -21,14 +21,11 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.fs as pafs
-
-from filestore.errors import IcebergMetadataError, SnapshotNotFound
+from filestore.errors import SnapshotNotFound
 from filestore.format.data_file import DataFileMeta
 from filestore.format.manifest import ManifestEntry
 from filestore.format.schema import TableSchema
@@ -43,7 +40,21 @@ from filestore.iceberg.manifests import (
     write_manifest,
     write_manifest_list,
 )
-from filestore.iceberg.schema import FieldIds, iceberg_schema, name_mapping
+from filestore.iceberg.schema import (
+    FieldIds,
+    iceberg_schema,
+    name_mapping,
+    partition_spec,
+    partition_values,
+)
+from filestore.iceberg.state import (
+    SyncState,
+    encode_metadata,
+    forget_state,
+    keep_state,
+    snapshot_of,
+    take_state,
+)
 from filestore.read.split import one_sorted_run
 from filestore.state.context import TableContext
 from filestore.state.tags import list_tags
@@ -56,17 +67,6 @@ KEEP_VERSIONS = 10
 #: the sequence number of every data file: position deletes (at their snapshot's
 #: sequence number, the dts snapshot id >= 1) then apply to it
 DATA_SEQUENCE = 1
-
-_AVRO_PARTITION_TYPES: dict[pa.DataType, Any] = {
-    pa.bool_(): "boolean",
-    pa.int8(): "int",
-    pa.int16(): "int",
-    pa.int32(): "int",
-    pa.int64(): "long",
-    pa.string(): "string",
-    pa.large_string(): "string",
-    pa.date32(): {"type": "int", "logicalType": "date"},
-}
 
 
 @dataclass
@@ -114,45 +114,121 @@ class IcebergSync:
     def sync(self, earliest: int | None = None) -> SyncResult:
         """``earliest``: snapshots below it are being expired (left out unless tagged).
 
-        A snapshot already written keeps its entry from the previous version: a commit
-        reads the previous metadata, lists the snapshot ids and writes what is new."""
+        A snapshot already written keeps its entry, manifests and encoding: a commit
+        writes and encodes its own snapshot, the metadata file and the hint. What the
+        handle's previous sync wrote is reused only while the files agree
+        (``filestore.iceberg.state``); else the sync starts from the files."""
         ctx = self.ctx
-        versions = [ctx.schema_manager.schema(i) for i in ctx.schema_manager.list_ids()]
-        ids = FieldIds(versions)
-        spec = self._spec(versions[-1], ids)
         current = self.current_version()
-        known = {
-            int(e["snapshot-id"]): e
-            for e in (self._read(current).get("snapshots", []) if current else [])
-        }
-        listing = {i.base_name: i for i in ctx.io.list_dir(self.dir)}
-        delete_files = _delete_files(listing)
+        state = take_state(ctx)
+        fresh = state is None or not self._still_holds(state, current)
+        if state is None or fresh:
+            state = self._load(current)
+        versions = [ctx.schema_manager.schema(i) for i in ctx.schema_manager.list_ids()]
+        ids, spec, schemas, mapping = self._schemas(state, versions)
         tags = list_tags(ctx)
         tagged = {snap.id: snap for _, snap in tags}
-        retained = [i for i in ctx.snapshot_manager.list_ids() if earliest is None or i >= earliest]
+        retained = self._retained(state, fresh or earliest is not None, earliest)
+        known = self._unreused(state, retained)
         result = SyncResult(version=(current or 0) + 1)
-        ctx.io.mkdirs(self.dir)
+        if fresh:
+            ctx.io.mkdirs(self.dir)
         entries: list[dict[str, Any]] = []
+        runs: dict[tuple[str, ...], bool] = {}
         for sid in sorted({*retained, *tagged}):
-            entry = known.get(sid) if f"snap-{sid}-dts.avro" in listing else None
+            entry = known.get(sid) if f"snap-{sid}-dts.avro" in state.avro.get(sid, ()) else None
             if entry is None:
                 snap = tagged.get(sid) or self._snapshot(sid)
                 if snap is None:  # expired meanwhile
                     continue
                 parent = int(entries[-1]["snapshot-id"]) if entries else None
                 result.files_left_out = self._write_snapshot(
-                    snap, parent, versions[-1], spec, delete_files
+                    snap, parent, versions[-1], spec, state, runs
                 )
                 result.snapshots_written.append(sid)
                 entry = self._snapshot_json(snap, parent)
+                state.encoded.pop(sid, None)
             entries.append(entry)
         main = max(retained, default=None)
-        meta = self._metadata(versions, ids, spec, entries, main, tags)
+        head = self._metadata(versions[-1], ids, spec, schemas, mapping, entries, main, tags)
+        body = encode_metadata(head, entries, state.encoded)
         # the hint publishes the version (atomically): what it names is written before it
-        ctx.io.write_unpublished(self.metadata_path(result.version), json.dumps(meta).encode())
+        ctx.io.write_unpublished(self.metadata_path(result.version), body)
         ctx.io.write_bytes(f"{self.dir}/version-hint.text", str(result.version).encode())
-        self._clean(result.version, {int(e["snapshot-id"]) for e in entries}, listing)
+        state.versions.add(result.version)
+        kept = {int(e["snapshot-id"]) for e in entries}
+        self._clean(result.version, kept, state)
+        state.version, state.written, state.retained = result.version, body, retained
+        state.entries = {int(e["snapshot-id"]): e for e in entries}
+        state.encoded = {sid: state.encoded[sid] for sid in kept}
+        state.runs = runs
+        keep_state(ctx, state)
         return result
+
+    def _still_holds(self, state: SyncState, current: int | None) -> bool:
+        """The handle's state describes the files: the hint names its version and that
+        file is what it wrote (another writer of the same version number differs)."""
+        if current != state.version:
+            return False
+        return self.ctx.io.try_read_bytes(self.metadata_path(current)) == state.written
+
+    def _load(self, current: int | None) -> SyncState:
+        """The state from the files: the current metadata parsed, the directory listed."""
+        meta = self._read(current) if current else {}
+        entries = {int(e["snapshot-id"]): e for e in meta.get("snapshots", [])}
+        state = SyncState(current or 0, b"", entries, sorted(entries))
+        state.add_names((i.base_name, int(i.size or 0)) for i in self.ctx.io.list_dir(self.dir))
+        return state
+
+    def _retained(self, state: SyncState, listing: bool, earliest: int | None) -> list[int]:
+        """The dts snapshots to name. From the listing of snapshots when the state is
+        new or snapshots expire here; else the state's, less those an expiration
+        elsewhere is deleting (below EARLIEST), plus those committed since, up to the
+        latest (ids are consecutive: only expiration, from below, and rollback, from
+        above, remove snapshots)."""
+        manager = self.ctx.snapshot_manager
+        if listing or not state.retained:
+            return [i for i in manager.list_ids() if earliest is None or i >= earliest]
+        latest = manager.latest_id()
+        if latest is None:
+            return []
+        below = manager.expiring_below() or 0
+        newest = state.retained[-1]
+        kept = [i for i in state.retained if below <= i <= latest]
+        return kept + list(range(max(newest + 1, below), latest + 1))
+
+    def _unreused(self, state: SyncState, retained: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The state's entries less those whose id a rollback freed and a later commit
+        reused: a rollback removes the newest snapshots, so walking down from the
+        newest entry, the first one whose dts snapshot is still the same ends it."""
+        known = dict(state.entries)
+        in_retained = set(retained)
+        for sid in sorted(known, reverse=True):
+            if sid not in in_retained:
+                continue
+            snap = self._snapshot(sid)
+            if snap is not None and snap.time_millis == known[sid]["timestamp-ms"]:
+                break
+            del known[sid]
+            state.encoded.pop(sid, None)
+        return known
+
+    def _schemas(self, state: SyncState, versions: Sequence[TableSchema]) -> tuple[Any, ...]:
+        """Field ids, partition spec, Iceberg schemas and name mapping of the schema
+        versions (computed once per set of versions)."""
+        key = tuple(v.id for v in versions)
+        done = state.schemas.get(key)
+        if done is None:
+            ids = FieldIds(versions)
+            latest = versions[-1]
+            done = (
+                ids,
+                partition_spec(self.ctx.name, latest, ids),
+                [iceberg_schema(v, ids) for v in versions],
+                json.dumps(name_mapping(ids, latest.primary_key)),
+            )
+            state.schemas = {key: done}
+        return done
 
     def _read(self, version: int) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.ctx.io.read_bytes(self.metadata_path(version)))
@@ -164,37 +240,34 @@ class IcebergSync:
         except SnapshotNotFound:
             return None
 
-    def _clean(self, version: int, kept: set[int], found: Mapping[str, pafs.FileInfo]) -> None:
+    def _clean(self, version: int, kept: set[int], state: SyncState) -> None:
         """Metadata no version a reader may still hold names: versions older than the
         last ``KEEP_VERSIONS``; once snapshots went (expired, untagged), their manifests
         and the delete files none of the kept snapshots' manifests name. Delete manifests
-        are read only then: a commit that only adds a snapshot reads the listing the sync
-        made before it wrote."""
+        are read only then: a commit that only adds a snapshot deletes one old version."""
         io = self.ctx.io
-        listing = list(found.values())  # as the sync found it: what it wrote is all kept
-        garbage = [
-            i.path
-            for i in listing
-            if i.base_name.startswith("v")
-            and i.base_name.endswith(".metadata.json")
-            and int(i.base_name[1 : -len(".metadata.json")]) <= version - KEEP_VERSIONS
-        ]
-        gone = [
-            i.path
-            for i in listing
-            if i.base_name.endswith(".avro") and _snapshot_of(i.base_name) not in kept
-        ]
-        if gone:  # the delete files a kept manifest names, this sync's new ones too
+        old = sorted(v for v in state.versions if v <= version - KEEP_VERSIONS)
+        garbage = [self.metadata_path(v) for v in old]
+        state.versions.difference_update(old)
+        if set(state.avro) - kept:  # the delete files a kept manifest names, new ones too
             listing = io.list_dir(self.dir)
             named: set[str] = set()
             for i in listing:
-                if i.base_name.endswith("-dts-m1.avro") and _snapshot_of(i.base_name) in kept:
+                if i.base_name.endswith("-dts-m1.avro") and snapshot_of(i.base_name) in kept:
                     named |= delete_paths(io.read_bytes(i.path))
-            garbage += gone + [
+            doomed = {
                 i.path
                 for i in listing
-                if i.base_name.startswith("deletes-") and i.path not in named
-            ]
+                if (i.base_name.endswith(".avro") and snapshot_of(i.base_name) not in kept)
+                or (i.base_name.startswith("deletes-") and i.path not in named)
+            }
+            garbage += sorted(doomed)
+            state.avro, state.deletes = {}, {}
+            state.add_names(
+                (i.base_name, int(i.size or 0))
+                for i in listing
+                if i.path not in doomed and not i.base_name.startswith("v")
+            )
         for path in garbage:
             io.delete_file(path)
 
@@ -209,21 +282,25 @@ class IcebergSync:
         parent_id: int | None,
         schema: TableSchema,
         spec: dict[str, Any],
-        delete_files: Mapping[str, tuple[str, pafs.FileInfo]],
+        state: SyncState,
+        runs: dict[tuple[str, ...], bool],
     ) -> int:
         """Its manifests, then its manifest list (last: its presence says all is there).
         Returns the data files left out (buckets that need a merge)."""
-        data, deletes, left_out = self._files(snap, schema, spec, delete_files)
+        data, deletes, left_out = self._files(snap, schema, spec, state, runs)
         manifests: list[Manifest] = []
+        written: list[tuple[str, int]] = []
         for content, entries, suffix in ((DATA, data, "m0"), (POSITION_DELETES, deletes, "m1")):
             if not entries:
                 continue
-            path = f"{self.dir}/{snap.id}-dts-{suffix}.avro"
-            body, manifest = write_manifest(path, entries, content, snap.id, spec)
-            self.ctx.io.write_unpublished(path, body)
+            name = f"{snap.id}-dts-{suffix}.avro"
+            body, manifest = write_manifest(f"{self.dir}/{name}", entries, content, snap.id, spec)
+            self.ctx.io.write_unpublished(f"{self.dir}/{name}", body)
             manifests.append(manifest)
+            written.append((name, len(body)))
         body = write_manifest_list(manifests, snap.id, parent_id, snap.id)
         self.ctx.io.write_unpublished(self._list_path(snap.id), body)
+        state.add_names([*written, (f"snap-{snap.id}-dts.avro", len(body))])
         return left_out
 
     def _files(
@@ -231,7 +308,8 @@ class IcebergSync:
         snap: Snapshot,
         schema: TableSchema,
         spec: dict[str, Any],
-        delete_files: Mapping[str, tuple[str, pafs.FileInfo]],
+        state: SyncState,
+        runs: dict[tuple[str, ...], bool],
     ) -> tuple[list[FileEntry], list[FileEntry], int]:
         ctx = self.ctx
         keys = schema.partition_keys
@@ -244,14 +322,14 @@ class IcebergSync:
         left_out = 0
         for (part, bucket), entries in sorted(groups.items(), key=lambda kv: kv[0][1]):
             files = [e.file for e in entries]
-            if needs_merge and not one_sorted_run(files):
+            if needs_merge and not self._one_run(files, state, runs):
                 left_out += len(files)
                 continue
-            values = _partition_values(spec["partition-types"], part)
+            values = partition_values(spec["partition-types"], part)
             for f in files:
                 path = ctx.paths.data_file(keys, part, bucket, f.file_name)
                 data.append(FileEntry(DATA, path, values, f.row_count, f.file_size, DATA_SEQUENCE))
-                found = self._deletes(path, f, delete_files)
+                found = self._deletes(path, f, state)
                 if found is not None:
                     dpath, count, size = found
                     deletes.append(
@@ -259,65 +337,49 @@ class IcebergSync:
                     )
         return data, deletes, left_out
 
-    def _deletes(
-        self, path: str, f: DataFileMeta, delete_files: Mapping[str, tuple[str, pafs.FileInfo]]
-    ) -> tuple[str, int, int] | None:
+    @staticmethod
+    def _one_run(
+        files: Sequence[DataFileMeta], state: SyncState, runs: dict[tuple[str, ...], bool]
+    ) -> bool:
+        """``one_sorted_run``, once per set of files: a commit leaves most buckets as
+        they were, and deciding reads every file's key range."""
+        key = tuple(f.file_name for f in files)
+        found = state.runs.get(key)
+        if found is None:
+            found = one_sorted_run(files)
+        runs[key] = found
+        return found
+
+    def _deletes(self, path: str, f: DataFileMeta, state: SyncState) -> tuple[str, int, int] | None:
         """The position delete file of a data file (path, positions, size): the one an
         earlier snapshot wrote for the same vector, else written now; None when dts
         reads every row of the file."""
         if not f.deletion_vector and not f.delete_row_count:
             return None
         prefix = delete_file_prefix(f)
-        known = delete_files.get(prefix)
+        known = state.deletes.get(prefix)
         if known is not None:  # the vector unchanged: nothing to read
-            name, info = known
-            return info.path, int(name[len(prefix) : -len(".parquet")]), int(info.size or 0)
+            name, size = known
+            return f"{self.dir}/{name}", int(name[len(prefix) : -len(".parquet")]), size
         skipped = skipped_rows(self.ctx, path, f)
-        dpath = f"{self.dir}/{prefix}{len(skipped)}.parquet"
-        return dpath, len(skipped), write_position_deletes(self.ctx, dpath, path, skipped)
+        name = f"{prefix}{len(skipped)}.parquet"
+        size = write_position_deletes(self.ctx, f"{self.dir}/{name}", path, skipped)
+        state.add_names([(name, size)])
+        return f"{self.dir}/{name}", len(skipped), size
 
     # -- table metadata ------------------------------------------------------------------
 
-    def _spec(self, schema: TableSchema, ids: FieldIds) -> dict[str, Any]:
-        arrow = schema.arrow_schema
-        fields, avro, types = [], [], []
-        for i, k in enumerate(schema.partition_keys):
-            t = arrow.field(k).type
-            if t not in _AVRO_PARTITION_TYPES:
-                raise IcebergMetadataError(
-                    f"table {self.ctx.name}: partition column {k} of type {t} has no "
-                    "Iceberg identity partition here (boolean, integers, string, date)"
-                )
-            fid = 1000 + i
-            fields.append(
-                {"name": k, "transform": "identity", "source-id": ids.ids[(k,)], "field-id": fid}
-            )
-            avro.append(
-                {
-                    "name": k,
-                    "type": ["null", _AVRO_PARTITION_TYPES[t]],
-                    "default": None,
-                    "field-id": fid,
-                }
-            )
-            types.append((k, t))
-        return {
-            "schema": iceberg_schema(schema, ids),
-            "partition-spec": fields,
-            "avro-partition-fields": avro,
-            "partition-types": types,
-        }
-
     def _metadata(
         self,
-        versions: Sequence[TableSchema],
+        latest: TableSchema,
         ids: FieldIds,
         spec: dict[str, Any],
+        schemas: list[dict[str, Any]],
+        mapping: str,
         entries: Sequence[dict[str, Any]],
         main: int | None,
         tags: Sequence[tuple[str, Snapshot]],
     ) -> dict[str, Any]:
-        latest = versions[-1]
         current = entries[-1] if entries else None
         refs: dict[str, Any] = {}
         if main is not None:
@@ -333,23 +395,21 @@ class IcebergSync:
             "last-updated-ms": current["timestamp-ms"] if current else int(time.time() * 1000),
             "last-column-id": ids.last_id,
             "current-schema-id": latest.id,
-            "schemas": [iceberg_schema(v, ids) for v in versions],
+            "schemas": schemas,
             "default-spec-id": 0,
             "partition-specs": [{"spec-id": 0, "fields": spec["partition-spec"]}],
             "last-partition-id": 999 + len(spec["partition-spec"]),
             "default-sort-order-id": 0,
             "sort-orders": [{"order-id": 0, "fields": []}],
             "properties": {
-                "schema.name-mapping.default": json.dumps(name_mapping(ids, latest.primary_key)),
+                "schema.name-mapping.default": mapping,
                 "dts.table": self.ctx.name,
             },
             "current-snapshot-id": main if main is not None else -1,
             "refs": refs,
-            "snapshots": list(entries),
-            "snapshot-log": [
-                {"timestamp-ms": e["timestamp-ms"], "snapshot-id": e["snapshot-id"]}
-                for e in entries
-            ],
+            # filled by encode_metadata, each snapshot's part encoded once
+            "snapshots": None,
+            "snapshot-log": None,
             "metadata-log": [],
         }
 
@@ -371,40 +431,11 @@ class IcebergSync:
         return out
 
 
-def _snapshot_of(name: str) -> int:
-    """The snapshot id in ``snap-<id>-dts.avro`` and ``<id>-dts-m<k>.avro``."""
-    parts = name.split("-")
-    return int(parts[1] if parts[0] == "snap" else parts[0])
-
-
-def _delete_files(listing: Mapping[str, pafs.FileInfo]) -> dict[str, tuple[str, pafs.FileInfo]]:
-    """The listing's delete files (name, info) by name prefix (``delete_file_prefix``): a
-    commit looks up every data file with a vector, so the listing is indexed once."""
-    return {
-        name[: name.rindex("-") + 1]: (name, info)
-        for name, info in listing.items()
-        if name.startswith("deletes-") and name.endswith(".parquet")
-    }
-
-
-def _partition_values(
-    types: Sequence[tuple[str, pa.DataType]], values: tuple[str | None, ...]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for (name, t), v in zip(types, values, strict=True):
-        if v is None:
-            out[name] = None
-        elif pa.types.is_date32(t):
-            out[name] = pa.scalar(v).cast(t).cast(pa.int32()).as_py()
-        else:
-            out[name] = pa.scalar(v).cast(t).as_py()
-    return out
-
-
 def drop_iceberg_metadata(ctx: TableContext) -> None:
     """Remove the Iceberg metadata of a table that stopped writing it: left in place it
     would show engines an ever older table. The version hint goes first, so a reader
     finds no table rather than part of one."""
+    forget_state(ctx)
     directory = f"{ctx.paths.root}/{METADATA_DIR}"
     if ctx.io.exists(f"{directory}/version-hint.text"):
         ctx.io.delete_file(f"{directory}/version-hint.text")
