@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bridge.spark.errors import OptionError
@@ -122,3 +124,27 @@ def test_kafka_options_without_a_librdkafka_equivalent_are_refused_without_their
 def test_a_write_names_where_its_kafka_settings_come_from() -> None:
     with pytest.raises(OptionError, match="DTS_KAFKA_CONFIG"):
         WriteOptions.parse({**BASE, "kafka.sasl.password": "p"})
+
+
+def test_the_options_reference_lists_every_option_and_no_other() -> None:
+    """docs/spark-options.md is the reference of the options (strings, no docstring):
+    every key the source and sink accept is in its table, and every option its table
+    names is accepted, so neither drifts."""
+    from pathlib import Path
+
+    from bridge.spark.options import keys
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "spark-options.md"
+    first_cells = [
+        line.split("|")[1] for line in doc.read_text().splitlines() if line.startswith("| `")
+    ]
+    named = {w for cell in first_cells for w in re.findall(r"`([\w.\-<>]+)`", cell)}
+    internal = {"path", "table", "scan.merge-only", "scan.tasks"}  # load()'s name; dts.table's own
+    accepted = {*keys.READ, *keys.WRITE} - internal
+    assert accepted - named == set(), (
+        f"accepted but not in docs/spark-options.md: {accepted - named}"
+    )
+    patterns = {"kafka.<property>", "table.<opt>"}
+    named = {n for n in named if not n.startswith("spark.")}  # a session conf beside its option
+    unknown = named - {*keys.READ, *keys.WRITE} - patterns
+    assert unknown == set(), f"in docs/spark-options.md but not accepted: {unknown}"
