@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,19 +64,20 @@ def snapshot_of(name: str) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-_STATES: weakref.WeakKeyDictionary[TableContext, SyncState] = weakref.WeakKeyDictionary()
+#: one lock for every handle: swapping a handle's state is a few instructions
 _LOCK = threading.Lock()
 
 
 def take_state(ctx: TableContext) -> SyncState | None:
     """The handle's state, removed: two syncs of one handle at once never share one."""
     with _LOCK:
-        return _STATES.pop(ctx, None)
+        state, ctx.iceberg_sync = ctx.iceberg_sync, None
+    return state if isinstance(state, SyncState) else None
 
 
 def keep_state(ctx: TableContext, state: SyncState) -> None:
     with _LOCK:
-        _STATES[ctx] = state
+        ctx.iceberg_sync = state
 
 
 def forget_state(ctx: TableContext) -> None:

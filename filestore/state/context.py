@@ -42,6 +42,10 @@ class TableContext:
         # decoded data files for lookups (filestore.io.file_cache): a handle that commits
         # again and again reads each file once
         self.file_cache = FileCache()
+        # what this handle's last Iceberg sync wrote (filestore.iceberg.state.SyncState):
+        # held here so it lives and dies with the handle; typed loosely, as the Iceberg
+        # room stands above this one
+        self.iceberg_sync: object | None = None
 
     # -- schema ---------------------------------------------------------
     @property
