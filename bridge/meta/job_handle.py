@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bridge.meta.errors import MetaError, MetaUnavailable
 from bridge.meta.models import BarrierRecord, Job
 
-if TYPE_CHECKING:
-    from bridge.meta.client import MetaClient
-
 log = logging.getLogger(__name__)
+
+
+class JobCalls(Protocol):
+    """The two calls of `MetaClient` a handle makes (a protocol, so this module does not
+    import the client that imports it)."""
+
+    def heartbeat(self, job_id: str) -> Job: ...
+
+    def report_barrier(
+        self,
+        table: str,
+        barrier: int,
+        snapshot_id: int | None = None,
+        *,
+        job_id: str | None = None,
+        completed_at_ms: int | None = None,
+    ) -> BarrierRecord: ...
 
 
 class JobHandle:
@@ -36,7 +50,7 @@ class JobHandle:
         ...     job.report_barrier("db.totals", barrier=1764320000000, snapshot_id=7)
     """
 
-    def __init__(self, client: MetaClient, job: Job, interval_s: float | None) -> None:
+    def __init__(self, client: JobCalls, job: Job, interval_s: float | None) -> None:
         self.client = client
         self.job = job
         self.job_id = job.job_id
