@@ -227,6 +227,8 @@ def java_client_properties(settings: Mapping[str, str]) -> dict[str, str]:
 _JAAS_VALUE = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 #: Java client names librdkafka shares (the rest need a translation or have none)
 _JAVA_ONLY = ("ssl.keystore.", "ssl.truststore.", "sasl.jaas.config", "sasl.login.")
+#: the Java-only names from_java_properties translates
+_TRANSLATED = ("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type")
 
 
 def from_java_properties(props: Mapping[str, str]) -> dict[str, str]:
@@ -263,9 +265,6 @@ def from_java_properties(props: Mapping[str, str]) -> dict[str, str]:
             "ssl.ca.location, ssl.certificate.location and ssl.key.location"
         )
     return out
-
-
-_TRANSLATED = ("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type")
 
 
 def spark_kafka_options(settings: Mapping[str, str] | None = None) -> dict[str, str]:
