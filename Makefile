@@ -100,10 +100,12 @@ test-tools:
 # lint and types first: a submission that is not clean does not pass. Two pytest workers
 # (a file at a time each: its session fixtures, broker and Spark, are per worker); most
 # tests wait on brokers, JVMs and subprocesses, so two overlap well on two cores.
-# TEST_WORKERS=0 runs them in one process.
+# TEST_WORKERS=0 runs them in one process. Every test's time goes to build/junit.xml (where
+# the suite's minutes go: the 35-minute budget is watched file by file).
 TEST_WORKERS ?= 2
 test: $(STAMP) test-tools jars iceberg-readers lint typecheck
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 tests
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 \
+	  --junitxml=build/junit.xml tests
 
 bench: $(STAMP) jars iceberg-readers
 	DTS_ICEBERG_READERS=$(ICEBERG_READERS) $(BIN)/python -m bench.run
