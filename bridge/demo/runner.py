@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -466,15 +467,20 @@ class DemoRunner:
             self.run_dir / "logs",
             self.secured.exports if self.secured is not None else None,
         )
+        # Ctrl-C (or SIGTERM) only sets a flag here: raised inside a py4j call (jobs.check
+        # asks Spark), the KeyboardInterrupt came out as py4j's own error and the demo ended
+        # with a traceback instead of its orderly stop
+        stop = threading.Event()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
         try:
-            while True:
-                worker.check()
-                meta.check()
-                gen_thread.check()
-                jobs.check()
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
+            while not stop.wait(1.0):
+                for part in (worker, meta, gen_thread, jobs):
+                    part.check()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
 
 
 def _close_writer(writers: dict[str, Any], short: str) -> None:
