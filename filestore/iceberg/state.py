@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filestore.iceberg.deletes import DeleteChain
 from filestore.state.context import TableContext
 
 VERSION_SUFFIX = ".metadata.json"
@@ -35,6 +36,8 @@ class SyncState:
     versions: set[int] = field(default_factory=set)
     avro: dict[int, set[str]] = field(default_factory=dict)  # snapshot id -> its lists/manifests
     deletes: dict[str, tuple[str, int]] = field(default_factory=dict)  # prefix -> (name, size)
+    # data file path -> its delete files in the last snapshot written: the next grows them
+    chains: dict[str, DeleteChain] = field(default_factory=dict)
     # encoded once: an entry and its snapshot-log line never change once written
     encoded: dict[int, tuple[str, str]] = field(default_factory=dict)
     # one_sorted_run of a bucket's files, by their names (files are immutable)
