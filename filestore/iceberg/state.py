@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filestore.format.schema import TableSchema
 from filestore.iceberg.deletes import DeleteChain
 from filestore.state.context import TableContext
 
@@ -44,6 +45,8 @@ class SyncState:
     runs: dict[tuple[str, ...], bool] = field(default_factory=dict)
     # schema ids -> (FieldIds, spec, Iceberg schemas, name mapping): a new version changes the key
     schemas: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
+    # schema id -> the version as read (immutable under its id)
+    schema_versions: dict[int, TableSchema] = field(default_factory=dict)
 
     def add_names(self, names: Iterable[tuple[str, int]]) -> None:
         """Index metadata files (name, size) by what a sync looks them up for."""

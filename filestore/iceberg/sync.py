@@ -130,7 +130,7 @@ class IcebergSync:
         fresh = state is None or not self._still_holds(state, current)
         if state is None or fresh:
             state = self._load(current)
-        versions = [ctx.schema_manager.schema(i) for i in ctx.schema_manager.list_ids()]
+        versions = self._versions(state)
         ids, spec, schemas, mapping = self._schemas(state, versions)
         tags = list_tags(ctx)
         tagged = {snap.id: snap for _, snap in tags}
@@ -218,6 +218,15 @@ class IcebergSync:
             del known[sid]
             state.encoded.pop(sid, None)
         return known
+
+    def _versions(self, state: SyncState) -> list[TableSchema]:
+        """The table's schema versions, each read once per state: a version never changes
+        under its id, and a table replaced under the same path (RTAS) brings other
+        Iceberg metadata, which sends the sync back to a new state."""
+        manager, known = self.ctx.schema_manager, state.schema_versions
+        versions = [known.get(i) or manager.schema(i) for i in manager.list_ids()]
+        state.schema_versions = {v.id: v for v in versions}
+        return versions
 
     def _schemas(self, state: SyncState, versions: Sequence[TableSchema]) -> tuple[Any, ...]:
         """Field ids, partition spec, Iceberg schemas and name mapping of the schema
