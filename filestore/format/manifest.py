@@ -149,6 +149,7 @@ class ManifestStore:
     def write_manifest(self, entries: Sequence[ManifestEntry], schema_id: int) -> ManifestFileMeta:
         name = f"manifest-{uuid.uuid4()}"
         size = self._write_avro(name, MANIFEST_ENTRY_AVRO, [e.to_avro() for e in entries])
+        self._remember(name, tuple(entries))  # the snapshot's readers ask for it next
         return ManifestFileMeta(
             file_name=name,
             file_size=size,
@@ -168,6 +169,7 @@ class ManifestStore:
         name = f"manifest-list-{uuid.uuid4()}"
         records = [m.__dict__ for m in metas]
         self._write_avro(name, MANIFEST_FILE_META_AVRO, records)
+        self._remember(name, tuple(metas))
         return name
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:

@@ -3,6 +3,7 @@ defines them: readers resolve their fields by ``field-id``."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Sequence
@@ -130,13 +131,20 @@ def write_manifest(
         "content": "deletes" if content == POSITION_DELETES else "data",
     }
     buf = io.BytesIO()
-    schema = fastavro.parse_schema(entry_schema(spec["avro-partition-fields"]))
+    schema = _parsed_entry_schema(json.dumps(spec["avro-partition-fields"]))
     fastavro.writer(buf, schema, records, metadata=meta, codec="deflate")
     data = buf.getvalue()
     seqs = [e.sequence_number for e in entries]
     return data, Manifest(
         path, len(data), content, len(entries), sum(e.record_count for e in entries), min(seqs)
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_entry_schema(partition_fields: str) -> Any:
+    """``entry_schema`` parsed, once per partition spec (its fields as JSON): a commit
+    writes two manifests, and building and parsing the schema was a third of each."""
+    return fastavro.parse_schema(entry_schema(json.loads(partition_fields)))
 
 
 def _entry(e: FileEntry, snapshot_id: int) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filestore.format.schema import TableSchema
+from filestore.iceberg.deletes import DeleteChain
 from filestore.state.context import TableContext
 
 VERSION_SUFFIX = ".metadata.json"
@@ -35,12 +37,16 @@ class SyncState:
     versions: set[int] = field(default_factory=set)
     avro: dict[int, set[str]] = field(default_factory=dict)  # snapshot id -> its lists/manifests
     deletes: dict[str, tuple[str, int]] = field(default_factory=dict)  # prefix -> (name, size)
+    # data file path -> its delete files in the last snapshot written: the next grows them
+    chains: dict[str, DeleteChain] = field(default_factory=dict)
     # encoded once: an entry and its snapshot-log line never change once written
     encoded: dict[int, tuple[str, str]] = field(default_factory=dict)
     # one_sorted_run of a bucket's files, by their names (files are immutable)
     runs: dict[tuple[str, ...], bool] = field(default_factory=dict)
     # schema ids -> (FieldIds, spec, Iceberg schemas, name mapping): a new version changes the key
     schemas: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
+    # schema id -> the version as read (immutable under its id)
+    schema_versions: dict[int, TableSchema] = field(default_factory=dict)
 
     def add_names(self, names: Iterable[tuple[str, int]]) -> None:
         """Index metadata files (name, size) by what a sync looks them up for."""

@@ -30,7 +30,13 @@ from filestore.format.data_file import DataFileMeta
 from filestore.format.manifest import ManifestEntry
 from filestore.format.schema import TableSchema
 from filestore.format.snapshot import Snapshot
-from filestore.iceberg.deletes import delete_file_prefix, skipped_rows, write_position_deletes
+from filestore.iceberg.deletes import (
+    MAX_CHAIN,
+    DeleteChain,
+    delete_file_prefix,
+    grown_chain,
+    whole_chain,
+)
 from filestore.iceberg.manifests import (
     DATA,
     POSITION_DELETES,
@@ -124,7 +130,7 @@ class IcebergSync:
         fresh = state is None or not self._still_holds(state, current)
         if state is None or fresh:
             state = self._load(current)
-        versions = [ctx.schema_manager.schema(i) for i in ctx.schema_manager.list_ids()]
+        versions = self._versions(state)
         ids, spec, schemas, mapping = self._schemas(state, versions)
         tags = list_tags(ctx)
         tagged = {snap.id: snap for _, snap in tags}
@@ -213,6 +219,15 @@ class IcebergSync:
             state.encoded.pop(sid, None)
         return known
 
+    def _versions(self, state: SyncState) -> list[TableSchema]:
+        """The table's schema versions, each read once per state: a version never changes
+        under its id, and a table replaced under the same path (RTAS) brings other
+        Iceberg metadata, which sends the sync back to a new state."""
+        manager, known = self.ctx.schema_manager, state.schema_versions
+        versions = [known.get(i) or manager.schema(i) for i in manager.list_ids()]
+        state.schema_versions = {v.id: v for v in versions}
+        return versions
+
     def _schemas(self, state: SyncState, versions: Sequence[TableSchema]) -> tuple[Any, ...]:
         """Field ids, partition spec, Iceberg schemas and name mapping of the schema
         versions (computed once per set of versions)."""
@@ -263,6 +278,11 @@ class IcebergSync:
             }
             garbage += sorted(doomed)
             state.avro, state.deletes = {}, {}
+            state.chains = {  # a chain naming a file deleted here starts again whole
+                path: chain
+                for path, chain in state.chains.items()
+                if not any(f"{self.dir}/{name}" in doomed for name, _, _ in chain.files)
+            }
             state.add_names(
                 (i.base_name, int(i.size or 0))
                 for i in listing
@@ -319,6 +339,7 @@ class IcebergSync:
         needs_merge = bool(schema.primary_key) and not schema.core_options.deletion_vectors
         data: list[FileEntry] = []
         deletes: list[FileEntry] = []
+        chains: dict[str, DeleteChain] = {}
         left_out = 0
         for (part, bucket), entries in sorted(groups.items(), key=lambda kv: kv[0][1]):
             files = [e.file for e in entries]
@@ -329,12 +350,17 @@ class IcebergSync:
             for f in files:
                 path = ctx.paths.data_file(keys, part, bucket, f.file_name)
                 data.append(FileEntry(DATA, path, values, f.row_count, f.file_size, DATA_SEQUENCE))
-                found = self._deletes(path, f, state)
-                if found is not None:
-                    dpath, count, size = found
-                    deletes.append(
-                        FileEntry(POSITION_DELETES, dpath, values, count, size, snap.id, path)
+                chain = self._deletes(path, f, state)
+                if chain is None:
+                    continue
+                chains[path] = chain
+                deletes += [
+                    FileEntry(
+                        POSITION_DELETES, f"{self.dir}/{n}", values, count, size, snap.id, path
                     )
+                    for n, count, size in chain.files
+                ]
+        state.chains = chains  # this snapshot's: the next one grows them
         return data, deletes, left_out
 
     @staticmethod
@@ -350,22 +376,29 @@ class IcebergSync:
         runs[key] = found
         return found
 
-    def _deletes(self, path: str, f: DataFileMeta, state: SyncState) -> tuple[str, int, int] | None:
-        """The position delete file of a data file (path, positions, size): the one an
-        earlier snapshot wrote for the same vector, else written now; None when dts
-        reads every row of the file."""
+    def _deletes(self, path: str, f: DataFileMeta, state: SyncState) -> DeleteChain | None:
+        """The position delete files of a data file (``filestore.iceberg.deletes``): the
+        previous snapshot's chain when the vector did not change (nothing to read), grown
+        by a file of what it gained, else one file written whole (or found written by
+        an earlier sync); None when dts reads every row of the file."""
         if not f.deletion_vector and not f.delete_row_count:
             return None
-        prefix = delete_file_prefix(f)
-        known = state.deletes.get(prefix)
-        if known is not None:  # the vector unchanged: nothing to read
+        chain = state.chains.get(path)
+        if chain is not None and chain.vector == f.deletion_vector:
+            return chain
+        if chain is not None and len(chain.files) < MAX_CHAIN:
+            grown = grown_chain(self.ctx, self.dir, path, f, chain)
+            if grown is not None:
+                state.add_names((name, size) for name, _, size in grown.files[-1:])
+                return grown
+        known = state.deletes.get(delete_file_prefix(f))
+        if known is not None:  # written whole before, for this very vector
             name, size = known
-            return f"{self.dir}/{name}", int(name[len(prefix) : -len(".parquet")]), size
-        skipped = skipped_rows(self.ctx, path, f)
-        name = f"{prefix}{len(skipped)}.parquet"
-        size = write_position_deletes(self.ctx, f"{self.dir}/{name}", path, skipped)
-        state.add_names([(name, size)])
-        return f"{self.dir}/{name}", len(skipped), size
+            count = int(name[name.rindex("-") + 1 : -len(".parquet")])
+            return DeleteChain(f.deletion_vector, None, ((name, count, size),))
+        chain = whole_chain(self.ctx, self.dir, path, f)
+        state.add_names((name, size) for name, _, size in chain.files)
+        return chain
 
     # -- table metadata ------------------------------------------------------------------
 

@@ -40,6 +40,16 @@ def deleted_positions(meta: DataFileMeta) -> np.ndarray:
     return np.frombuffer(bitmap.to_array(), dtype=np.uint32)
 
 
+def added_positions(old: bytes, new: bytes) -> np.ndarray | None:
+    """The positions vector ``new`` holds beyond ``old`` (sorted, int64; vectors as
+    ``DataFileMeta.deletion_vector``), or None when ``new`` lacks some of ``old``'s."""
+    before = BitMap.deserialize(old) if old else BitMap()
+    after = BitMap.deserialize(new) if new else BitMap()
+    if not before <= after:
+        return None
+    return np.frombuffer((after - before).to_array(), dtype=np.uint32).astype(np.int64)
+
+
 def deleted_count(meta: DataFileMeta) -> int:
     return len(BitMap.deserialize(meta.deletion_vector)) if meta.deletion_vector else 0
 
