@@ -59,6 +59,7 @@ def resolve_version(
     catalog: Catalog | None = None,
     meta_url: str | None = None,
     mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
+    meta_ca_file: str | None = None,
 ) -> ConsistentVersion:
     """The consistent version of ``tables``, from the MetaService or from the FileStore.
 
@@ -70,6 +71,8 @@ def resolve_version(
             the listed ones in the lineage too.
         mode: ``strong`` (one barrier every table has completed) or ``weak`` (each
             table's latest snapshot).
+        meta_ca_file: the CA file an https MetaService is verified with (None: env
+            ``DTS_META_CA_FILE``, else the system trust store).
 
     Returns:
         The barrier and, per table, the snapshot to read.
@@ -90,7 +93,7 @@ def resolve_version(
         # answer comes from the snapshots, on a driver with dynamic-table-storage[spark] only
         from bridge.meta.client import MetaClient
 
-        with MetaClient(meta_url) as client:
+        with MetaClient(meta_url, ca_file=meta_ca_file) as client:
             return client.consistent_version(names, mode)
     if catalog is None:
         raise ValueError("give a catalog (or a warehouse) or a meta_url")
@@ -155,6 +158,7 @@ def consistent_read(
     warehouse: str | Path,
     meta_url: str | None = None,
     mode: ConsistencyMode | ConsistencyModeName = ConsistencyMode.STRONG,
+    meta_ca_file: str | None = None,
 ) -> ConsistentTables[DataFrame]:
     """``{table: DataFrame}`` read with the ``dts`` Spark source at one consistent barrier.
 
@@ -164,6 +168,8 @@ def consistent_read(
         warehouse: the FileStore root.
         meta_url: the MetaService's URL (None: the barrier comes from the snapshots).
         mode: ``strong`` or ``weak`` (see `resolve_version`).
+        meta_ca_file: the CA file an https MetaService is verified with (None: the conf
+            `spark.dts.meta.ca-file`, then env ``DTS_META_CA_FILE``).
 
     Returns:
         Each table's DataFrame by the name given, and the version they are read at.
@@ -183,9 +189,13 @@ def consistent_read(
         catalog = Catalog(str(warehouse))
     # bridge.spark loads pyspark: consistent_read_tables (Arrow) must not need it
     from bridge.spark import register
+    from bridge.spark.options.keys import session_defaults
 
     register(spark)  # idempotent: makes format("dts") available
-    version = resolve_version(tables, catalog=catalog, meta_url=meta_url, mode=mode)
+    meta_ca_file = meta_ca_file or session_defaults(spark).get("meta.ca-file")
+    version = resolve_version(
+        tables, catalog=catalog, meta_url=meta_url, mode=mode, meta_ca_file=meta_ca_file
+    )
     out: dict[str, DataFrame] = {}
     for name, v in _listed(version, tables).items():
         reader = spark.read.format("dts").option("warehouse", str(warehouse))

@@ -46,8 +46,21 @@ PIPE_WIDTH = 160
     show_default=True,
     help="How long the generator and the streaming jobs run before the reads.",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Secured as production is: the broker on SASL_SSL (SCRAM-SHA-512, certificates made "
+    "at start, ACLs enforced), the MetaService over TLS with a token; every part configured "
+    "through DTS_KAFKA_CONFIG, DTS_META_CA_FILE and DTS_META_TOKEN. Prints where the client "
+    "properties file and the CA are, never a password or the token.",
+)
 def demo(
-    run_root: str, clean: bool, warehouse: str | None, keep_running: bool, stream_seconds: float
+    run_root: str,
+    clean: bool,
+    warehouse: str | None,
+    keep_running: bool,
+    stream_seconds: float,
+    secure: bool,
 ) -> None:
     """Run a CDC pipeline end to end on an embedded broker and a local warehouse.
 
@@ -71,6 +84,7 @@ def demo(
         keep_running=keep_running,
         stream_seconds=stream_seconds,
         run_root=run_root,
+        secure=secure,
     )
     try:
         run = run_demo(options, console)
@@ -81,7 +95,8 @@ def demo(
         console.print("stopped: every process the demo started has exited")
         sys.exit(130)
     console.rule("[bold green]done")
-    console.print(f"kept in {run.run_dir}: logs/, spark/, checkpoints/", soft_wrap=True)
+    kept = "logs/, spark/, checkpoints/" + (", secure/ (mode 0700)" if secure else "")
+    console.print(f"kept in {run.run_dir}: {kept}", soft_wrap=True)
     console.print(f"warehouse kept at {run.warehouse}", soft_wrap=True)
     if run.html_report:
         console.print(f"report: {Path(run.html_report).as_uri()}", soft_wrap=True)

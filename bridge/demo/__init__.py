@@ -4,6 +4,8 @@ consistent reads, time travel and atomic CTAS on an embedded broker and a local 
 - ``model``: the tables and the derived-table definitions (Spark and the Arrow oracle)
 - ``generator``: the CDC generator writing through the LogStore
 - ``pipeline``: starting and stopping the broker, MetaService, worker and Spark jobs
+- ``secure``: `dts demo --secure`: the secured broker's ACLs, the MetaService's TLS and
+  token, and the client configuration every part takes from the environment
 - ``checks``: the consistent reads, time travel and CTAS, and what they prove
 - ``report``: the rich tables it prints
 - ``runner``: the steps in order, with cleanup on every exit path

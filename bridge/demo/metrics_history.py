@@ -10,6 +10,7 @@ same text a Prometheus scrape gets.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -76,8 +77,13 @@ class MetricsSampler:
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         started: float | None = None,
+        ca_file: str | None = None,
     ) -> None:
+        """``ca_file``: the CA an https ``url`` is verified with (None: the system's)."""
         self.url = url
+        self._verify: bool | ssl.SSLContext = (
+            ssl.create_default_context(cafile=ca_file) if ca_file else True
+        )
         self.interval_s = interval_s
         self.history = MetricsHistory()
         self._clock = clock
@@ -107,7 +113,7 @@ class MetricsSampler:
         self.history.add_exposition(response.text, at)
 
     def _loop(self) -> None:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, verify=self._verify) as client:
             while not self._stop.is_set():
                 self.scrape_once(client)
                 self._stop.wait(self.interval_s)

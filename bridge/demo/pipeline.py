@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+#: the worker's consumer group (the secured demo grants its principal READ on it)
+WORKER_GROUP = "dts-demo-worker"
+
+
 @dataclass
 class ServiceProcess:
     """A `dts` subprocess with its log file."""
@@ -109,9 +113,10 @@ def wait_until(
     return False
 
 
-def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
+def start_meta(warehouse: str, log_dir: Path, tls_args: list[str] | None = None) -> ServiceProcess:
     """`dts meta serve` on a free port with its SQLite database under the warehouse
-    (returns at once; ``await_meta`` waits for its address)."""
+    (returns at once; ``await_meta`` waits for its address); ``tls_args``: its
+    ``--tls-cert``/``--tls-key`` (its token comes from the environment, DTS_META_TOKEN)."""
     return start_dts(
         "metaservice",
         [
@@ -123,6 +128,7 @@ def start_meta(warehouse: str, log_dir: Path) -> ServiceProcess:
             warehouse,
             "--heartbeat-timeout-ms",
             "60000",
+            *(tls_args or []),
         ],
         log_dir,
     )
@@ -159,7 +165,7 @@ def start_worker(warehouse: str, bootstrap: str, meta_url: str, log_dir: Path) -
             "--bootstrap", bootstrap,
             "--tables", ",".join(SOURCES),
             "--web-port", str(port),
-            "--group", "dts-demo-worker",
+            "--group", WORKER_GROUP,
             "--meta-url", meta_url,
             "--session-timeout", "6",
         ],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from bridge.demo.metrics_history import FRESHNESS, WANTED, MetricsHistory
@@ -23,15 +24,25 @@ _PROMETHEUS_LABELS = {"__name__", "job", "instance"}
 class PrometheusRecorder:
     """A Prometheus server scraping ``meta_url``/metrics every second into ``work_dir``."""
 
-    def __init__(self, meta_url: str, work_dir: Path, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        meta_url: str,
+        work_dir: Path,
+        binary: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
+        """``ca_file``: the CA an https MetaService is verified with (None: the system's)."""
+        url = urlparse(meta_url)
+        job: dict[str, Any] = {
+            "job_name": "dts-meta",
+            "scheme": url.scheme,
+            "static_configs": [{"targets": [url.netloc]}],
+        }
+        if ca_file:
+            job["tls_config"] = {"ca_file": ca_file}
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "dts-meta",
-                    "static_configs": [{"targets": [urlparse(meta_url).netloc]}],
-                }
-            ],
+            "scrape_configs": [job],
         }
         self.server = PrometheusServer(config, work_dir, binary)
 

@@ -211,8 +211,13 @@ def print_report(console: Console, run: DemoRun, catalog: Catalog) -> None:
 
 
 def print_exploration(
-    console: Console, addresses: dict[str, str], warehouse: str, logs: Path
+    console: Console,
+    addresses: dict[str, str],
+    warehouse: str,
+    logs: Path,
+    client_exports: str | None = None,
 ) -> None:
+    """``client_exports``: the secured demo's client settings as a shell line (None: none)."""
     console.rule("[bold]Still running: explore (Ctrl-C stops everything)")
     print_addresses(console, addresses, warehouse, logs)
     meta = addresses["MetaService"]
@@ -227,6 +232,8 @@ def print_exploration(
         f"open {meta}/docs",
     ]
     console.print("[bold]Try[/] (in another terminal):")
+    if client_exports is not None:
+        cmds.insert(0, client_exports)
     for cmd in cmds:
         console.print(f"  {cmd}", soft_wrap=True, highlight=False)
     console.print(f"warehouse {warehouse} (kept); the generator keeps writing every 2 s")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -41,6 +42,7 @@ from bridge.demo.model import (
 )
 from bridge.demo.outcome import DemoRun
 from bridge.demo.pipeline import (
+    WORKER_GROUP,
     ServiceProcess,
     SparkStarter,
     StreamingJobs,
@@ -53,8 +55,9 @@ from bridge.demo.pipeline import (
 )
 from bridge.demo.prometheus_history import PrometheusRecorder, best_history
 from bridge.demo.rundir import DEFAULT_ROOT, new_run_dir
+from bridge.demo.secure import SECURED, DemoSecurity, Secured, environment_set
 from bridge.errors import PrometheusUnavailable
-from bridge.tables import open_log_writer
+from bridge.tables import log_spec_for, open_log_writer
 from filestore import Catalog
 from logstore.broker import EmbeddedBroker
 
@@ -71,6 +74,8 @@ class DemoOptions:
     catch_up_timeout_s: float = 60.0
     #: runs are kept in ``<run_root>/run-<time>/`` (``dts demo --clean`` removes them)
     run_root: str = DEFAULT_ROOT
+    #: SASL_SSL with ACLs on the broker, TLS and a token on the MetaService (``secure``)
+    secure: bool = False
 
 
 @contextlib.contextmanager
@@ -98,6 +103,10 @@ class DemoRunner:
         self.started = time.monotonic()
         self.started_unix = time.time()
         self.prometheus: PrometheusRecorder | None = None
+        self.security: DemoSecurity | None = None
+        self.secured: Secured | None = None
+        #: the CA the MetaService is verified with (the secured demo's), for the scrapers
+        self.meta_ca: str | None = None
         self._phase_started = self.started
 
     # ---- progress -------------------------------------------------------------------------
@@ -157,7 +166,9 @@ class DemoRunner:
 
         catalog, bootstrap, meta, worker = self._start_services(stack, warehouse, logs)
         # the MetaService's freshness and consistent-lag gauges, once a second, for the report
-        sampler = MetricsSampler(f"{meta.address}/metrics", started=self.started).start()
+        sampler = MetricsSampler(
+            f"{meta.address}/metrics", started=self.started, ca_file=self.meta_ca
+        ).start()
         stack.callback(sampler.stop)
         self._start_prometheus(stack, meta.address, run_dir / "prometheus")
         starter = SparkStarter(run_dir / "spark", warehouse)  # the JVM starts meanwhile
@@ -192,7 +203,7 @@ class DemoRunner:
     def _start_prometheus(self, stack: ExitStack, meta_url: str, work_dir: Path) -> None:
         """A real Prometheus scraping the MetaService, when one is installed."""
         try:
-            self.prometheus = PrometheusRecorder(meta_url, work_dir).start()
+            self.prometheus = PrometheusRecorder(meta_url, work_dir, ca_file=self.meta_ca).start()
         except PrometheusUnavailable as e:
             self.step(f"no Prometheus ({e}): the demo samples the MetaService's /metrics itself")
             return
@@ -233,15 +244,14 @@ class DemoRunner:
     def _start_services(
         self, stack: ExitStack, warehouse: str, logs: Path
     ) -> tuple[Any, str, ServiceProcess, ServiceProcess]:
-        self.step("starting the embedded Apache Kafka broker (KRaft, on 127.0.0.1)")
-        broker = EmbeddedBroker(log_path=logs / "broker.log").start()
-        self._on_stop(stack, "broker", broker.stop)
+        broker = self._start_broker(stack, logs)
         self.run.addresses["broker"] = broker.bootstrap
         catalog = Catalog(warehouse)
         create_tables(catalog)
         self.step(f"created {', '.join(SOURCES + DERIVED)} in {warehouse}")
+        tls_args = self._secure(stack, broker, catalog) if self.security is not None else None
         self.step("starting the MetaService (dts meta serve) and the worker (dts worker)")
-        meta = start_meta(warehouse, logs)
+        meta = start_meta(warehouse, logs, tls_args)
         self._on_stop(stack, "MetaService", meta.stop)
         # the worker reports its barriers there (and creates the sources' topics, partitions =
         # buckets, before it subscribes)
@@ -249,6 +259,29 @@ class DemoRunner:
         worker = start_worker(warehouse, broker.bootstrap, meta.address, logs)
         self._on_stop(stack, "worker", worker.stop)
         return catalog, broker.bootstrap, meta, worker
+
+    def _start_broker(self, stack: ExitStack, logs: Path) -> EmbeddedBroker:
+        if self.options.secure:
+            self.step(f"starting the embedded Apache Kafka broker (KRaft, on 127.0.0.1) {SECURED}")
+            self.security = DemoSecurity.generated(self.run_dir / "secure")
+            broker = self.security.start_broker(logs / "broker.log")
+        else:
+            self.step("starting the embedded Apache Kafka broker (KRaft, on 127.0.0.1)")
+            broker = EmbeddedBroker(log_path=logs / "broker.log").start()
+        self._on_stop(stack, "broker", broker.stop)
+        return broker
+
+    def _secure(self, stack: ExitStack, broker: EmbeddedBroker, catalog: Catalog) -> list[str]:
+        """The demo's principal gets its ACLs, and the client configuration goes into the
+        environment every later part starts with; returns the MetaService's TLS options."""
+        assert self.security is not None
+        specs = [log_spec_for(catalog.get_table(name)) for name in SOURCES]
+        self.secured = secured = self.security.secure(broker, specs, WORKER_GROUP)
+        stack.enter_context(environment_set(secured.environment))
+        self.meta_ca = str(secured.ca)
+        self.run.addresses.update(secured.addresses)
+        self.step(secured.message)
+        return secured.meta_tls_args
 
     def _print_addresses(
         self, meta: ServiceProcess, worker: ServiceProcess, warehouse: str, logs: Path
@@ -432,16 +465,22 @@ class DemoRunner:
             self.run.addresses,
             warehouse,
             self.run_dir / "logs",
+            self.secured.exports if self.secured is not None else None,
         )
+        # Ctrl-C (or SIGTERM) only sets a flag here: raised inside a py4j call (jobs.check
+        # asks Spark), the KeyboardInterrupt came out as py4j's own error and the demo ended
+        # with a traceback instead of its orderly stop
+        stop = threading.Event()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
         try:
-            while True:
-                worker.check()
-                meta.check()
-                gen_thread.check()
-                jobs.check()
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
+            while not stop.wait(1.0):
+                for part in (worker, meta, gen_thread, jobs):
+                    part.check()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        self.console.print("\n[green]Ctrl-C: stopping the demo[/]")
 
 
 def _close_writer(writers: dict[str, Any], short: str) -> None:

@@ -67,7 +67,8 @@ def _verify(url: str, ca_file: str | None) -> bool | ssl.SSLContext:
         return ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as e:
         raise MetaTlsError(
-            f"cannot load the MetaService CA file {ca_file!r} ({CA_FILE_ENV}): {e}"
+            f"cannot load the MetaService CA file {ca_file!r} ({CA_FILE_ENV}, or a Spark "
+            f"job's option meta.ca-file): {e}"
         ) from e
 
 
@@ -79,7 +80,8 @@ def _tls_failure(url: str, ca_file: str | None, e: httpx.HTTPError) -> MetaTlsEr
             trusted = f"the CA file {ca_file}" if ca_file else "the system trust store"
             return MetaTlsError(
                 f"the certificate of the MetaService at {url} is not trusted by {trusted} "
-                f"({cause.verify_message}); set {CA_FILE_ENV} to the CA file that signed it"
+                f"({cause.verify_message}); set {CA_FILE_ENV} (a Spark job: option meta.ca-file) "
+                "to the CA file that signed it"
             )
         cause = cause.__cause__ or cause.__context__
     if url.lower().startswith("http://") and isinstance(e, httpx.RemoteProtocolError):

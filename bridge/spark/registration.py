@@ -1,7 +1,7 @@
 """`register(spark)`: make `format("dts")` available, and the warehouse's tables usable by name.
 
-Session confs `spark.dts.warehouse`, `spark.dts.bootstrap` and `spark.dts.meta.url`
-become defaults of every read and write: a Python data source runs in Python
+Session confs `spark.dts.warehouse`, `spark.dts.bootstrap`, `spark.dts.meta.url` and
+`spark.dts.meta.ca-file` become defaults of every read and write: a Python data source runs in Python
 workers that cannot see the session's conf, so the defaults are baked into the
 registered source class (cloudpickle ships a class made at run time by value).
 
@@ -68,6 +68,7 @@ def register(
     *,
     bootstrap: str | None = None,
     meta_url: str | None = None,
+    meta_ca_file: str | None = None,
     warm_up: bool | None = None,
 ) -> list[str]:
     """Register the `dts` data source (idempotent); with a warehouse, its tables by name.
@@ -84,6 +85,8 @@ def register(
             session's `spark.dts.warehouse` as the default and registers no table names.
         bootstrap: Kafka's bootstrap servers, the default of the log and hybrid tiers.
         meta_url: the MetaService's URL: jobs are registered, strong reads resolved there.
+        meta_ca_file: the CA file an https MetaService is verified with (default: env
+            `DTS_META_CA_FILE`, else the system trust store).
         warm_up: scan a tiny file now (None: the conf `spark.dts.warm-up` decides).
 
     Returns:
@@ -97,7 +100,13 @@ def register(
         >>> spark.read.format("dts").load("db.orders").count()
         1000
     """
-    for key, value in (("warehouse", warehouse), ("bootstrap", bootstrap), ("meta.url", meta_url)):
+    given = {
+        "warehouse": warehouse,
+        "bootstrap": bootstrap,
+        "meta.url": meta_url,
+        "meta.ca-file": meta_ca_file,
+    }
+    for key, value in given.items():
         if value:
             spark.conf.set(SESSION_CONF_PREFIX + key, value)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")

@@ -78,6 +78,10 @@ class CommonOptions:
     table: str
     bootstrap: str | None = None
     meta_url: str | None = None
+    #: the CA file an https MetaService is verified with (None: env DTS_META_CA_FILE)
+    meta_ca_file: str | None = None
+    #: the MetaService's bearer token (None: env DTS_META_TOKEN); not shown, a secret
+    meta_token: str | None = field(default=None, repr=False)
     #: librdkafka settings from the `kafka.*` options, over DTS_KAFKA_CONFIG's (not shown:
     #: they may hold a password)
     kafka: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -93,6 +97,8 @@ class CommonOptions:
             table=table_name(options),
             bootstrap=low.get("bootstrap") or low.get("kafka.bootstrap.servers"),
             meta_url=low.get("meta.url"),
+            meta_ca_file=low.get("meta.ca-file") or None,
+            meta_token=low.get("meta.token") or None,
             kafka=kafka_settings(low),
         )
 

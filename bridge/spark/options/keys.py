@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Spark conf `spark.dts.<key>` -> default of option <key> for every read and write.
 SESSION_CONF_PREFIX = "spark.dts."
-SESSION_DEFAULTS = ("warehouse", "bootstrap", "meta.url")
+SESSION_DEFAULTS = ("warehouse", "bootstrap", "meta.url", "meta.ca-file")
 
 
 def session_defaults(spark: SparkSession) -> dict[str, str]:
@@ -33,7 +33,17 @@ def session_defaults(spark: SparkSession) -> dict[str, str]:
     return out
 
 
-COMMON = ("warehouse", "path", "table", "bootstrap", "kafka.bootstrap.servers", "meta.url")
+COMMON = (
+    "warehouse",
+    "path",
+    "table",
+    "bootstrap",
+    "kafka.bootstrap.servers",
+    "meta.url",
+    "meta.ca-file",
+    # no session default: a conf is every job's, and DTS_META_TOKEN is the session-wide way
+    "meta.token",
+)
 
 READ = (
     *COMMON,

@@ -1,5 +1,9 @@
 """Registering Spark jobs with the MetaService (FLIP-276), when option `meta.url` is set.
 
+An https MetaService is verified with option `meta.ca-file` (session default
+`spark.dts.meta.ca-file`), else the environment's DTS_META_CA_FILE; the bearer token is
+option `meta.token`, else DTS_META_TOKEN.
+
 Where registration happens, and why it is deterministic across Spark's Python workers
 (every `commit` runs in a fresh driver-side worker, tasks in executor workers):
 
@@ -43,7 +47,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bridge.spark.errors import JobRefused
-from bridge.spark.options import WriteOptions
+from bridge.spark.options import CommonOptions, WriteOptions
+from bridge.spark.options.keys import session_defaults
 from bridge.spark.write._checkpoint import query_id
 
 if TYPE_CHECKING:
@@ -69,10 +74,18 @@ def new_job_id(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex}"
 
 
-def _client(url: str) -> Any:
+def _client(url: str, ca_file: str | None = None, token: str | None = None) -> Any:
+    """A MetaService client; ``ca_file`` and ``token`` left None come from the environment
+    (DTS_META_CA_FILE, DTS_META_TOKEN), as for every other client."""
     from bridge.meta.client import MetaClient
 
-    return MetaClient(url)
+    return MetaClient(url, ca_file=ca_file, token=token)
+
+
+def _job_client(common: CommonOptions) -> Any:
+    """The client of a write's options (`meta.url`, `meta.ca-file`, `meta.token`)."""
+    assert common.meta_url is not None
+    return _client(common.meta_url, common.meta_ca_file, common.meta_token)
 
 
 def register(
@@ -94,7 +107,7 @@ def register(
     from bridge.meta.errors import CycleError, JobAlreadyExists, WriterConflict
 
     srcs = list(dict.fromkeys([*(sources or []), *opts.meta_sources]))
-    with _client(url) as client:
+    with _job_client(opts.common) as client:
         try:
             client.register_job(
                 kind,
@@ -117,7 +130,7 @@ def heartbeat(opts: WriteOptions, job_id: str | None) -> None:
     """Best effort (tasks): a missed heartbeat only matters once the timeout lapses."""
     if not opts.common.meta_url or job_id is None:
         return
-    with contextlib.suppress(Exception), _client(opts.common.meta_url) as client:
+    with contextlib.suppress(Exception), _job_client(opts.common) as client:
         client.heartbeat(job_id)
 
 
@@ -127,7 +140,7 @@ def report(opts: WriteOptions, job_id: str | None, snapshot: Snapshot | None) ->
         return
     if snapshot.barrier is None:
         return
-    with _client(opts.common.meta_url) as client:
+    with _job_client(opts.common) as client:
         client.report_barrier(
             opts.common.table, int(snapshot.barrier), int(snapshot.id), job_id=job_id
         )
@@ -137,22 +150,36 @@ def finish(opts: WriteOptions, job_id: str | None, *, failed: str | None = None)
     """Finish a batch/CTAS job (failed with a reason when `failed` is given)."""
     if not opts.common.meta_url or job_id is None:
         return
-    with _client(opts.common.meta_url) as client:
+    with _job_client(opts.common) as client:
         if failed is None:
             client.finish_job(job_id, "finished", own=True)
         else:
             client.finish_job(job_id, "failed", failed[:1000], own=True)
 
 
-def finish_streaming_job(url: str, checkpoint: str, state: str = "finished") -> None:
-    """Mark the streaming query of `checkpoint` finished (call after `query.stop()`)."""
-    with _client(url) as client:
+def finish_streaming_job(
+    url: str,
+    checkpoint: str,
+    state: str = "finished",
+    *,
+    ca_file: str | None = None,
+    token: str | None = None,
+) -> None:
+    """Mark the streaming query of `checkpoint` finished (call after `query.stop()`);
+    `ca_file` and `token` as the query's `meta.ca-file` and `meta.token` (None: the
+    environment's)."""
+    with _client(url, ca_file, token) as client:
         client.finish_job(streaming_job_id(query_id(checkpoint)), state, own=True)
 
 
-def finish_jobs_on_stop(spark: SparkSession, url: str) -> Any:
+def finish_jobs_on_stop(
+    spark: SparkSession, url: str, *, ca_file: str | None = None, token: str | None = None
+) -> Any:
     """Finish each streaming query's job when the query stops (failed, with the reason,
-    when it failed). Returns the listener (``spark.streams.removeListener`` undoes it)."""
+    when it failed). Returns the listener (``spark.streams.removeListener`` undoes it).
+    `ca_file` defaults to the conf `spark.dts.meta.ca-file`, then DTS_META_CA_FILE; `token`
+    to DTS_META_TOKEN."""
+    ca_file = ca_file or session_defaults(spark).get("meta.ca-file")
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     from bridge.meta.errors import JobNotFound, MetaError
@@ -171,7 +198,7 @@ def finish_jobs_on_stop(spark: SparkSession, url: str) -> Any:
             job_id = streaming_job_id(str(event.id))
             failed = event.exception is not None
             try:
-                with _client(url) as client:
+                with _client(url, ca_file, token) as client:
                     client.finish_job(
                         job_id,
                         "failed" if failed else "finished",

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,79 +17,17 @@ from pathlib import Path
 import pytest
 
 from filestore import Catalog
+from tests.bridge.demo.runs import (
+    assert_nothing_left,
+    demo_env,
+    interrupt,
+    start_demo,
+    tail,
+    wait_for_output,
+)
 from tests.bridge.demo.support import CHROMIUM, load
-from tests.processes import marked_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.apache_kafka]
-
-ROOT = Path(__file__).resolve().parents[3]
-MARKER = "DTS_DEMO_TEST_RUN"
-
-
-def _env(tmp: Path, run_id: str) -> dict[str, str]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {
-        **os.environ,
-        MARKER: run_id,
-        "TMPDIR": str(tmp),  # nothing the demo makes may stay here
-        "DTS_DEMO_DIR": str(tmp.parent / "demo-runs"),  # kept runs (warehouse, logs, report)
-        "PYTHONUNBUFFERED": "1",
-        "PYSPARK_PYTHON": sys.executable,
-    }
-
-
-def _start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
-    with open(out, "wb") as f:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bridge.cli", "demo", *args],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,  # our SIGINT goes to the demo only, as a terminal's would
-        )
-
-
-def _marked_processes(run_id: str) -> list[str]:
-    return marked_processes(f"{MARKER}={run_id}".encode())
-
-
-def _assert_nothing_left(run_id: str, output: str, tmp: Path) -> None:
-    deadline = time.monotonic() + 30  # the Spark JVM exits shortly after its driver
-    while (left := _marked_processes(run_id)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not left, "processes left running:\n" + "\n".join(left)
-    ports = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", output)}
-    assert ports, "the demo printed the addresses of what it runs"
-    for port in sorted(ports):
-        with socket.socket() as s:
-            s.settimeout(1.0)
-            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
-    assert not list(tmp.glob("dts-demo-*")), "the demo's temp dir was removed"
-
-
-def _tail(output: str, n: int = 60) -> str:
-    return "\n".join(output.splitlines()[-n:])
-
-
-def _wait_for_output(proc: subprocess.Popen[bytes], out: Path, text: str, timeout_s: float) -> None:
-    """Wait until the demo printed ``text``; fail if it exits or takes too long."""
-    deadline = time.monotonic() + timeout_s
-    while text not in out.read_text(errors="replace"):
-        assert proc.poll() is None, _tail(out.read_text(errors="replace"))
-        assert time.monotonic() < deadline, f"the demo never printed {text!r}"
-        time.sleep(0.5)
-
-
-def _interrupt(proc: subprocess.Popen[bytes]) -> int:
-    """Ctrl-C as a terminal sends it; the exit code (killed after 120 s: a failure)."""
-    proc.send_signal(signal.SIGINT)
-    try:
-        return proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 @pytest.mark.timeout(480)
@@ -104,14 +40,14 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
     run_id = uuid.uuid4().hex
     warehouse = tmp_path / "kept-warehouse"
     out = tmp_path / "demo.out"
-    proc = _start(
-        ["--warehouse", str(warehouse), "--keep-running"], _env(tmp_path / "tmp", run_id), out
+    proc = start_demo(
+        ["--warehouse", str(warehouse), "--keep-running"], demo_env(tmp_path / "tmp", run_id), out
     )
     try:
-        _wait_for_output(proc, out, "Still running: explore", 300)
+        wait_for_output(proc, out, "Still running: explore", 300)
         deadline = time.monotonic() + 120
         status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", out.read_text())
-        assert status_url, _tail(out.read_text(errors="replace"))
+        assert status_url, tail(out.read_text(errors="replace"))
 
         def committed() -> int:
             tables = httpx.get(status_url.group(1), timeout=5).json()["tables"]
@@ -120,13 +56,13 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
         first = committed()
         # the generator writes every 2 s and the worker keeps committing barriers
         while committed() <= first:
-            assert proc.poll() is None, _tail(out.read_text(errors="replace"))
+            assert proc.poll() is None, tail(out.read_text(errors="replace"))
             assert time.monotonic() < deadline, "no barrier committed while kept running"
             time.sleep(1)
     finally:
-        code = _interrupt(proc)
+        code = interrupt(proc)
     output = out.read_text(errors="replace")
-    assert code == 0, _tail(output)
+    assert code == 0, tail(output)
     assert "Ctrl-C: stopping the demo" in output
 
     # it showed where to look while it ran
@@ -135,7 +71,7 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
     assert re.search(r"MetaService\s+.*http://127\.0\.0\.1:\d+", output)
     # the strong read agreed at one barrier; the weak one was printed for contrast
     m = re.search(r"strong consistent read at barrier (\d+): agreed", output)
-    assert m, _tail(output)
+    assert m, tail(output)
     assert "weak read (each table's latest" in output
     assert "Time travel: demo.customers at barrier" in output
     assert "CTAS table demo.top_customers present with 5 rows" in output
@@ -144,12 +80,12 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
     # one clear line for the deliberate CTAS failure, no Java stack traces (until Ctrl-C:
     # a stop cancels the micro-batch in flight, which Spark may log as it dies)
     ran = output.split("Ctrl-C: stopping the demo")[0]
-    assert "\tat org.apache" not in ran and "ERROR Utils" not in ran, _tail(ran)
+    assert "\tat org.apache" not in ran and "ERROR Utils" not in ran, tail(ran)
     # tables at full width though the output is a file, not a terminal
-    assert "\u2026" not in output, _tail(output)
+    assert "\u2026" not in output, tail(output)
     # the run's logs and report are kept where it said
     kept = re.search(r"kept in (\S+): logs/", output)
-    assert kept, _tail(output)
+    assert kept, tail(output)
     run_dir = Path(kept.group(1))
     assert run_dir.parent == tmp_path / "demo-runs"
     worker_log = (run_dir / "logs" / "worker.log").read_text(errors="replace")
@@ -177,7 +113,7 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
     barrier = int(m.group(1))
     for name in ("demo.orders", "demo.orders_enriched", "demo.customer_totals"):
         assert barrier in {s.barrier for s in cat.get_table(name).snapshots()}, name
-    _assert_nothing_left(run_id, output, tmp_path / "tmp")
+    assert_nothing_left(run_id, output, tmp_path / "tmp")
 
 
 def test_demo_clean_removes_only_what_the_demo_made(tmp_path: Path) -> None:
@@ -214,18 +150,18 @@ def test_demo_clean_removes_only_what_the_demo_made(tmp_path: Path) -> None:
 def test_demo_ctrl_c_stops_everything(tmp_path: Path) -> None:
     run_id = uuid.uuid4().hex
     out = tmp_path / "demo.out"
-    proc = _start([], _env(tmp_path / "tmp", run_id), out)
+    proc = start_demo([], demo_env(tmp_path / "tmp", run_id), out)
     try:
         # interrupt once every part runs: services, generator, Spark and its streaming jobs
-        _wait_for_output(proc, out, "Spark streaming jobs running", 180)
+        wait_for_output(proc, out, "Spark streaming jobs running", 180)
         time.sleep(2)
     finally:
-        code = _interrupt(proc)
+        code = interrupt(proc)
     output = out.read_text(errors="replace")
-    assert code == 130, _tail(output)
+    assert code == 130, tail(output)
     assert "interrupted: stopping everything" in output
     assert "stopped: every process the demo started has exited" in output
     # Spark's own Python runners may print a traceback when their query is stopped
     # mid-batch; the demo itself must not fail
-    assert "bridge/demo/" not in output and "bridge/commands/" not in output, _tail(output)
-    _assert_nothing_left(run_id, output, tmp_path / "tmp")
+    assert "bridge/demo/" not in output and "bridge/commands/" not in output, tail(output)
+    assert_nothing_left(run_id, output, tmp_path / "tmp")

@@ -4,15 +4,7 @@ a plain http:// one, is refused with an error saying what to set."""
 
 from __future__ import annotations
 
-import os
-import queue
-import re
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,73 +13,22 @@ from click.testing import CliRunner
 from bridge.cli import cli
 from bridge.meta.client import MetaClient
 from bridge.meta.errors import MetaTlsError
-from logstore.localhost import write_private
 from logstore.tls_files import ensure_tls_files
+from tests.bridge.meta.tls_service import Certs, make_certs, serve_tls
 
 TOKEN = "jobs-token-for-tls-test"
-START_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class Certs:
-    ca: Path
-    cert: Path
-    key: Path
 
 
 @pytest.fixture
 def certs(tmp_path: Path) -> Certs:
-    """The CA and a 127.0.0.1/localhost certificate the broker's secured mode makes, its
-    key split from the keystore into a 0600 file of its own (as a user would hold them)."""
-    files = ensure_tls_files(tmp_path / "tls")
-    pem = files.keystore.read_text()
-    end = "-----END PRIVATE KEY-----\n"
-    key, chain = pem[: pem.index(end) + len(end)], pem[pem.index(end) + len(end) :]
-    cert = tmp_path / "meta-cert.pem"
-    cert.write_text(chain)
-    return Certs(files.ca, cert, write_private(tmp_path / "meta-key.pem", key))
+    return make_certs(tmp_path)
 
 
 @pytest.fixture
 def https_url(warehouse: Path, certs: Certs) -> Iterator[str]:
     """A TLS MetaService with a token; its https:// address, from its first line."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", "0",
-         "--warehouse", str(warehouse), "--tls-cert", str(certs.cert),
-         "--tls-key", str(certs.key)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "DTS_META_TOKEN": TOKEN},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    output: list[str] = []
-
-    def pump() -> None:  # a reader thread, so the wait for the first line has a deadline
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            lines.put(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        try:
-            first = lines.get(timeout=START_TIMEOUT_S)
-        except queue.Empty:
-            raise AssertionError(f"no address within {START_TIMEOUT_S} s: {output}") from None
-        m = re.search(r"listening on (https://127\.0\.0\.1:\d+)", first)
-        assert m is not None, f"no https address printed: {first!r}"
-        yield m.group(1)
-    finally:
-        proc.send_signal(signal.SIGINT)  # this process only, by its PID
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        reader.join(timeout=10)
-    assert proc.returncode == 0, "".join(output)
-    assert TOKEN not in "".join(output)
+    with serve_tls(warehouse, certs, TOKEN) as url:
+        yield url
 
 
 def test_a_client_with_the_ca_file_works_over_tls_with_its_token(
