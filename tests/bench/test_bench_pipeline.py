@@ -1,6 +1,9 @@
 """The pipeline benchmark (bench/pipeline, issue #25) cannot rot: its judgement of a step
-comes from the samples, its oracle catches a wrong derived table, and at tiny scale both
-pipelines start on a real broker and real Spark, produce figures and stop everything."""
+comes from the samples, its oracle catches a wrong derived table, its report counts the
+stitched side's reads per way, and at tiny scale dts's pipeline starts on a real broker and
+real Spark, produces figures and stops everything. The stitched Delta side runs in `make
+bench-pipeline` only: here it fetched Delta's jars and delta-rs on a clean machine (network
+inside a test) and cost two minutes of the suite's 35."""
 
 from __future__ import annotations
 
@@ -194,28 +197,23 @@ def test_the_customers_snapshot_decodes_as_debeziums_reads() -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_both_pipelines_run_at_tiny_scale_and_stop(tmp_path: Path) -> None:
+def test_dts_pipeline_runs_at_tiny_scale_and_stops(tmp_path: Path) -> None:
     from bench.pipeline.__main__ import main
 
     out = main([
-        "--first-rate", "300", "--max-steps", "1", "--shared", "0", "--step-seconds", "15",
-        "--initial", "500", "--delta-triggers", "1 second",
+        "--pipelines", "dts", "--first-rate", "300", "--max-steps", "1", "--shared", "0",
+        "--step-seconds", "15", "--initial", "500",
         "--work", str(tmp_path / "work"), "--out", str(tmp_path / "pipeline.json"),
         "--html", str(tmp_path / "pipeline.html"), "--start-timeout", "400",
         "--settle-timeout", "5",
     ])  # fmt: skip
-    for name in ("dts", "delta"):
-        run = out["pipelines"][name]
-        (step,) = run["steps"]
-        # at least the read that saw the initial load everywhere
-        assert run["reads"] > 0, f"{name}: no read checked"
-        # each side's reader is a process of its own, measured apart from the pipeline
-        assert step["cpu"]["spark"] > 0 and step["cpu"]["probe"] > 0
-    # the stitched side's reads of one batch's versions (commits tagged by the batch id)
-    # are whole batches: not one may disagree; its latest-version reads are counted
-    delta_ways = out["pipelines"]["delta"]["reads_by_way"]
-    assert delta_ways["batch"][1] > 0 and delta_ways["batch"][0] == 0, delta_ways
-    assert delta_ways["latest"][1] > 0
+    assert set(out["pipelines"]) == {"dts"}
+    run = out["pipelines"]["dts"]
+    (step,) = run["steps"]
+    # at least the read that saw the initial load everywhere
+    assert run["reads"] > 0, "no read checked"
+    # the reader is a process of its own, measured apart from the pipeline
+    assert step["cpu"]["spark"] > 0 and step["cpu"]["probe"] > 0
     dts_step = out["pipelines"]["dts"]["steps"][0]
     assert dts_step["reads"] > 0
     for table in TABLES:
@@ -225,10 +223,10 @@ def test_both_pipelines_run_at_tiny_scale_and_stop(tmp_path: Path) -> None:
     # strong reads through the MetaService are consistent: not one may disagree
     assert out["pipelines"]["dts"]["inconsistent_reads"] == 0
     assert "bench.orders_enriched" in (tmp_path / "pipeline.html").read_text()
-    for name in ("dts", "delta-0"):  # every process a side started has stopped
-        pids = json.loads((tmp_path / "work" / name / "ready.json").read_text())["pids"]
-        for pid in pids.values():
-            assert not _alive(pid), f"{name}: process {pid} still running"
+    # every process the side started has stopped
+    pids = json.loads((tmp_path / "work" / "dts" / "ready.json").read_text())["pids"]
+    for pid in pids.values():
+        assert not _alive(pid), f"process {pid} still running"
 
 
 def _alive(pid: int) -> bool:

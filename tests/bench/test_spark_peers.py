@@ -1,7 +1,9 @@
-"""The Spark peers benchmark (bench/spark_peers) cannot rot: the dts side runs through real
-local Spark at a tiny scale, and so does each peer whose environment is already set up
-(`make bench-peers` sets them up: Paimon's PySpark 3.5 venv and the connectors' jars cost
-minutes of downloads, so a clone that never ran it tests the dts side and the table only)."""
+"""The Spark peers benchmark (bench/spark_peers) cannot rot: its dts side runs through real
+local Spark at a tiny scale, and its table, ratios and checks are tested on given results.
+The peers' sides run in `make bench-peers` only, whose own check stops on a peer read that
+disagrees with the input: here they ran only on a machine that had set them up (Paimon's
+PySpark 3.5 venv, the connectors' jars), never on a clean clone, and cost two minutes of
+the suite's 35 where they did."""
 
 from __future__ import annotations
 
@@ -14,14 +16,12 @@ from bench.results import replace_section
 from bench.spark_peers.__main__ import (
     BEGIN,
     END,
-    PEERS,
     check,
     format_table,
     main,
-    ready,
     table_rows,
 )
-from bench.spark_peers.common import DTS_ONLY, PHASES
+from bench.spark_peers.common import PHASES
 
 
 def _side(rates: dict[str, float]) -> dict[str, object]:
@@ -69,12 +69,11 @@ def test_readme_section_is_replaced_in_place(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
-    peers = [p for p in PEERS if ready(p)]
     readme = tmp_path / "README.md"
     readme.write_text(f"# bench\n{BEGIN}\n{END}\n")
     out = tmp_path / "spark_peers.json"
     argv = ["--rows", "2000", "--batches", "2", "--batch-rows", "400", "--repeat", "1"]
-    argv += ["--systems", "dts", *peers, "--no-setup", "--work", str(tmp_path / "work")]
+    argv += ["--systems", "dts", "--no-setup", "--work", str(tmp_path / "work")]
     argv += ["--out", str(out), "--readme", str(readme)]
     report = main(argv)
     assert report["problems"] == []  # every system's reads matched the generated input
@@ -82,11 +81,6 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
     assert set(PHASES) <= set(phases)
     for phase in PHASES:
         assert phases[phase]["rates"]["dts"] > 0
-        if phase in DTS_ONLY:
-            continue
-        for peer in peers:
-            assert phases[phase]["rates"][peer] > 0
-            assert phases[phase][f"dts_vs_{peer}"] > 0
     assert phases["full_read"]["rows"] == 2000 + 2 * 200  # half of each batch is new keys
     dts = report["systems"]["dts"]
     kinds = dts["checks"]["changelog_row_kinds"]
