@@ -90,9 +90,14 @@ def test_reregister_same_id(client: MetaClient) -> None:
 
 
 def test_heartbeat_timeout_marks_failed_and_frees_the_table(client: MetaClient) -> None:
-    """The server fixture: heartbeat timeout 1 s, sweeper every 0.1 s, a real clock."""
-    alive = client.register_job("worker", [], ["db.alive"], job_id="alive")
-    client.register_job("worker", [], ["db.dead"], job_id="dead")  # "killed": never beats
+    """The server fixture: heartbeat timeout 1 s, sweeper every 0.1 s, a real clock. The
+    beating job has its own 60 s timeout: on a busy machine two beats 0.2 s apart were once
+    1.2 s apart (load 15), and a beat keeping a job alive is the fake clock's test below."""
+    alive = client.register_job(
+        "worker", [], ["db.alive"], job_id="alive", heartbeat_timeout_ms=60_000
+    )
+    dead = client.register_job("worker", [], ["db.dead"], job_id="dead")  # "killed": never beats
+    assert dead.heartbeat_timeout_ms == 1_000  # the server's default
     deadline = time.monotonic() + 10
     while client.get_job("dead").state is JobState.RUNNING:
         client.heartbeat("alive")
@@ -102,7 +107,7 @@ def test_heartbeat_timeout_marks_failed_and_frees_the_table(client: MetaClient) 
     assert dead.state is JobState.FAILED
     assert "heartbeat timeout" in dead.reason
     assert client.get_job("alive").state is JobState.RUNNING
-    assert alive.heartbeat_timeout_ms == 1_000
+    assert alive.heartbeat_timeout_ms == 60_000
     # a zombie that wakes up is told so, and may not report barriers
     with pytest.raises(JobNotRunning, match="heartbeat timeout"):
         client.heartbeat("dead")
