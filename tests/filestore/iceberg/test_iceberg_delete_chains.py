@@ -12,7 +12,7 @@ import fastavro
 import numpy as np
 import pyarrow.parquet as pq
 
-from filestore import Catalog, Table
+from filestore import Catalog, Snapshot, Table
 from filestore.iceberg.deletes import MAX_CHAIN
 from filestore.state.deletion_vectors import deleted_positions
 from tests.filestore.iceberg.test_iceberg_metadata import _metadata, _named_files
@@ -110,7 +110,9 @@ def test_a_chain_holds_at_most_max_chain_files_then_starts_whole(warehouse: Path
     assert all(Path(p).exists() for p in _named_files(t, _metadata(t)))
 
 
-def test_a_vector_a_rollback_took_positions_from_starts_a_new_chain(warehouse: Path) -> None:
+def _rolled_back(warehouse: Path) -> tuple[Table, Snapshot]:
+    """A table whose first file's vector grew over three commits, rolled back to the first
+    (positions of 1, 2 deleted; those of 3-6 deleted, then taken back); that snapshot."""
     t = _table(warehouse)
     _upsert(t, list(range(60)), "a")
     _upsert(t, [1, 2], "u0-")
@@ -118,7 +120,12 @@ def test_a_vector_a_rollback_took_positions_from_starts_a_new_chain(warehouse: P
     assert back_to is not None
     _upsert(t, [3, 4], "u1-")
     _upsert(t, [5, 6], "u2-")
-    t.rollback_to(back_to.id)  # the handle's chain covers positions the vector lost
+    t.rollback_to(back_to.id)
+    return t, back_to
+
+
+def test_a_vector_a_rollback_took_positions_from_starts_a_new_chain(warehouse: Path) -> None:
+    t, _ = _rolled_back(warehouse)  # the handle's chain covers positions the vector lost
     _upsert(t, [40, 41], "r0-")
     _upsert(t, [42], "r1-")
     path, meta = _first_file(t)
@@ -133,14 +140,7 @@ def test_a_chain_whose_files_a_sync_deleted_is_never_named_again(warehouse: Path
     """After a rollback, a sync that writes no snapshot (here a tag's) deletes the delete
     files only the rolled-back snapshots named; a vector grown back to what they covered
     must not name them again."""
-    t = _table(warehouse)
-    _upsert(t, list(range(60)), "a")
-    _upsert(t, [1, 2], "u0-")
-    back_to = t.latest_snapshot()
-    assert back_to is not None
-    _upsert(t, [3, 4], "u1-")
-    _upsert(t, [5, 6], "u2-")
-    t.rollback_to(back_to.id)
+    t, back_to = _rolled_back(warehouse)
     t.create_tag("back", back_to.id)  # its sync drops the rolled-back snapshots' files
     _upsert(t, [3, 4, 5, 6], "r0-")  # the vector the deleted chain covered, exactly
     assert all(Path(p).exists() for p in _named_files(t, _metadata(t)))
