@@ -147,6 +147,10 @@ class LogWriter:
             except KafkaException as exc:
                 doing = f"{spec.topic}: cannot initialise transactions"
                 refused = refusal(exc, doing, self._acls_needed(), WriterNotAuthorizedError)
+                # the half-built writer stays reachable from the traceback: its client, left
+                # open, would call the broker (maybe gone) until the traceback is collected
+                with contextlib.suppress(KafkaException):  # the fatal error, again
+                    self._producer.close()
                 raise refused or WriterError(f"{doing}: {exc}") from exc
         try:  # an id an earlier writer used, even in an aborted barrier, is never reused
             self.last_barrier = max(
