@@ -10,7 +10,6 @@ same text a Prometheus scrape gets.
 
 from __future__ import annotations
 
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,8 @@ from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from bridge.meta.client import tls_verify
 
 FRESHNESS = "dts_meta_table_barrier_age_ms"
 CONSISTENT_LAG = "dts_meta_consistent_lag_ms"
@@ -81,9 +82,7 @@ class MetricsSampler:
     ) -> None:
         """``ca_file``: the CA an https ``url`` is verified with (None: the system's)."""
         self.url = url
-        self._verify: bool | ssl.SSLContext = (
-            ssl.create_default_context(cafile=ca_file) if ca_file else True
-        )
+        self._verify = tls_verify(url, ca_file)  # as the MetaService's own clients verify it
         self.interval_s = interval_s
         self.history = MetricsHistory()
         self._clock = clock

@@ -53,7 +53,7 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 _CONSISTENT_VERSION = TypeAdapter(ConsistentVersion)
 
 
-def _verify(url: str, ca_file: str | None) -> bool | ssl.SSLContext:
+def tls_verify(url: str, ca_file: str | None) -> bool | ssl.SSLContext:
     """What the client verifies the server with: nothing for plain http, the system CA
     bundle for https, or only the CA file given. No bundle is loaded for http: loading it
     costs ~25 ms a client (more on a busy core), and the Spark sink makes clients every
@@ -138,7 +138,7 @@ class MetaClient:
             base_url=self.url,
             timeout=timeout_s,
             headers=headers,
-            verify=_verify(self.url, self._ca_file),
+            verify=tls_verify(self.url, self._ca_file),
         )
 
     def __enter__(self) -> MetaClient:
