@@ -17,6 +17,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
+    # The tests' JVMs (Spark sessions and clusters, Kafka Connect) live seconds to minutes:
+    # C2's compiler threads spent about a third of a short Spark session's CPU on code that
+    # never ran long enough to repay it (README's Spark block: 67-70 s of CPU, 42-54 s with
+    # C1 only), and on two cores that CPU is the suite's minutes. Tests check behaviour, not
+    # speed; the benchmarks run the JVM's defaults. (The embedded broker runs C1 only anyway.)
+    os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture

@@ -221,7 +221,8 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "cpu": cpu,
         "ram_gib": round(mem_kib / (1 << 20), 1),
-        "java": java.splitlines()[0] if java else "?",
+        # the version line, not a "Picked up JDK_JAVA_OPTIONS" note printed before it
+        "java": next((line for line in java.splitlines() if " version " in line), "?"),
         "os": platform.platform(),
     }
 

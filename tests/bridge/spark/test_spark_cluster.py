@@ -3,10 +3,10 @@ executors in their own JVMs whose Python has the dependencies but not the projec
 reaches them only as docs/deploy.md ships it (a zip via --py-files/spark.submit.pyFiles).
 
 Through it, with `spark-submit` (an example: file-tier streams into derived tables
-carrying barriers, a consistent read) and with a session built
-in Python (primary-key writes and upserts, reads by name and by `dts.table` as native
-scans, an atomic CTAS whose executor task fails), and a log-tier stream its executors read
-from a broker into a dts table.
+carrying barriers, a consistent read) and with one session built in Python (primary-key
+writes and upserts, reads by name and by `dts.table` as native scans, an atomic CTAS
+whose executor task fails, then a log-tier stream its executors read from a broker into a
+dts table: one application, so its executors start once).
 """
 
 from __future__ import annotations
@@ -136,7 +136,6 @@ except Exception as exc:
     assert "ctas task failure on purpose" in str(exc), exc
 assert not Catalog(warehouse).table_exists("db.gone")
 print("OK: a Python session on the cluster wrote, upserted, read natively and kept a failed CTAS invisible")
-spark.stop()
 """
 )
 
@@ -156,26 +155,20 @@ def _run_session(cluster: SparkCluster, tmp_path: Path, script: str, *args: str)
     return _run([*cmd, *args, *confs], env, cluster)
 
 
-def test_a_session_built_in_python_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
-    out = _run_session(cluster, tmp_path, SESSION_SCRIPT)
-    assert "OK: a Python session on the cluster" in out, out[-2000:]
-
-
+# the same driver goes on (one application: its executors started once) to a log-tier stream
 LOG_TIER_SCRIPT = (
-    SESSION_HEAD
+    SESSION_SCRIPT
     + """
-import pyarrow as pa
 from bridge.tables import open_log_writer
-from filestore import Catalog
 
 bootstrap, checkpoint = args
 
 schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 catalog = Catalog(warehouse)
-catalog.create_database("db")
-source = catalog.create_table("db.events", schema, primary_key=["id"],
+catalog.create_database("logs")
+source = catalog.create_table("logs.events", schema, primary_key=["id"],
                               options={"bucket": "2", "log.topic": "dts-cluster-events"})
-target = catalog.create_table("db.events_copy", schema, primary_key=["id"],
+target = catalog.create_table("logs.events_copy", schema, primary_key=["id"],
                               options={"bucket": "2"})
 with open_log_writer(source, bootstrap, barrier_interval_s=None) as log:
     log.write(pa.table({"id": list(range(300)), "v": [f"v{i}" for i in range(300)]}, schema=schema))
@@ -185,9 +178,9 @@ with open_log_writer(source, bootstrap, barrier_interval_s=None) as log:
 
 query = (
     spark.readStream.format("dts").option("tier", "log").option("bootstrap", bootstrap)
-    .load("db.events")
+    .load("logs.events")
     .writeStream.format("dts").option("checkpointLocation", checkpoint)
-    .trigger(availableNow=True).start("db.events_copy")
+    .trigger(availableNow=True).start("logs.events_copy")
 )
 assert query.awaitTermination(300)
 assert query.exception() is None, query.exception()
@@ -201,12 +194,14 @@ spark.stop()
 )
 
 
-def test_a_log_tier_stream_on_the_cluster(  # type: ignore[no-untyped-def]
+def test_a_session_built_in_python_on_the_cluster(  # type: ignore[no-untyped-def]
     cluster: SparkCluster, broker, tmp_path: Path
 ) -> None:
-    """The log tier read by the cluster's executors (Kafka from their Python workers)
-    into a dts table: every row, and the source's last barrier carried."""
+    """One Python-built session: primary-key writes, upserts, native reads and a failed
+    CTAS; then the log tier read by the executors (Kafka from their Python workers) into
+    a dts table: every row, and the source's last barrier carried."""
     before = _executors_launched(cluster)
     out = _run_session(cluster, tmp_path, LOG_TIER_SCRIPT, broker.bootstrap, str(tmp_path / "ck"))
+    assert "OK: a Python session on the cluster" in out, out[-2000:]
     assert "OK: a log-tier stream on the cluster" in out, out[-2000:]
     assert _executors_launched(cluster) >= before + 1  # the job ran on the workers
