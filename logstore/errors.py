@@ -88,10 +88,20 @@ class WriterFencedError(WriterError):
     """Another writer with the same transactional id took over this table's log."""
 
 
-class WriterStuckError(WriterError):
-    """The Kafka client is unusable (it did not return from a transactional call in time,
-    or hit a fatal error): a new writer with the same transactional id fences it (its open
-    barrier is aborted), so making one and going on loses and duplicates nothing."""
+class WriterRestartError(WriterError):
+    """The open barrier was aborted by a Kafka failure a new writer recovers from: a new
+    writer with the same transactional id fences this one and resumes at the last barrier,
+    so making one and going on loses and duplicates nothing (what `dts ingest` does)."""
+
+
+class WriterStuckError(WriterRestartError):
+    """The Kafka client is unusable: it did not return from a transactional call in time,
+    or hit a fatal error."""
+
+
+class WriterTransientError(WriterRestartError):
+    """A broker's death or a leader's move failed the barrier (a delivery or coordinator
+    timeout, no leader yet): the cluster recovers by itself, the writer does not."""
 
 
 class BarrierError(LogStoreError, ValueError):

@@ -14,6 +14,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from logstore.kafka_failures import is_transient
+
 #: how long a query keeps asking through a leader election (a controller failover on a
 #: three-node cluster took ~19 s in tests/bridge/worker/test_worker_kafka_cluster.py)
 FAILOVER_S = 120.0
@@ -25,46 +27,6 @@ FAILOVER_S = 120.0
 STALE_METADATA_S = 30.0
 #: how long the metadata request of a retry may take
 REFRESH_TIMEOUT_S = 5.0
-
-# the broker's answers a failover causes; Kafka's protocol calls them retriable, but
-# librdkafka's error objects do not all say so (``retriable()`` is False for them)
-_TRANSIENT = {
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.BROKER_NOT_AVAILABLE,
-    # a new leader whose high watermark has not caught up since its election (the
-    # cluster test's Spark stream died of it right after the leader was killed)
-    KafkaError.OFFSET_NOT_AVAILABLE,
-    KafkaError.FENCED_LEADER_EPOCH,
-    KafkaError.UNKNOWN_LEADER_EPOCH,
-}
-# what a retry cannot cure, or what a failover of one node does not cause (no broker
-# answers at all: the caller's own "unreachable" error says so at once)
-_DEFINITE = {
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._INVALID_ARG,
-    KafkaError._AUTHENTICATION,
-    KafkaError._SSL,
-    KafkaError._FATAL,
-    KafkaError._NOT_IMPLEMENTED,
-}
-
-
-def is_transient(exc: KafkaException) -> bool:
-    """Whether a client error is one a broker failover causes (ask again): the broker's
-    retriable answers, and the client's local conditions (timed out, transport, a broker
-    handle destroyed while the cluster changed, ...) but those that never pass."""
-    err = exc.args[0] if exc.args else None
-    if not isinstance(err, KafkaError):
-        return False
-    code = err.code()
-    if code in _DEFINITE:
-        return False
-    return err.retriable() or code in _TRANSIENT or code < 0
 
 
 def watermark(

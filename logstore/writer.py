@@ -30,7 +30,9 @@ from logstore.errors import (
     WriterFencedError,
     WriterNotAuthorizedError,
     WriterStuckError,
+    WriterTransientError,
 )
+from logstore.kafka_failures import is_fenced, is_transient
 from logstore.markers import marker_headers, next_barrier_id
 from logstore.scan import last_barrier_on_topic
 from logstore.spec import LogSpec
@@ -58,6 +60,9 @@ def default_transactional_id(spec: LogSpec) -> str:
 #: how long the source offsets of a barrier may take to reach the group coordinator (a
 #: coordinator failover included) before the writer gives up on its client
 SEND_OFFSETS_S = 30.0
+#: how long one commit_transaction call may take; how many calls a barrier gets
+COMMIT_TIMEOUT_S = 60.0
+COMMIT_ATTEMPTS = 3
 
 
 class LogWriter:
@@ -380,14 +385,27 @@ class LogWriter:
             self._markers(barrier_id)
             if source_offsets:
                 self._send_offsets(source_offsets, group_metadata)
-            # commit flushes first; a record that failed delivery makes the commit fail
-            self._producer.commit_transaction(60)
+            self._commit()
             self._in_txn = False
         else:
             self._markers(barrier_id)
             remaining = self._producer.flush(60)
             if remaining:
                 raise WriterError(f"{topic}: {remaining} records not delivered within 60s")
+
+    def _commit(self) -> None:
+        """commit_transaction, again while Kafka calls the failure retriable (librdkafka's
+        contract). A record that failed delivery fails it: ``_fail`` aborts the barrier."""
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                self._producer.commit_transaction(COMMIT_TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if attempt == COMMIT_ATTEMPTS or not (
+                    isinstance(err, KafkaError) and err.retriable()
+                ):
+                    raise
 
     def _send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         """``send_offsets_to_transaction`` with a timeout that holds: librdkafka ignores its
@@ -422,11 +440,7 @@ class LogWriter:
     def _fail(self, exc: KafkaException) -> WriterError:
         """Abort the open transaction and turn the client error into ours."""
         err = exc.args[0] if exc.args else None
-        fenced = isinstance(err, KafkaError) and (
-            err.code()
-            in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-            or "fenc" in str(err).lower()
-        )
+        fenced = isinstance(err, KafkaError) and is_fenced(err)
         fatal = isinstance(err, KafkaError) and err.fatal()
         if self._in_txn:
             # a fenced or failed producer cannot abort (the call only times out or
@@ -458,7 +472,15 @@ class LogWriter:
                 f"{self.spec.topic}: the Kafka client hit a fatal error ({exc}); the "
                 "open barrier is aborted when a new writer starts"
             )
-        return WriterError(f"{self.spec.topic}: barrier aborted, nothing of it is visible: {exc}")
+        if is_transient(exc):
+            # the abort above may itself have failed on the same outage: a fresh writer's
+            # init_transactions is the one certain way to a clean transaction state
+            self._closed = True
+            return WriterTransientError(
+                f"{doing}: a broker failure Kafka recovers from ({exc}); a new writer "
+                "resumes at the last barrier"
+            )
+        return WriterError(f"{doing}: {exc}")
 
     def _acls_needed(self) -> dict[str, str]:
         """What the writer's principal needs, by resource type (named when one is refused)."""

@@ -17,7 +17,7 @@ from bridge.commands.heap import freeze_start_up_objects
 from bridge.tables import bucketer_for, log_spec_for
 from filestore import Catalog, Table
 from filestore.errors import FileStoreError
-from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged, WriterStuckError
+from logstore.errors import BadSourceRecord, LogStoreError, SourceSchemaChanged, WriterRestartError
 from logstore.ingest import Ingestor, IngestSource, IngestStats
 from logstore.spec import DECIMAL_MODES
 from logstore.spec import decimal_mode as parse_decimal_mode
@@ -208,9 +208,10 @@ def ingest(
                 if not evolve_schema:
                     raise click.ClickException(f"ingest stopped: {exc}") from exc
                 _evolve(tables[exc.topic], exc)
-            except WriterStuckError as exc:
-                # a Kafka client wedged by a broker failure: a fresh one fences it and
-                # resumes at the last committed barrier (the open one is aborted)
+            except WriterRestartError as exc:
+                # a Kafka client wedged or a barrier failed by a broker failure: a fresh
+                # one fences it and resumes at the last committed barrier (the open one is
+                # aborted)
                 _add(total, ingestor.committed)  # the open barrier's records are copied again
                 click.echo(f"restarting the ingest: {exc}", err=True)
             finally:

@@ -264,6 +264,14 @@ def _ingests(
         assert code == 0, ingest.log.read_text()[-3000:]
 
 
+def _ingest_tails(logs: Path, lines: int = 15) -> str:
+    """The last lines of every ingest's log (one of them may have stopped)."""
+    return "\n".join(
+        f"--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        for log in sorted(logs.glob("ingest*.log"))
+    )
+
+
 def _source(url: str, table: str) -> list[tuple[Any, ...]]:
     import psycopg
 
@@ -396,7 +404,12 @@ def _run_bank(bootstrap: str, warehouse: Path, tmp_path: Path, faults: list[Faul
                     # and until every table has caught up with the database
                     for key, t in tables.items():
                         source = "accounts" if key.startswith("accounts") else "transfers"
-                        wait_for(lambda t=t, s=source: _dts(t) == _source(url, s), 180, key, worker)
+                        try:
+                            wait_for(
+                                lambda t=t, s=source: _dts(t) == _source(url, s), 180, key, worker
+                            )
+                        except AssertionError as exc:  # the ingests' side of the story too
+                            raise AssertionError(f"{exc}\n{_ingest_tails(tmp_path)}") from None
                 finally:  # the pool waits for both threads on its way out
                     reading.set()
                     banking.set()

@@ -285,3 +285,76 @@ def test_a_fatal_client_error_ends_the_writer_and_the_next_one_goes_on(  # type:
     real.flush(0)  # the first producer's own threads end with the test
     committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
     assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]
+
+
+class _FailingCommits:
+    """A producer whose next commit_transaction calls raise ``errors`` (then the real one)."""
+
+    def __init__(self, real: Producer, errors: list[object]) -> None:
+        self._real = real
+        self.errors = errors
+        self.commits = 0
+
+    def commit_transaction(self, *args: object) -> None:
+        from confluent_kafka import KafkaException
+
+        self.commits += 1
+        if self.errors:
+            raise KafkaException(self.errors.pop(0))
+        self._real.commit_transaction(*args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+
+def test_a_retriable_commit_failure_is_committed_by_the_next_call(  # type: ignore[no-untyped-def]
+    broker: EmbeddedBroker,
+) -> None:
+    """librdkafka's contract: a commit that fails retriably (its coordinator moving after a
+    broker died) is called again, and the barrier commits whole, once."""
+    from confluent_kafka import KafkaError
+
+    spec = LogSpec(unique_topic("retry"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    w = writer(broker, spec, transactional_id=f"retry-{uuid.uuid4().hex[:6]}")
+    failing = _FailingCommits(w._producer, [KafkaError(KafkaError._TIMED_OUT, retriable=True)])
+    w._producer = failing  # type: ignore[assignment]
+    w.write(table_rows([1, 2], "kept"))
+    w.barrier()
+    w.close()
+    assert failing.commits == 2
+    committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
+    assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept1", "kept2"]
+
+
+def test_a_broker_failure_aborts_the_barrier_and_a_new_writer_goes_on(  # type: ignore[no-untyped-def]
+    broker: EmbeddedBroker,
+) -> None:
+    """A delivery timed out while a partition had no leader (the bank through a cluster
+    whose leader died): the barrier is aborted, the error says a new writer recovers
+    (WriterTransientError, what `dts ingest` restarts on), and one does. A record Kafka
+    can never take is not transient: retrying it would loop forever."""
+    from confluent_kafka import KafkaError
+
+    from logstore.errors import WriterRestartError, WriterTransientError
+
+    spec = LogSpec(unique_topic("transient"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    tid = f"transient-{uuid.uuid4().hex[:6]}"
+    w = writer(broker, spec, transactional_id=tid)
+    timed_out = KafkaError(KafkaError._MSG_TIMED_OUT, txn_requires_abort=True)
+    w._producer = _FailingCommits(w._producer, [timed_out])  # type: ignore[assignment]
+    w.write(table_rows([1], "lost"))
+    with pytest.raises(WriterTransientError, match="a new writer resumes at the last barrier"):
+        w.barrier()
+    w.close()
+    again = writer(broker, spec, transactional_id=tid)
+    again.write(table_rows([2], "kept"))
+    again.barrier()
+    too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, txn_requires_abort=True)
+    again._producer = _FailingCommits(again._producer, [too_large])  # type: ignore[assignment]
+    again.write(table_rows([3], "refused"))
+    with pytest.raises(WriterError) as refused:
+        again.barrier()
+    assert not isinstance(refused.value, WriterRestartError), refused.value
+    again.close()
+    committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
+    assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]

@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from logstore import watermarks
-from logstore.watermarks import is_transient, watermark
+from logstore.kafka_failures import is_transient
+from logstore.watermarks import watermark
 
 
 @pytest.mark.parametrize(
