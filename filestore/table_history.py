@@ -14,6 +14,7 @@ from filestore.format.snapshot import Snapshot
 from filestore.iceberg import sync_iceberg
 from filestore.maintenance.expire import delete_tag
 from filestore.maintenance.rollback import RollbackResult, rollback_to
+from filestore.state.consumers import Consumer, delete_consumer, list_consumers, record_consumer
 from filestore.state.context import TableContext
 from filestore.state.tags import create_tag, list_tags, tag_snapshot
 
@@ -183,6 +184,41 @@ class TableHistory(TableContext):
             ``(name, snapshot)`` pairs ordered by snapshot id, then name.
         """
         return list_tags(self)
+
+    def consumers(self) -> list[Consumer]:
+        """The streaming readers whose positions hold back expiration (``consumer-id``).
+
+        Returns:
+            Each consumer's id, next snapshot and last update (ms), by id.
+        """
+        return list_consumers(self)
+
+    def record_consumer(self, consumer_id: str, next_snapshot: int) -> Consumer:
+        """Record (or move) a consumer: nothing from ``next_snapshot - 1`` on expires
+        while it is updated within ``consumer.expiration-time``.
+
+        Args:
+            consumer_id: ``[A-Za-z0-9][A-Za-z0-9_.-]*``, at most 200 characters.
+            next_snapshot: the first snapshot it has not read.
+
+        Returns:
+            The recorded consumer.
+
+        Raises:
+            InvalidOption: the id is not allowed.
+        """
+        return record_consumer(self, consumer_id, next_snapshot)
+
+    def delete_consumer(self, consumer_id: str) -> bool:
+        """Forget a consumer whose stream is gone, so it holds nothing back.
+
+        Args:
+            consumer_id: the consumer's id.
+
+        Returns:
+            Whether it existed.
+        """
+        return delete_consumer(self, consumer_id)
 
     def delete_tag(self, name: str) -> Snapshot:
         """Remove a tag; files only it kept alive (its snapshot expired) are deleted too.

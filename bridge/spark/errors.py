@@ -34,6 +34,10 @@ class LogTruncated(SparkBridgeError):
     """The log holds a truncate a log-tier read cannot turn into rows."""
 
 
+class SnapshotsExpired(SparkBridgeError):
+    """A file-tier stream's next snapshot expired before the stream read it."""
+
+
 class ExtensionJarMissing(SparkBridgeError, FileNotFoundError):
     """The dts Spark extension jar was not built."""
 

@@ -3,7 +3,7 @@
 Databases and tables become directories (``<db>.db/<table>``) and the topic
 ``dts.<db>.<table>``; partition columns become ``<col>=<value>`` directories;
 bucket-key columns name the hash columns of both tiers; tags become files
-``tag/tag-<name>``; ``log.topic`` is a topic. A name outside its rule could
+``tag/tag-<name>``, consumers ``consumer/consumer-<id>``; ``log.topic`` is a topic. A name outside its rule could
 escape the warehouse (``../``), break a path, or name a topic Kafka refuses,
 so it is refused where it enters, with the rule in the message.
 """
@@ -36,6 +36,7 @@ RULES: dict[str, Rule] = {
     "partition column": _COLUMN,
     "bucket-key column": _COLUMN,
     "tag": _TAG,
+    "consumer": _TAG,
     "topic": _TOPIC,
 }
 

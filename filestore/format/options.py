@@ -66,6 +66,7 @@ KNOWN_OPTIONS = frozenset(
         "snapshot.num-retained.min",
         "snapshot.num-retained.max",
         "snapshot.time-retained",
+        "consumer.expiration-time",
         "changelog-producer",
         "change-tracking",
         "deletion-vectors.enabled",
@@ -215,6 +216,9 @@ class CoreOptions:
         snapshot_num_retained_max: ``snapshot.num-retained.max`` (default unbounded).
         snapshot_time_retained_ms: ``snapshot.time-retained`` (default 1 h), in ms:
             older snapshots expire, within the two bounds above.
+        consumer_expiration_ms: ``consumer.expiration-time`` (default 1 d), in ms: how
+            long a streaming reader's recorded position (``consumer-id``) holds back
+            expiration after its last update.
         changelog_producer: ``changelog-producer``: ``auto`` (default), ``none``,
             ``input`` or ``lookup`` (see ``Table.changes``).
         change_tracking: ``change-tracking`` (default true); false: no log topic.
@@ -260,6 +264,7 @@ class CoreOptions:
     snapshot_num_retained_min: int = 10
     snapshot_num_retained_max: int = 2**31 - 1
     snapshot_time_retained_ms: int = 3_600_000
+    consumer_expiration_ms: int = 86_400_000
     changelog_producer: ChangelogProducer = "auto"
     change_tracking: bool = True
     # merge-on-write: commits mark superseded rows, reads merge nothing (deletion_vectors.py)
@@ -315,6 +320,9 @@ class CoreOptions:
             snapshot_num_retained_max=_int(raw, "snapshot.num-retained.max", 2**31 - 1, 1),
             snapshot_time_retained_ms=parse_duration_ms(
                 raw.get("snapshot.time-retained", "1 h"), "snapshot.time-retained"
+            ),
+            consumer_expiration_ms=parse_duration_ms(
+                raw.get("consumer.expiration-time", "1 d"), "consumer.expiration-time"
             ),
             changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),

@@ -67,6 +67,13 @@ class TablePaths:
     def tag(self, name: str) -> str:
         return f"{self.tag_dir}/tag-{name}"
 
+    @property
+    def consumer_dir(self) -> str:
+        return f"{self.root}/consumer"
+
+    def consumer(self, consumer_id: str) -> str:
+        return f"{self.consumer_dir}/consumer-{consumer_id}"
+
     def bucket_dir(
         self, partition_keys: Sequence[str], partition: Sequence[str | None], bucket: int
     ) -> str:

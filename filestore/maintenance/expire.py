@@ -4,7 +4,10 @@ Which snapshots expire: all but the newest ``snapshot.num-retained.min`` may
 go once older than ``snapshot.time-retained``; beyond
 ``snapshot.num-retained.max`` they go regardless of age. Only a prefix of the
 history expires (the earliest snapshots), so the retained ones stay contiguous
-and the new earliest one, E, is always kept.
+and the new earliest one, E, is always kept. Nothing a consumer has still to read
+expires (``filestore.state.consumers``: a stream's recorded next snapshot, within
+``consumer.expiration-time``), the maximum included, as in Paimon: a stream that falls
+behind is the reason to keep its snapshots.
 
 Which files go with them. Data files are never re-added once deleted (a DELETE
 and ADD of the same file in one delta manifest only replaces its deletion vector:
@@ -37,6 +40,7 @@ from filestore.format.manifest import ADD, DELETE, ManifestEntry
 from filestore.format.snapshot import Snapshot
 from filestore.iceberg import sync_iceberg
 from filestore.state.bucket_file import is_data_file_changelog
+from filestore.state.consumers import holding_floor
 from filestore.state.context import TableContext
 from filestore.state.refs import (
     delete_entry_files,
@@ -102,6 +106,9 @@ def expire_range_end(
             except SnapshotNotFound:  # expired concurrently
                 pass
         end = sid + 1
+    if end > earliest:  # what would expire: the consumers are read only then
+        floor = holding_floor(ctx, now_ms)
+        end = end if floor is None else min(end, floor)
     return end if end > earliest else None
 
 

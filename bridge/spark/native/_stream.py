@@ -49,6 +49,7 @@ from bridge.spark.stream.by_tier import stream_reader
 from bridge.spark.stream.file import FileStreamReader
 from bridge.spark.stream.limits import default_read_limit
 from bridge.spark.stream.offsets import FileOffset
+from filestore.errors import SnapshotNotFound
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,12 +147,16 @@ class NativeStreams:
         s = self._streams[source_id]
         a, b = FileOffset.from_json(json.loads(start)), FileOffset.from_json(json.loads(end))
         names = s.schema.fieldNames()
-        if b.snapshot <= a.snapshot:
-            df = self._spark.createDataFrame([], s.schema)
-        elif a.full:
-            df = self._full(s, b)
-        else:
-            df = self._changes(s, a.snapshot, b.snapshot, key_order)
+        try:
+            if b.snapshot <= a.snapshot:
+                df = self._spark.createDataFrame([], s.schema)
+            elif a.full:
+                df = self._full(s, b)
+            else:
+                df = self._changes(s, a.snapshot, b.snapshot, key_order)
+        except SnapshotNotFound as exc:  # a batch planned before, run again after a restart
+            table = open_table(s.opts.common.warehouse, s.opts.common.table)
+            raise s.reader.expired(a.snapshot, table.snapshot_manager.earliest_id()) from exc
         return df.select(*[F.col(f"`{n}`") for n in names])._jdf.queryExecution().analyzed()
 
     def _full(self, s: _Stream, end: FileOffset) -> Any:

@@ -134,6 +134,8 @@ class ReadOptions:
     scan_timestamp: int | None = None
     max_rows_per_trigger: int | None = None
     max_barriers_per_trigger: int | None = None
+    # a file-tier stream's position, recorded so expiration keeps what it has to read
+    consumer_id: str | None = None
     columns: list[str] = field(default_factory=list)
     metadata_columns: bool = False
     poll_timeout_s: float = 2.0
@@ -205,6 +207,12 @@ class ReadOptions:
             )
         if feed is not None and changes is not None:
             raise OptionError("give one of changes, readChangeFeed")
+        if low.get("consumer-id") and tier in ("log", "hybrid"):
+            raise OptionError(
+                f"option 'consumer-id' holds back the expiration of the file tier's snapshots "
+                f"a stream has still to read; tier={tier} reads Kafka, whose offsets Spark's "
+                "checkpoint keeps"
+            )
         opts = ReadOptions(
             common=common,
             snapshot_id=version if version is not None else snapshot_id,
@@ -221,6 +229,7 @@ class ReadOptions:
             or (feed.starting_ms if feed else None),
             max_rows_per_trigger=_int(low, "maxRowsPerTrigger"),
             max_barriers_per_trigger=_int(low, "maxBarriersPerTrigger"),
+            consumer_id=low.get("consumer-id") or None,
             columns=_csv(low, "columns"),
             metadata_columns=_bool(low, "metadata-columns"),
             poll_timeout_s=_float(low, "log.poll-timeout", 2.0),

@@ -61,6 +61,7 @@ READ = (
     "scan.timestamp-millis",
     "maxRowsPerTrigger",
     "maxBarriersPerTrigger",
+    "consumer-id",
     "log.poll-timeout",
     "log.normalize",
     "scan.merge-only",  # internal: dts.table's merge part (bridge.spark.native.scan)

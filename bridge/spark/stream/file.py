@@ -24,12 +24,14 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from bridge.spark.errors import SnapshotsExpired
 from bridge.spark.options import ReadOptions
 from bridge.spark.options.catalog import open_table
 from bridge.spark.read.plan_scan import changes_partitions, read_context, split_partitions
 from bridge.spark.read.scan import read_partition
 from bridge.spark.stream.limits import default_read_limit, limits
 from bridge.spark.stream.offsets import FileOffset
+from filestore.errors import SnapshotNotFound
 from filestore.format.snapshot import COMPACT
 
 
@@ -39,6 +41,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.name = opts.common.table
         self.ctx = read_context(opts, schema, self._table())
         self.cap: int | None = None  # Trigger.AvailableNow target snapshot
+        self.recorded: int | None = None  # the consumer's next snapshot as last written
 
     def _table(self) -> Any:
         return open_table(self.opts.common.warehouse, self.name)
@@ -79,9 +82,12 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = FileOffset.from_json(start)
+        self._record(begin.snapshot + 1)  # where it stands, restarted from a checkpoint too
         # only the snapshots after `begin`: Spark asks at every trigger, and a table keeps
         # an hour of snapshots by default
-        pending = list(self._table().snapshot_manager.iter_backwards(down_to=begin.snapshot + 1))
+        table = self._table()
+        pending = list(table.snapshot_manager.iter_backwards(down_to=begin.snapshot + 1))
+        self._check_not_expired(table, begin)
         pending.reverse()
         if self.cap is not None:
             pending = [s for s in pending if s.id <= self.cap]
@@ -93,6 +99,25 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin.barrier,
         )
         return FileOffset(self.name, end, barrier).to_json()
+
+    def _check_not_expired(self, table: Any, begin: FileOffset) -> None:
+        """Changes the stream has not read were expired: say so, and what keeps them."""
+        earliest = table.snapshot_manager.earliest_id()
+        # the next snapshot still there: its changes are readable (stored changelog)
+        if begin.full or begin.snapshot == 0 or earliest is None or begin.snapshot + 1 >= earliest:
+            return
+        raise self.expired(begin.snapshot, earliest)
+
+    def expired(self, stands_at: int, earliest: int | None) -> SnapshotsExpired:
+        """The error of a stream whose next snapshots expired before it read them."""
+        gone = f"snapshots before {earliest}" if earliest is not None else "its snapshots"
+        return SnapshotsExpired(
+            f"table {self.name}: the stream stands at snapshot {stands_at}, but {gone} "
+            "expired while it was behind or stopped, and their changes are gone. Give the "
+            "stream the option consumer-id (expiration then keeps what it has still to "
+            "read), or a longer snapshot.time-retained; to go on, start it again from a new "
+            "checkpoint (scan.mode picks where)"
+        )
 
     def _admit(self, begin: FileOffset, pending: list[Any], limit: ReadLimit) -> int:
         max_rows, max_units = limits(self.opts, limit)
@@ -117,12 +142,22 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if b.snapshot <= a.snapshot:
             return []
         table = self._table()
-        if a.full:
-            return split_partitions(table, self.ctx, b.snapshot)
-        return changes_partitions(table, self.ctx, a.snapshot, b.snapshot)
+        try:
+            if a.full:
+                return split_partitions(table, self.ctx, b.snapshot)
+            return changes_partitions(table, self.ctx, a.snapshot, b.snapshot)
+        except SnapshotNotFound as exc:  # a batch planned before, run again after a restart
+            raise self.expired(a.snapshot, table.snapshot_manager.earliest_id()) from exc
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        return None
+        self._record(FileOffset.from_json(end).snapshot + 1)
+
+    def _record(self, next_snapshot: int) -> None:
+        """The consumer's position (option consumer-id), written when it moved."""
+        consumer = self.opts.consumer_id
+        if consumer is not None and next_snapshot != self.recorded:
+            self._table().record_consumer(consumer, next_snapshot)
+            self.recorded = next_snapshot

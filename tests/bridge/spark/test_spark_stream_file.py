@@ -143,3 +143,34 @@ def test_a_batch_of_compaction_snapshots_only_stamps_no_barrier_again(
     _run(dts, warehouse, "db.comp_src", "db.comp_dst", tmp_path / "ck")
     assert sort(dst.read()) == sort(src.read())
     assert barriers(dst) == [101, 200]
+
+
+def test_a_consumer_keeps_what_a_stopped_stream_has_still_to_read(
+    dts: Any, warehouse: Path, tmp_path: Path
+) -> None:
+    """A stream with consumer-id records its next snapshot at every batch; while it is
+    stopped, an expiration that would keep one snapshot keeps what the stream reads next,
+    and the restarted stream reads every change. Without one the same restart fails: the
+    snapshots it had to read are gone (what the soak's derived stream died of)."""
+    src = make_table(warehouse, "db.held")
+    held, lost = (make_table(warehouse, f"db.{n}") for n in ("held_copy", "lost_copy"))
+    commit(src, rows(10), barrier=100)
+    _run(dts, warehouse, "db.held", "db.held_copy", tmp_path / "ck1", **{"consumer-id": "copy"})
+    _run(dts, warehouse, "db.held", "db.lost_copy", tmp_path / "ck2")
+    stood = src.latest_snapshot().id
+    assert [(c.consumer_id, c.next_snapshot) for c in src.consumers()] == [("copy", stood + 1)]
+    for i in range(4):  # updates while both streams are stopped
+        commit(src, rows(10, k=f"u{i}"), barrier=200 + i)
+    src.expire(retain_min=1, older_than_ms=0)
+    assert src.snapshots()[0].id == stood  # held: the state its next change read compares with
+    _run(dts, warehouse, "db.held", "db.held_copy", tmp_path / "ck1", **{"consumer-id": "copy"})
+    assert sort(held.read()) == sort(src.read())
+    assert barriers(held)[-1] == 203
+    assert src.consumers()[0].next_snapshot == src.latest_snapshot().id + 1
+
+    assert src.delete_consumer("copy")
+    src.expire(retain_min=1, older_than_ms=0)  # nothing holds the history now
+    expired = r"(?s)SnapshotsExpired.*Give the stream the option consumer-id"
+    with pytest.raises(Exception, match=expired):  # Spark wraps the source's error
+        _run(dts, warehouse, "db.held", "db.lost_copy", tmp_path / "ck2")
+    assert sort(lost.read()) != sort(src.read())
