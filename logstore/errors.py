@@ -13,6 +13,10 @@ class BrokerStartError(LogStoreError):
     """The embedded broker could not be started or did not answer."""
 
 
+class PortError(LogStoreError):
+    """No free port for a server dts starts, or a bad ``DTS_PORTS`` range."""
+
+
 class LogSpecError(LogStoreError, ValueError):
     """A table's log settings are invalid or contradict each other."""
 

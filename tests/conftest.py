@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from logstore.broker import EmbeddedBroker
+from logstore.localhost import PORTS_ENV, port_span
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -17,12 +18,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
+        _split_ports(os.environ["PYTEST_XDIST_WORKER"])
     # The tests' JVMs (Spark sessions and clusters, Kafka Connect) live seconds to minutes:
     # C2's compiler threads spent about a third of a short Spark session's CPU on code that
     # never ran long enough to repay it (README's Spark block: 67-70 s of CPU, 42-54 s with
     # C1 only), and on two cores that CPU is the suite's minutes. Tests check behaviour, not
     # speed; the benchmarks run the JVM's defaults. (The embedded broker runs C1 only anyway.)
     os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+
+def _split_ports(worker: str) -> None:
+    """Each pytest-xdist worker (and what it starts) picks server ports from its own part
+    of the span: two workers never pick the same port between the choice and the bind."""
+    span = port_span()
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if span is None or not worker.startswith("gw") or count < 2:
+        return
+    low, high = span
+    size = (high - low + 1) // count
+    start = low + int(worker[2:]) * size
+    os.environ.setdefault(PORTS_ENV, f"{start}-{start + size - 1}")
 
 
 @pytest.fixture
