@@ -40,7 +40,7 @@ from filestore.format.manifest import ADD, DELETE, ManifestEntry
 from filestore.format.snapshot import Snapshot
 from filestore.iceberg import sync_iceberg
 from filestore.state.bucket_file import is_data_file_changelog
-from filestore.state.consumers import holding_floor
+from filestore.state.consumers import drop_lapsed_consumers, holding_floor
 from filestore.state.context import TableContext
 from filestore.state.refs import (
     delete_entry_files,
@@ -132,6 +132,8 @@ def expire_snapshots(
             f"retain at least 1 snapshot and max ({retention.max_retained}) >= "
             f"min ({retention.min_retained})"
         )
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    drop_lapsed_consumers(ctx, now_ms)
     end = expire_range_end(ctx, retention, now_ms)
     if end is None:
         return ExpireResult(earliest=ctx.snapshot_manager.earliest_id())
@@ -217,8 +219,12 @@ def expire_until(ctx: TableContext, new_earliest: int) -> ExpireResult:
 
 def expire_after_commit(ctx: TableContext) -> ExpireResult | None:
     """Cheap check after each commit; expires only when the retention options say so."""
-    end = expire_range_end(ctx, Retention.of(ctx))
-    return expire_until(ctx, end) if end is not None else None
+    now_ms = int(time.time() * 1000)
+    end = expire_range_end(ctx, Retention.of(ctx), now_ms)
+    if end is None:
+        return None
+    drop_lapsed_consumers(ctx, now_ms)  # only when expiring: listing them costs a read
+    return expire_until(ctx, end)
 
 
 # -- tags ----------------------------------------------------------------------

@@ -13,7 +13,6 @@ import json
 import time
 from dataclasses import dataclass
 
-from filestore.errors import InvalidIdentifier, InvalidOption
 from filestore.format.identifiers import check_identifier
 from filestore.state.context import TableContext
 
@@ -32,18 +31,11 @@ class Consumer:
         ).encode()
 
 
-def _check_id(consumer_id: str) -> None:
-    try:
-        check_identifier("consumer", consumer_id)
-    except InvalidIdentifier as e:
-        raise InvalidOption(str(e)) from None
-
-
 def record_consumer(
     ctx: TableContext, consumer_id: str, next_snapshot: int, now_ms: int | None = None
 ) -> Consumer:
     """Record that ``consumer_id`` reads ``next_snapshot`` next (overwrites its position)."""
-    _check_id(consumer_id)
+    check_identifier("consumer", consumer_id)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     consumer = Consumer(consumer_id, next_snapshot, now_ms)
     path = ctx.paths.consumer(consumer_id)
@@ -69,7 +61,7 @@ def list_consumers(ctx: TableContext) -> list[Consumer]:
 
 def delete_consumer(ctx: TableContext, consumer_id: str) -> bool:
     """Forget a consumer (its stream is gone); whether it existed."""
-    _check_id(consumer_id)
+    check_identifier("consumer", consumer_id)
     path = ctx.paths.consumer(consumer_id)
     if ctx.io.try_read_bytes(path) is None:
         return False
@@ -80,13 +72,17 @@ def delete_consumer(ctx: TableContext, consumer_id: str) -> bool:
 def holding_floor(ctx: TableContext, now_ms: int) -> int | None:
     """The earliest snapshot a consumer still within ``consumer.expiration-time`` needs
     (None: none holds anything): the one before its next, the state a change read of the
-    next one may compare with. The files of consumers past the time are deleted."""
+    next one may compare with."""
     horizon = now_ms - ctx.options.consumer_expiration_ms
-    floor: int | None = None
-    for consumer in list_consumers(ctx):
-        if consumer.updated_ms < horizon:
-            ctx.io.delete_file(ctx.paths.consumer(consumer.consumer_id))
-            continue
-        needed = max(consumer.next_snapshot - 1, 1)
-        floor = needed if floor is None else min(floor, needed)
-    return floor
+    needed = [max(c.next_snapshot - 1, 1) for c in list_consumers(ctx) if c.updated_ms >= horizon]
+    return min(needed, default=None)
+
+
+def drop_lapsed_consumers(ctx: TableContext, now_ms: int) -> list[str]:
+    """Delete the files of consumers not updated for ``consumer.expiration-time``
+    (they hold nothing any more); their ids."""
+    horizon = now_ms - ctx.options.consumer_expiration_ms
+    lapsed = [c.consumer_id for c in list_consumers(ctx) if c.updated_ms < horizon]
+    for consumer_id in lapsed:
+        ctx.io.delete_file(ctx.paths.consumer(consumer_id))
+    return lapsed

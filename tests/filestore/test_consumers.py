@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from filestore.errors import InvalidOption
+from filestore.errors import InvalidIdentifier
 from filestore.state.consumers import record_consumer
 from tests.filestore.test_expire import _all_referenced_exist, _build, _state
 
@@ -50,6 +50,6 @@ def test_a_consumer_not_updated_within_its_expiration_time_holds_nothing(
 
 def test_a_consumer_id_that_would_escape_its_directory_is_refused(warehouse: Path) -> None:
     t, _ = _build(warehouse, 1)
-    with pytest.raises(InvalidOption, match=r"consumer name '\.\./x' is not valid"):
+    with pytest.raises(InvalidIdentifier, match=r"consumer name '\.\./x' is not valid"):
         t.record_consumer("../x", 1)
     assert t.consumers() == []

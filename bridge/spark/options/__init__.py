@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from bridge.spark.errors import OptionError
 from bridge.spark.options.habits import ChangeFeed, change_feed, parse_time_ms, starting_offsets
 from bridge.spark.options.keys import KAFKA_PREFIX, check_keys
+from filestore.errors import InvalidIdentifier
+from filestore.format.identifiers import check_identifier
 from filestore.format.row_kind import ROW_KIND_COLUMN
 from logstore.client_config import from_java_properties
 from logstore.errors import ClientConfigError
@@ -213,6 +215,11 @@ class ReadOptions:
                 f"a stream has still to read; tier={tier} reads Kafka, whose offsets Spark's "
                 "checkpoint keeps"
             )
+        if low.get("consumer-id"):
+            try:  # at the start, not at the first batch: the id names a file in the table
+                check_identifier("consumer", low["consumer-id"])
+            except InvalidIdentifier as exc:
+                raise OptionError(f"option 'consumer-id': {exc}") from None
         opts = ReadOptions(
             common=common,
             snapshot_id=version if version is not None else snapshot_id,

@@ -82,10 +82,10 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = FileOffset.from_json(start)
-        self._record(begin.snapshot + 1)  # where it stands, restarted from a checkpoint too
+        table = self._table()
+        self._record(begin.snapshot + 1, table)  # where it stands, after a restart too
         # only the snapshots after `begin`: Spark asks at every trigger, and a table keeps
         # an hour of snapshots by default
-        table = self._table()
         pending = list(table.snapshot_manager.iter_backwards(down_to=begin.snapshot + 1))
         self._check_not_expired(table, begin)
         pending.reverse()
@@ -155,9 +155,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         self._record(FileOffset.from_json(end).snapshot + 1)
 
-    def _record(self, next_snapshot: int) -> None:
+    def _record(self, next_snapshot: int, table: Any = None) -> None:
         """The consumer's position (option consumer-id), written when it moved."""
         consumer = self.opts.consumer_id
         if consumer is not None and next_snapshot != self.recorded:
-            self._table().record_consumer(consumer, next_snapshot)
+            (table or self._table()).record_consumer(consumer, next_snapshot)
             self.recorded = next_snapshot

@@ -72,6 +72,11 @@ def test_options_validate() -> None:
         ReadOptions.parse({**base, "scan.mode": "from-barrier"})
     with pytest.raises(OptionError, match="warehouse"):
         ReadOptions.parse({"path": "db.t"})
+    assert ReadOptions.parse({**base, "consumer-id": "derived-1"}).consumer_id == "derived-1"
+    with pytest.raises(OptionError, match=r"option 'consumer-id': consumer name '\.\./x'"):
+        ReadOptions.parse({**base, "consumer-id": "../x"})
+    with pytest.raises(OptionError, match=r"consumer-id.*tier=log"):
+        ReadOptions.parse({**base, "consumer-id": "c", "tier": "log", "bootstrap": "h:1"})
     w = WriteOptions.parse({**base, "create": "true", "primary-key": "id, k", "table.bucket": "2"})
     assert w.create and w.primary_key == ["id", "k"] and w.table_options == {"bucket": "2"}
 
