@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from filestore import Catalog, FileStoreError
+from filestore import Catalog, FileStoreError, Table
 from filestore.format.options import parse_duration_ms
 from filestore.format.types import PRIMITIVE_TYPE_NAMES, type_from_json
 from filestore.iceberg import IcebergSync
@@ -235,6 +235,36 @@ def describe(name: str, warehouse: str) -> None:
             f"latest snapshot: {latest.id} ({latest.commit_kind}, {utc_time(latest.time_millis)}, "
             f"barrier {latest.barrier}, {latest.total_record_count} records in files)"
         )
+    _print_consumers(console, t)
+
+
+def _print_consumers(console: Console, t: Table) -> None:
+    """The streams whose position holds back expiration, and until when."""
+    lapse_ms = t.schema.core_options.consumer_expiration_ms
+    for c in t.consumers():
+        console.print(
+            f"consumer {c.consumer_id}: reads snapshot {c.next_snapshot} next, keeps "
+            f"snapshots from {max(c.next_snapshot - 1, 1)} until "
+            f"{utc_time(c.updated_ms + lapse_ms)} unless it moves "
+            f"(updated {utc_time(c.updated_ms)}; drop it with "
+            f"dts table drop-consumer {t.name} {c.consumer_id})"
+        )
+
+
+@table.command("drop-consumer")
+@click.argument("name")
+@click.argument("consumer_id")
+@warehouse_option
+def drop_consumer(name: str, consumer_id: str, warehouse: str) -> None:
+    """Forget stream CONSUMER_ID's position in table NAME (its stream is gone for good):
+    expiration no longer keeps what it had still to read."""
+    try:
+        dropped = Catalog(warehouse).get_table(name).delete_consumer(consumer_id)
+    except FileStoreError as e:
+        raise click_error(e) from None
+    if not dropped:
+        raise click.ClickException(f"table {name} has no consumer {consumer_id!r}")
+    click.echo(f"dropped consumer {consumer_id} of {name}")
 
 
 @table.command("drop")

@@ -44,6 +44,14 @@ def test_table_commands(warehouse: Path) -> None:
     w.commit(barrier=5)
     r = runner.invoke(cli, ["table", "describe", "db.t", *wh])
     assert r.exit_code == 0 and "primary" in r.output and "barrier 5" in r.output, r.output
+    assert "consumer" not in r.output
+    t.record_consumer("derived", 2)
+    r = runner.invoke(cli, ["table", "describe", "db.t", *wh])
+    assert "consumer derived: reads snapshot 2 next, keeps snapshots from 1 until" in r.output
+    r = runner.invoke(cli, ["table", "drop-consumer", "db.t", "derived", *wh])
+    assert r.exit_code == 0 and t.consumers() == [], r.output
+    r = runner.invoke(cli, ["table", "drop-consumer", "db.t", "derived", *wh])
+    assert r.exit_code != 0 and "has no consumer 'derived'" in r.output
     r = runner.invoke(cli, ["table", "scan", "db.t", "-c", "id,name", *wh])
     assert r.exit_code == 0 and "2 rows" in r.output and "b" in r.output, r.output
     r = runner.invoke(cli, ["table", "snapshots", "db.t", *wh])
