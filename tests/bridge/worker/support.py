@@ -133,6 +133,40 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{tail}")
 
 
+def wait_for_catch_up(
+    committed: Callable[[], int | None],
+    last: int,
+    stall_s: float,
+    what: str,
+    worker: WorkerProc | None = None,
+    poll_s: float = 0.1,
+) -> None:
+    """Wait until ``committed()`` reaches barrier ``last``; fail once it has not moved for
+    ``stall_s``. A worker catching up commits one barrier at a time, and on a loaded
+    machine each commit takes longer (on S3, under a CPU hog, a backlog of 30 barriers
+    outlasted a fixed 120 s wait while every commit went through): the failure that
+    matters is a worker that stopped committing, not one that is slow. The test's own
+    timeout bounds the whole."""
+    seen, moved = committed(), time.monotonic()
+    while (seen or 0) < last:
+        if worker is not None and worker.proc.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {worker.proc.returncode} while waiting for {what}:\n"
+                f"{worker.tail()}"
+            )
+        if time.monotonic() - moved > stall_s:
+            tail = f":\n{worker.tail()}" if worker is not None else ""
+            raise AssertionError(
+                f"no barrier committed for {stall_s}s while waiting for {what} "
+                f"(at {seen}, waiting for {last}){tail}"
+            )
+        time.sleep(poll_s)
+        now = committed()
+        if now != seen:
+            seen, moved = now, time.monotonic()
+    assert seen == last, f"{what}: committed barrier {seen} is past the last one written, {last}"
+
+
 def latest_barrier(table: Table) -> int | None:
     """Greatest barrier committed (a compaction snapshot on top may carry none): the
     newest snapshot's that has one, since a table's barriers only rise. Reading back to

@@ -36,6 +36,7 @@ from tests.bridge.worker.support import (
     log_writer,
     start_worker,
     wait_for,
+    wait_for_catch_up,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -104,7 +105,7 @@ def test_broker_down_longer_than_the_worker_timeouts(warehouse: Path, tmp_path: 
                     producer, committed, 60, w
                 )
                 barriers = producer.stop()
-                wait_for(lambda: committed() == barriers[-1], 90, "every barrier committed", w)
+                wait_for_catch_up(committed, barriers[-1], 90, "every barrier committed", w)
             finally:
                 code = w.stop()
         writer.close(final_barrier=False)
