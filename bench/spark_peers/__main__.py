@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.results import replace_section
 from bench.spark_peers.common import CORES, DRIVER_MEMORY, PHASES, SHUFFLE_PARTITIONS
+from logstore.localhost import cache_dir
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -43,13 +44,6 @@ SYSTEMS = ("dts", "paimon", "delta")
 PEERS = ("paimon", "delta")
 LABEL = {"dts": "dts", "paimon": "Paimon", "delta": "Delta"}
 BEGIN, END = "<!-- spark-peers:begin -->", "<!-- spark-peers:end -->"
-
-
-def cache_dir() -> Path:
-    given = os.environ.get("DTS_CACHE")
-    if given:
-        return Path(given)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dts"
 
 
 def jar_dir(system: str) -> Path | None:
