@@ -2,7 +2,7 @@
 (``make iceberg-readers``: pyiceberg with its SQL catalog, DuckDB and its iceberg/avro
 extensions from PyPI; none of the project's packages).
 
-Reads a JSON request on stdin: ``{"dts_table": dir, "initial": parquet, "steps": [{"upsert":
+Reads a JSON request on stdin: ``{"dts_tables": {name: dir}, "initial": parquet, "steps": [{"upsert":
 parquet, "delete": parquet of ids}, ...], "live_rows": parquet, "copy_dir": dir, "repeats":
 n}``. pyiceberg writes two tables of its own into a SQLite-catalogued warehouse:
 
@@ -13,8 +13,8 @@ n}``. pyiceberg writes two tables of its own into a SQLite-catalogued warehouse:
 - ``one_append``: the live rows in one append (one file, no deletes): the reader's best
   case, a second row.
 
-Then DuckDB reads the three, in turn on every repeat so load on the machine falls on all
-alike. Writes the times (seconds per repeat), what each read saw, and how long pyiceberg's
+Then DuckDB reads them all (the dts tables and pyiceberg's two), in turn on every repeat
+so load on the machine falls on all alike. Writes the times (seconds per repeat), what each read saw, and how long pyiceberg's
 history took, as JSON.
 """
 
@@ -86,7 +86,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     con = duckdb.connect(config={"extension_directory": ext, "autoinstall_known_extensions": False})
     con.execute("LOAD avro; LOAD iceberg;")
     sources = {
-        "dts": f"iceberg_scan('{request['dts_table']}')",
+        **{name: f"iceberg_scan('{root}')" for name, root in request["dts_tables"].items()},
         "pyiceberg_history": f"iceberg_scan('{history_meta}')",
         "pyiceberg_one_append": f"iceberg_scan('{append_meta}')",
     }

@@ -63,6 +63,7 @@ KNOWN_OPTIONS = frozenset(
         "auto-compaction",
         "compaction.max-size-amplification-percent",
         "compaction.size-ratio",
+        "compaction.delete-ratio-threshold",
         "snapshot.num-retained.min",
         "snapshot.num-retained.max",
         "snapshot.time-retained",
@@ -129,6 +130,19 @@ def _int(options: Mapping[str, str], key: str, default: int, minimum: int) -> in
         raise InvalidOption(f"option {key!r}: {raw!r} is not an integer") from None
     if value < minimum:
         raise InvalidOption(f"option {key!r}: {value} is below the minimum {minimum}")
+    return value
+
+
+def _ratio(options: Mapping[str, str], key: str, default: float) -> float:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidOption(f"option {key!r}: {raw!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise InvalidOption(f"option {key!r}: {value} is not a share in (0, 1]")
     return value
 
 
@@ -212,6 +226,10 @@ class CoreOptions:
             newer runs over the oldest that makes a compaction rewrite them all.
         compaction_size_ratio: ``compaction.size-ratio`` (default 1), in percent: the
             slack when picking runs of similar size to merge.
+        compaction_delete_ratio: ``compaction.delete-ratio-threshold`` (default 0.2,
+            Paimon's): with deletion vectors, a bucket holding a file whose vector
+            deletes this share of its rows is compacted whole, so readers (Iceberg's
+            included) are not left to skip ever more deleted positions.
         snapshot_num_retained_min: ``snapshot.num-retained.min`` (default 10).
         snapshot_num_retained_max: ``snapshot.num-retained.max`` (default unbounded).
         snapshot_time_retained_ms: ``snapshot.time-retained`` (default 1 h), in ms:
@@ -261,6 +279,7 @@ class CoreOptions:
     auto_compaction: bool = True
     compaction_max_size_amplification_percent: int = 200
     compaction_size_ratio: int = 1
+    compaction_delete_ratio: float = 0.2
     snapshot_num_retained_min: int = 10
     snapshot_num_retained_max: int = 2**31 - 1
     snapshot_time_retained_ms: int = 3_600_000
@@ -316,6 +335,7 @@ class CoreOptions:
                 raw, "compaction.max-size-amplification-percent", 200, 0
             ),
             compaction_size_ratio=_int(raw, "compaction.size-ratio", 1, 0),
+            compaction_delete_ratio=_ratio(raw, "compaction.delete-ratio-threshold", 0.2),
             snapshot_num_retained_min=_int(raw, "snapshot.num-retained.min", 10, 1),
             snapshot_num_retained_max=_int(raw, "snapshot.num-retained.max", 2**31 - 1, 1),
             snapshot_time_retained_ms=parse_duration_ms(

@@ -10,6 +10,13 @@ bucket has at least ``num-sorted-run.compaction-trigger`` runs:
    picked so far (``compaction.size-ratio``);
 3. else enough of the newest runs to get back below the trigger.
 
+With deletion vectors, when the picker chooses nothing, the files of an upper level
+whose vectors delete ``compaction.delete-ratio-threshold`` of their rows are rewritten
+alone, at their level, without those rows (Paimon's option; Iceberg's
+``delete-ratio-threshold``): the vectors grow with every upsert of old keys, and every
+reader pays for the rows it must skip, an Iceberg reader most (position deletes). Level
+0 is left to the picker, which merges it up anyway.
+
 The picked files are merged by the table's merge engine (``merge.merge``) and
 written to one output level, rolled at ``target-file-size``. Retractions are
 dropped only when every run of the bucket takes part (nothing older remains
@@ -42,7 +49,7 @@ from filestore.read.lookup import lookup_changelog
 from filestore.read.merge import merge
 from filestore.state.bucket_file import align, key_value_schema, read_bucket_file, write_bucket_file
 from filestore.state.context import Partition, TableContext
-from filestore.state.deletion_vectors import read_live
+from filestore.state.deletion_vectors import deleted_count, read_live
 from filestore.state.levels import BucketKey, SortedRun, live_by_bucket, run_count, sorted_runs
 
 log = logging.getLogger(__name__)
@@ -86,7 +93,7 @@ class UniversalPicker:
         if not runs:
             return None
         only = runs[0]
-        settled = all(f.delete_row_count == 0 for f in only.files)
+        settled = all(f.delete_row_count == 0 and not f.deletion_vector for f in only.files)
         if len(runs) == 1 and only.level == self.max_level and settled:
             return None
         return self._unit(runs, len(runs))
@@ -222,6 +229,22 @@ def _lookup(schema: TableSchema) -> bool:
     return bool(schema.primary_key) and schema.core_options.changelog_producer == "lookup"
 
 
+def _purge_unit(ctx: TableContext, runs: Sequence[SortedRun]) -> CompactUnit | None:
+    """The files of one upper level, oldest first, whose deletion vectors hold
+    ``compaction.delete-ratio-threshold`` of their rows: rewritten alone at their level
+    (the same keys and sequence numbers, less the deleted rows)."""
+    share = ctx.options.compaction_delete_ratio
+    for run in reversed(runs):
+        if run.level == 0:
+            continue
+        doomed = tuple(
+            f for f in run.files if f.deletion_vector and deleted_count(f) >= share * f.row_count
+        )
+        if doomed:
+            return CompactUnit(run.level, doomed, drop_deletes=False)
+    return None
+
+
 def plan_unit(ctx: TableContext, files: Sequence[DataFileMeta], full: bool) -> CompactUnit | None:
     schema = ctx.schema
     if not schema.primary_key:
@@ -234,7 +257,7 @@ def plan_unit(ctx: TableContext, files: Sequence[DataFileMeta], full: bool) -> C
     if unit is None and _lookup(schema):
         # changelog-producer=lookup: level-0 rows reach the changelog only when compacted
         unit = picker.level0(runs)
-    return unit
+    return unit or _purge_unit(ctx, runs)
 
 
 class _GuardedCompact(CompactFiles):
@@ -378,7 +401,10 @@ def due_buckets(
     def is_due(entries: Sequence[ManifestEntry]) -> bool:
         if lookup and any(e.file.level == 0 for e in entries):
             return True  # lookup: compact every commit's level-0 files into the changelog
-        return run_count(schema, [e.file for e in entries]) >= trigger
+        files = [e.file for e in entries]
+        if run_count(schema, files) >= trigger:
+            return True
+        return bool(schema.primary_key) and _purge_unit(ctx, sorted_runs(files)) is not None
 
     return [k for k in wanted if k in groups and is_due(groups[k])]
 
