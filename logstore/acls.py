@@ -186,7 +186,7 @@ def require_acls(
             "%s: Kafka did not answer the ACL check within %.0f s (%s); starting without it",
             who,
             TIMEOUT_S,
-            exc or type(exc).__name__,
+            str(exc) or type(exc).__name__,  # a future's TimeoutError has no message
         )
         return
     if missing:

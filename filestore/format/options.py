@@ -227,8 +227,8 @@ class CoreOptions:
         compaction_size_ratio: ``compaction.size-ratio`` (default 1), in percent: the
             slack when picking runs of similar size to merge.
         compaction_delete_ratio: ``compaction.delete-ratio-threshold`` (default 0.2,
-            Paimon's): with deletion vectors, a bucket holding a file whose vector
-            deletes this share of its rows is compacted whole, so readers (Iceberg's
+            Paimon's): with deletion vectors, an upper-level file whose vector deletes
+            this share of its rows is rewritten alone without them, so readers (Iceberg's
             included) are not left to skip ever more deleted positions.
         snapshot_num_retained_min: ``snapshot.num-retained.min`` (default 10).
         snapshot_num_retained_max: ``snapshot.num-retained.max`` (default unbounded).

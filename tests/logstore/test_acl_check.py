@@ -37,6 +37,7 @@ def test_an_unanswered_check_lets_the_start_go_on(
 ) -> None:
     _check_raising(monkeypatch, unanswered)
     assert "dts worker: Kafka did not answer the ACL check within 15 s" in caplog.text
+    assert "()" not in caplog.text, "the warning names what went unanswered"
 
 
 def test_a_definite_error_still_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
