@@ -34,6 +34,7 @@ from logstore.errors import (
 )
 from logstore.kafka_failures import is_fenced, is_transient
 from logstore.markers import marker_headers, next_barrier_id
+from logstore.producer_transactions import SEND_OFFSETS_S, send_offsets, transaction_cause
 from logstore.scan import last_barrier_on_topic
 from logstore.spec import LogSpec
 from logstore.topics import ensure_topic
@@ -57,9 +58,6 @@ def default_transactional_id(spec: LogSpec) -> str:
     return f"dts-writer-{spec.topic}"
 
 
-#: how long the source offsets of a barrier may take to reach the group coordinator (a
-#: coordinator failover included) before the writer gives up on its client
-SEND_OFFSETS_S = 30.0
 #: how long one commit_transaction call may take; how many calls a barrier gets
 COMMIT_TIMEOUT_S = 60.0
 COMMIT_ATTEMPTS = 3
@@ -199,15 +197,10 @@ class LogWriter:
         with self._lock:
             self._check_usable()
             self._ensure_txn()
-            produce = self._producer.produce
-            for k, v, p in zip(keys, values, parts, strict=True):
-                while True:
-                    try:
-                        produce(spec.topic, v, k, p)
-                        break
-                    except BufferError:  # local queue full: let deliveries drain
-                        self._producer.poll(0.05)
-            self._producer.poll(0)
+            try:
+                self._produce(spec.topic, keys, values, parts)
+            except KafkaException as exc:  # e.g. a transaction a refusal failed meanwhile
+                raise self._fail(transaction_cause(self._producer, exc)) from exc
             self._pending_rows += len(values)
         return len(values)
 
@@ -285,7 +278,7 @@ class LogWriter:
             try:
                 self._close_barrier(barrier_id, source_offsets, group_metadata)
             except KafkaException as exc:
-                raise self._fail(exc) from exc
+                raise self._fail(transaction_cause(self._producer, exc)) from exc
             self.last_barrier = barrier_id
             self._pending_rows = 0
             return barrier_id
@@ -348,6 +341,17 @@ class LogWriter:
             raise WriterError(f"{topic}: not a log this writer writes ({', '.join(self.tables)})")
         return found
 
+    def _produce(self, topic: str, keys: list[Any], values: list[Any], parts: list[int]) -> None:
+        produce = self._producer.produce
+        for k, v, p in zip(keys, values, parts, strict=True):
+            while True:
+                try:
+                    produce(topic, v, k, p)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    self._producer.poll(0.05)
+        self._producer.poll(0)
+
     def _markers(self, barrier_id: int) -> None:
         """The barrier's marker on every partition of every table's log."""
         for spec, _ in self.tables.values():
@@ -408,23 +412,8 @@ class LogWriter:
                     raise
 
     def _send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
-        """``send_offsets_to_transaction`` with a timeout that holds: librdkafka ignores its
-        own when the group coordinator's broker died (confluentinc/librdkafka#5456, #5511;
-        seen in tests/bridge/worker/test_worker_kafka_cluster.py: hung for minutes after
-        the node came back)."""
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                self._producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_S)
-            except BaseException as exc:  # handed to the caller's thread
-                failure.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=call, name=f"send-offsets-{self.spec.topic}", daemon=True).start()
-        if not done.wait(SEND_OFFSETS_S + 5):
+        name = f"send-offsets-{self.spec.topic}"
+        if not send_offsets(self._producer, offsets, group_metadata, name):
             # the client is wedged in the call: nothing more may be asked of it (a flush
             # or an abort would hang too); the next writer's init_transactions fences it
             self._closed = True
@@ -434,8 +423,6 @@ class LogWriter:
                 f"{SEND_OFFSETS_S:.0f}s (the group coordinator was lost); the open barrier "
                 "is aborted when a new writer starts"
             )
-        if failure:
-            raise failure[0]
 
     def _fail(self, exc: KafkaException) -> WriterError:
         """Abort the open transaction and turn the client error into ours."""

@@ -205,10 +205,10 @@ def test_a_wedged_offsets_call_ends_the_writer_and_the_next_one_fences_it(  # ty
     client after SEND_OFFSETS_S, and a new writer with the same id aborts the barrier."""
     import threading
 
-    import logstore.writer as writer_module
+    import logstore.producer_transactions as transactions_module
     from logstore.errors import WriterStuckError
 
-    monkeypatch.setattr(writer_module, "SEND_OFFSETS_S", 0.5)
+    monkeypatch.setattr(transactions_module, "SEND_OFFSETS_S", 0.5)
     spec = LogSpec(unique_topic("wedged"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
     w = writer(broker, spec, transactional_id=f"wedge-{uuid.uuid4().hex[:6]}")
     released = threading.Event()

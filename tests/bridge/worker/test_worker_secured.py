@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bridge.cli import cli
@@ -29,7 +29,7 @@ from logstore.broker import EmbeddedBroker
 from logstore.broker_security import BrokerSecurity
 from logstore.errors import BrokerAuthenticationError, WriterNotAuthorizedError
 from logstore.reader import LogReader
-from logstore.writer import default_transactional_id
+from logstore.writer import LogWriter, default_transactional_id
 from tests.bridge.worker.secured import (
     client_properties,
     dead_letter_acls,
@@ -169,6 +169,30 @@ def test_a_reader_cannot_write_a_tables_log(
     finally:
         writer.close(final_barrier=False)
     assert f"User:reader, which lacks WRITE on Topic {spec.topic!r}" in str(e.value)
+
+    # the refusal reaches the client in the background, after the rows are queued: a
+    # barrier closed once it has failed the transaction is refused a produce with a bare
+    # "Erroneous state" (hog run h11 met it by chance), and still names the missing ACL
+    writer = log_writer(table, secured.bootstrap)
+    try:
+        writer.write(rows)
+        wait_for(lambda: _transaction_failed(writer), 30, "the topic's refusal in the client")
+        with pytest.raises(WriterNotAuthorizedError) as e:
+            writer.barrier()
+    finally:
+        writer.close(final_barrier=False)
+    assert f"User:reader, which lacks WRITE on Topic {spec.topic!r}" in str(e.value)
+
+
+def _transaction_failed(writer: LogWriter) -> bool:
+    """Whether the writer's open transaction has failed: librdkafka refuses to begin
+    another with the failure's own error then, and with a bare state error while it is
+    open and sound (neither call changes the transaction)."""
+    try:
+        writer._producer.begin_transaction()
+    except KafkaException as exc:
+        return bool(exc.args[0].txn_requires_abort())
+    raise AssertionError("the writer had no open transaction")
 
 
 def test_dts_ingest_copies_a_topic_with_least_privilege(
