@@ -19,6 +19,7 @@ import pytest
 from filestore import Catalog, CommitKind, CommitProperties, Table
 from filestore.errors import CommitConflict, InvalidOption, SchemaError
 from filestore.format.manifest import ADD, DELETE
+from filestore.format.options import CoreOptions
 from filestore.read.split import SplitReader
 from filestore.state.deletion_vectors import deleted_count
 from tests.filestore.test_stored_changelog import _rows, replay
@@ -280,6 +281,30 @@ def test_an_upper_file_mostly_deleted_is_rewritten_without_its_deleted_rows(
     assert sorted(
         e.file.row_count for e in t.live_entries(t.latest_snapshot()) if e.file.level == 0
     ) == [10, 15]
+
+
+def test_a_table_with_iceberg_metadata_rewrites_a_file_a_twentieth_deleted(
+    warehouse: Path,
+) -> None:
+    """With Iceberg metadata the threshold defaults to 0.05 (DuckDB checks every row of a
+    file with any position delete); set, it is what was set."""
+    assert CoreOptions.from_map(DV).compaction_delete_ratio == 0.2
+    with_iceberg = {**DV, "bucket": "1", "metadata.iceberg.storage": "table-location"}
+    assert CoreOptions.from_map(with_iceberg).compaction_delete_ratio == 0.05
+    pinned = {**with_iceberg, "compaction.delete-ratio-threshold": "0.2"}
+    assert CoreOptions.from_map(pinned).compaction_delete_ratio == 0.2
+    t = Catalog(str(warehouse)).create_table(
+        "db.t", SCHEMA, primary_key=["id"], options=with_iceberg
+    )
+    _upsert(t, list(range(100)), "a")
+    t.compact(full=True)
+    (base,) = _upper(t)
+    _upsert(t, list(range(6)), "b")  # 6%: over a twentieth, under Paimon's fifth
+    (upper,) = _upper(t)
+    assert upper.file_name != base.file_name and upper.row_count == 94
+    assert not upper.deletion_vector
+    expected = {i: ("b" if i < 6 else "a") + str(i) for i in range(100)}
+    assert {r["id"]: r["v"] for r in t.read().to_pylist()} == expected
 
 
 def test_a_full_compaction_leaves_no_deletion_vector(warehouse: Path) -> None:
