@@ -200,7 +200,7 @@ class LogWriter:
             try:
                 self._produce(spec.topic, keys, values, parts)
             except KafkaException as exc:  # e.g. a transaction a refusal failed meanwhile
-                raise self._fail(transaction_cause(self._producer, exc)) from exc
+                raise self._fail(exc) from exc
             self._pending_rows += len(values)
         return len(values)
 
@@ -278,7 +278,7 @@ class LogWriter:
             try:
                 self._close_barrier(barrier_id, source_offsets, group_metadata)
             except KafkaException as exc:
-                raise self._fail(transaction_cause(self._producer, exc)) from exc
+                raise self._fail(exc) from exc
             self.last_barrier = barrier_id
             self._pending_rows = 0
             return barrier_id
@@ -425,7 +425,9 @@ class LogWriter:
             )
 
     def _fail(self, exc: KafkaException) -> WriterError:
-        """Abort the open transaction and turn the client error into ours."""
+        """Abort the open transaction and turn the client error into ours (for a bare
+        ``_STATE``, the error that failed the transaction: asked before the abort)."""
+        exc = transaction_cause(self._producer, exc)
         err = exc.args[0] if exc.args else None
         fenced = isinstance(err, KafkaError) and is_fenced(err)
         fatal = isinstance(err, KafkaError) and err.fatal()

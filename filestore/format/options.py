@@ -141,11 +141,6 @@ DELETE_RATIO_DEFAULT = 0.2
 DELETE_RATIO_ICEBERG = 0.05
 
 
-def _delete_ratio_default(options: Mapping[str, str]) -> float:
-    iceberg = options.get("metadata.iceberg.storage", "disabled") == "table-location"
-    return DELETE_RATIO_ICEBERG if iceberg else DELETE_RATIO_DEFAULT
-
-
 def _ratio(options: Mapping[str, str], key: str, default: float) -> float:
     raw = options.get(key)
     if raw is None:
@@ -329,6 +324,8 @@ class CoreOptions:
         """
         raw = {str(k): str(v) for k, v in options.items()}
         bucket_key = tuple(c.strip() for c in raw.get("bucket-key", "").split(",") if c.strip())
+        # the delete ratio's default depends on it
+        iceberg = _choice(raw, "metadata.iceberg.storage", "disabled", get_args(IcebergStorage))
         resolved = cls(
             raw=raw,
             num_buckets=_int(raw, "bucket", 1, 1),
@@ -350,7 +347,9 @@ class CoreOptions:
             ),
             compaction_size_ratio=_int(raw, "compaction.size-ratio", 1, 0),
             compaction_delete_ratio=_ratio(
-                raw, "compaction.delete-ratio-threshold", _delete_ratio_default(raw)
+                raw,
+                "compaction.delete-ratio-threshold",
+                DELETE_RATIO_ICEBERG if iceberg == "table-location" else DELETE_RATIO_DEFAULT,
             ),
             snapshot_num_retained_min=_int(raw, "snapshot.num-retained.min", 10, 1),
             snapshot_num_retained_max=_int(raw, "snapshot.num-retained.max", 2**31 - 1, 1),
@@ -363,9 +362,7 @@ class CoreOptions:
             changelog_producer=_choice(raw, "changelog-producer", "auto", CHANGELOG_PRODUCERS),
             change_tracking=_bool(raw, "change-tracking", True),
             deletion_vectors=_bool(raw, "deletion-vectors.enabled", False),
-            iceberg_storage=_choice(
-                raw, "metadata.iceberg.storage", "disabled", get_args(IcebergStorage)
-            ),
+            iceberg_storage=iceberg,
             lookup_cache_max_memory=parse_size(
                 raw.get("lookup.cache-max-memory-size", "128 mb"), "lookup.cache-max-memory-size"
             ),
