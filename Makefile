@@ -122,10 +122,11 @@ bench-peers: $(STAMP) java-tools jars
 
 # Pipeline benchmark (bench/pipeline, issues #25, #42): the seeds' pipeline run by dts and by
 # the stack a Delta expert stitches (Spark's Kafka source -> one foreachBatch MERGEing the three
-# Delta tables, idempotent), each one's highest sustained rate searched for (doubling, then
-# bisection to 10%), the stitched one at each trigger of a sweep, both then measured at half
-# dts's rate; each side's reader in its own process (dts's API; delta-rs, installed into the
-# cache). Prints freshness, consistency and CPU per step, writes
+# Delta tables, idempotent) and its Paimon variant (Paimon's Spark 3.5 runtime in its own
+# environment, lookup changelog), each one's highest sustained rate searched for (doubling,
+# then bisection to 10%), the stitched ones at each trigger of a sweep, all then measured at
+# half dts's rate; each side's reader in its own process (dts's API; delta-rs and
+# pypaimon-rust, installed into the cache). Prints freshness, consistency and CPU per step, writes
 # bench/results/pipeline.{json,html} and the results section of bench/README.md.
 # Shorter: make bench-pipeline BENCH_PIPELINE_ARGS="--first-rate 2000 --step-seconds 30 --delta-triggers '2 seconds'"
 .PHONY: bench-pipeline

@@ -9,10 +9,12 @@ connector's snapshot, loaded before the pipeline starts its streams) and orders 
 partitions), fed the same changes (same seed). Each pipeline's highest sustained rate is
 searched for (``search``: doubling, then bisection to ``--precision``), every step
 preceded by a warm-up that is not measured; then both are measured at a shared rate (half
-dts's highest). The stitched pipeline is searched at each trigger of ``--delta-triggers``
-and reported at its best. Each pipeline runs in its own subprocess with its own Spark
-(``dts_side``, ``delta_side``) and its reader in another (``dts_probe``, ``delta_probe``),
-one pipeline at a time, so they never share the two cores. Prints the table and the
+dts's highest). Each stitched stack (Delta, and Paimon as a second variant) is searched at
+each trigger of ``--delta-triggers`` / ``--paimon-triggers`` and reported at its best.
+Each pipeline runs in its own subprocess with its own Spark (``dts_side``, ``delta_side``,
+``paimon_side`` with ``paimon_job`` on Paimon's Spark 3.5) and its reader in another
+(``dts_probe``, ``delta_probe``, ``paimon_probe``), one pipeline at a time, so they never
+share the two cores. Prints the table and the
 summary, writes ``bench/results/pipeline.json``, an HTML page and, with ``--readme``, the
 results section of bench/README.md.
 """
@@ -49,7 +51,13 @@ from logstore.topics import create_topic
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SIDES = {"dts": "bench.pipeline.dts_side", "delta": "bench.pipeline.delta_side"}
+SIDES = {
+    "dts": "bench.pipeline.dts_side",
+    "delta": "bench.pipeline.delta_side",
+    "paimon": "bench.pipeline.paimon_side",
+}
+#: the stitched stacks, each searched at every trigger of its own list
+STITCHED = ("delta", "paimon")
 BEGIN, END = "<!-- bench-pipeline:begin -->", "<!-- bench-pipeline:end -->"
 PARTITIONS = 4
 CAPACITY = 64_000_000
@@ -78,6 +86,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--barrier-interval", default="1.0", help="dts ingest's seconds per barrier")
     ap.add_argument("--delta-triggers", default="1 second,2 seconds,5 seconds,10 seconds",
                     help="the stitched pipeline's triggers, each searched; its best reported")  # fmt: skip
+    ap.add_argument("--paimon-triggers", default="1 second,2 seconds,5 seconds,10 seconds",
+                    help="the Paimon variant's triggers, each searched; its best reported")  # fmt: skip
     ap.add_argument("--work", type=Path, help="scratch directory [a temporary one]")
     ap.add_argument("--out", type=Path, default=HERE.parent / "results" / "pipeline.json")
     ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
@@ -293,17 +303,12 @@ def run_pipeline(
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse(argv)
-    if "delta" in ns.pipelines:
-        from bench.pipeline.delta_rs import ensure_delta_rs
-        from bench.spark_peers.__main__ import fetch_jars
-
-        fetch_jars("delta")
-        ensure_delta_rs()
+    set_up(ns.pipelines)
     load_before = os.getloadavg()[0]
     runs: dict[str, list[report.StepFigures]] = {}
     samples: dict[str, list[Any]] = {}
     starts: dict[str, float] = {}
-    sweep: dict[str, int] = {}
+    sweeps: dict[str, dict[str, int]] = {}
     with contextlib.ExitStack() as stack:
         work = ns.work or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pipeline-"))
@@ -323,30 +328,47 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs["dts"], samples["dts"], starts["dts"] = run_pipeline(
                 "dts", broker, ns, work / "dts", ns.trigger, half_of_dts
             )
-        if "delta" in ns.pipelines:
-            for i, trigger in enumerate(t.strip() for t in ns.delta_triggers.split(",")):
+        for name in (n for n in STITCHED if n in ns.pipelines):
+            sweep = sweeps[name] = {}
+            triggers = getattr(ns, f"{name}_triggers").split(",")
+            for i, trigger in enumerate(t.strip() for t in triggers):
                 steps, got, started = run_pipeline(
-                    "delta", broker, ns, work / f"delta-{i}", trigger, lambda _: shared
+                    name, broker, ns, work / f"{name}-{i}", trigger, lambda _: shared
                 )
                 sweep[trigger] = report.highest_kept(steps)
-                if "delta" not in runs or sweep[trigger] > report.highest_kept(runs["delta"]):
-                    runs["delta"], samples["delta"], starts["delta"] = steps, got, started
-    return finish(ns, argv, runs, samples, starts, sweep, load_before)
+                if name not in runs or sweep[trigger] > report.highest_kept(runs[name]):
+                    runs[name], samples[name], starts[name] = steps, got, started
+    return finish(ns, argv, runs, samples, starts, sweeps, load_before)
+
+
+def set_up(pipelines: list[str]) -> None:
+    """What the stitched sides need, before any pipeline starts (first use: minutes)."""
+    if "delta" in pipelines:
+        from bench.pipeline.readers_apart import DELTA_RS
+        from bench.spark_peers.__main__ import fetch_jars
+
+        fetch_jars("delta")
+        DELTA_RS.ensure()
+    if "paimon" in pipelines:
+        from bench.pipeline import paimon_side
+
+        paimon_side.set_up()
 
 
 def finish(ns: argparse.Namespace, argv: list[str] | None,
            runs: dict[str, list[report.StepFigures]], samples: dict[str, list[Any]],
-           starts: dict[str, float], sweep: dict[str, int], load_before: float) -> dict[str, Any]:  # fmt: skip
+           starts: dict[str, float], sweeps: dict[str, dict[str, int]],
+           load_before: float) -> dict[str, Any]:  # fmt: skip
     out = report.summary(runs, samples)
     out.update(load_before=load_before, load_after=os.getloadavg()[0], trigger=ns.trigger,
-               delta_sweep=sweep, step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
+               sweeps=sweeps, step_seconds=ns.step_seconds, cores=os.cpu_count())  # fmt: skip
     table = report.format_table(runs)
     ran = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     args = " ".join(sys.argv[1:] if argv is None else argv)
     text = (f"Last run {ran}, `python -m bench.pipeline {args}`:\n\n"
             f"{table}\n\n{report.format_summary(out)}\n\nload average {load_before:.2f} before, "
-            f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}, "
-            f"stitched {', '.join(f'{t}: {r:,}/s' for t, r in sweep.items())}; "
+            f"{out['load_after']:.2f} after; {os.cpu_count()} cores; trigger dts {ns.trigger}"
+            f"{''.join(_sweep(n, sweep) for n, sweep in sweeps.items())}; "
             f"{ns.step_seconds:g} s per step")  # fmt: skip
     print("\n" + text, flush=True)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
@@ -356,6 +378,11 @@ def finish(ns: argparse.Namespace, argv: list[str] | None,
     if ns.readme is not None:
         replace_section(ns.readme, BEGIN, END, text)
     return out
+
+
+def _sweep(name: str, sweep: dict[str, int]) -> str:
+    rates = ", ".join(f"{t}: {r:,}/s" for t, r in sweep.items())
+    return f", {report.RATIO[name][1]} {rates}"
 
 
 if __name__ == "__main__":

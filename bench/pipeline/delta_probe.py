@@ -1,6 +1,6 @@
 """The stitched side's reader, in a process of its own: delta-rs (``deltalake``, see
-``delta_rs``) reads the Delta tables as a Python user beside the Spark pipeline would,
-at no cost to the pipeline's JVM.
+``readers_apart``) reads the Delta tables as a Python user beside the Spark pipeline
+would, at no cost to the pipeline's JVM.
 
 "Together" is read the two ways a Delta user has, in turn:
 

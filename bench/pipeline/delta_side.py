@@ -23,7 +23,6 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline.delta_rs import probe_env
 from bench.pipeline.model import (
     BATCH_TAG,
     CUSTOMERS,
@@ -33,6 +32,7 @@ from bench.pipeline.model import (
     TOTALS,
     spark_size,
 )
+from bench.pipeline.readers_apart import DELTA_RS
 from bench.pipeline.side import (
     DRIVER_MEMORY,
     ProbeProcess,
@@ -267,7 +267,7 @@ def main() -> None:
         queries = [stitched.load_customers(), stitched.start()]
         stack.callback(_stop_queries, queries)
         paths = [f"{t}={p}" for t, p in stitched.paths.items()]
-        probe = ProbeProcess("bench.pipeline.delta_probe", ns, ["--paths", *paths], probe_env())
+        probe = ProbeProcess("bench.pipeline.delta_probe", ns, ["--paths", *paths], DELTA_RS.env())
         stack.callback(probe.stop)
         announce_ready(ns.work, {"spark": spark_pid(), "probe": probe.pid})
         while not stop.is_set():

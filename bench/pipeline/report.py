@@ -21,7 +21,13 @@ from bench.pipeline.model import TABLES
 
 GROWTH_S = 2.0
 LAG_CAP_S = 120.0
-LABEL = {"dts": "dts", "delta": "stitched (Kafka -> Spark foreachBatch -> Delta MERGE x3)"}
+LABEL = {
+    "dts": "dts",
+    "delta": "stitched (Kafka -> Spark foreachBatch -> Delta MERGE x3)",
+    "paimon": "stitched Paimon (Kafka -> Spark -> Paimon, lookup changelog -> 2 streams)",
+}
+#: per stitched stack, the summary's key of dts's rate over its rate, and its name there
+RATIO = {"delta": ("rate_ratio", "stitched"), "paimon": ("paimon_rate_ratio", "stitched Paimon")}
 
 
 def freshness(samples: list[dict[str, Any]], table: str, lo: float, hi: float) -> np.ndarray:
@@ -123,12 +129,14 @@ def summary(
             "steps": [asdict(s) for s in steps],
         }
     p = out["pipelines"]
-    if "dts" in p and "delta" in p:
-        dts_rate, delta = p["dts"]["highest_rate"], p["delta"]
-        if delta["highest_rate"]:
-            out["rate_ratio"] = dts_rate / delta["highest_rate"]
-        elif delta["lowest_step"]:  # kept up at no step: below its lowest, a bound only
-            out["rate_ratio_above"] = dts_rate / delta["lowest_step"]
+    for name, (key, _) in RATIO.items():
+        if "dts" not in p or name not in p:
+            continue
+        dts_rate, stitched = p["dts"]["highest_rate"], p[name]
+        if stitched["highest_rate"]:
+            out[key] = dts_rate / stitched["highest_rate"]
+        elif stitched["lowest_step"]:  # kept up at no step: below its lowest, a bound only
+            out[f"{key}_above"] = dts_rate / stitched["lowest_step"]
     return out
 
 
@@ -177,13 +185,14 @@ def format_summary(report: dict[str, Any]) -> str:
             f"- {LABEL.get(name, name)}: highest sustained rate {rate}; "
             f"{p['inconsistent_reads']} inconsistent of {p['reads']} reads over the run"
         )
-    if "rate_ratio" in report:
-        lines.append(f"- highest sustained rate, dts / stitched: {report['rate_ratio']:.2f}x")
-    if "rate_ratio_above" in report:
-        lines.append(
-            f"- highest sustained rate, dts / stitched: > {report['rate_ratio_above']:.0f}x "
-            "(the stitched stack kept up at no step)"
-        )
+    for key, stitched in RATIO.values():
+        if key in report:
+            lines.append(f"- highest sustained rate, dts / {stitched}: {report[key]:.2f}x")
+        if f"{key}_above" in report:
+            lines.append(
+                f"- highest sustained rate, dts / {stitched}: > {report[f'{key}_above']:.0f}x "
+                "(the stitched stack kept up at no step)"
+            )
     for name, p in report["pipelines"].items():
         ways = "; ".join(f"{w}: {n} of {r}" for w, (n, r) in p["reads_by_way"].items())
         lines.append(f"- {LABEL.get(name, name)} reads together, inconsistent: {ways or '-'}")

@@ -65,20 +65,28 @@ def ready(system: str) -> bool:
 def fetch_jars(system: str) -> None:
     where = jar_dir(system)
     assert where is not None
-    if (where / ".complete").is_file():
-        return
-    print(f"set-up: resolving {system}'s Spark connector from Maven Central -> {where}", flush=True)
-    shutil.rmtree(where, ignore_errors=True)
-    where.mkdir(parents=True)
     version = {
         "paimon": f"-Dpaimon.version={PAIMON_VERSION}",
         "delta": f"-Ddelta.version={DELTA_VERSION}",
     }
+    resolve_jars(
+        HERE / f"{system}.pom.xml", where, [version[system]], f"{system}'s Spark connector"
+    )
+
+
+def resolve_jars(pom: Path, where: Path, defines: list[str], what: str) -> None:
+    """The runtime jars of ``pom`` (Maven's copy-dependencies, Maven Central through the
+    project's settings) into ``where``, once: a complete directory is left as it is."""
+    if (where / ".complete").is_file():
+        return
+    print(f"set-up: resolving {what} from Maven Central -> {where}", flush=True)
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
     subprocess.run(
         [
             "mvn", "-q", "-B", "-s", str(ROOT / "deps" / "maven-settings.xml"),
             "dependency:copy-dependencies", "-DincludeScope=runtime",
-            "-f", str(HERE / f"{system}.pom.xml"), version[system], f"-DoutputDirectory={where}",
+            "-f", str(pom), *defines, f"-DoutputDirectory={where}",
         ],
         check=True,
     )  # fmt: skip

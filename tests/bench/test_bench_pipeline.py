@@ -1,9 +1,10 @@
 """The pipeline benchmark (bench/pipeline, issue #25) cannot rot: its judgement of a step
 comes from the samples, its oracle catches a wrong derived table, its report counts the
 stitched side's reads per way, and at tiny scale dts's pipeline starts on a real broker and
-real Spark, produces figures and stops everything. The stitched Delta side runs in `make
-bench-pipeline` only: here it fetched Delta's jars and delta-rs on a clean machine (network
-inside a test) and cost two minutes of the suite's 35."""
+real Spark, produces figures and stops everything. The stitched sides (Delta; Paimon on
+its own Spark 3.5) run in `make bench-pipeline` only: here they would fetch their jars,
+readers and (Paimon) an environment on a clean machine (network inside a test) and cost
+minutes of the suite's 35."""
 
 from __future__ import annotations
 
@@ -115,6 +116,23 @@ def test_the_summary_gives_a_bound_when_the_stitched_stack_keeps_up_at_no_step()
     with_shared = report.summary({"dts": kept, "delta": [*kept[:1], shared]}, {})
     assert with_shared["pipelines"]["delta"]["highest_rate"] == 250
     assert "delta at the shared rate 1,000/s: kept up" in report.format_summary(with_shared)
+
+
+def test_the_summary_gives_dts_over_each_stitched_stack_apart() -> None:
+    """The Paimon variant is a second stitched stack: its ratio stands beside Delta's,
+    never in its place."""
+    steady = _samples(1000.0, [3.0, 3.5, 2.8] * 10)
+    growing = _samples(1000.0, [float(i) for i in range(30)])
+    kept = [report.step_figures(steady, rate, rate, 1000.0, 1030.0, {}) for rate in (250, 1000)]
+    behind = [report.step_figures(growing, 250, 250.0, 1000.0, 1030.0, {})]
+    out = report.summary({"dts": kept, "delta": kept[:1], "paimon": behind}, {})
+    assert out["rate_ratio"] == 4.0 and "paimon_rate_ratio" not in out
+    assert out["paimon_rate_ratio_above"] == 4.0
+    text = report.format_summary(out)
+    assert "dts / stitched: 4.00x" in text
+    assert "dts / stitched Paimon: > 4x (the stitched stack kept up at no step)" in text
+    paimon_only = report.summary({"dts": kept, "paimon": kept[:1]}, {})
+    assert paimon_only["paimon_rate_ratio"] == 4.0 and "rate_ratio" not in paimon_only
 
 
 def test_reads_together_are_counted_per_way() -> None:
