@@ -38,10 +38,12 @@ from bench.pipeline.side import (
     ProbeProcess,
     announce_ready,
     await_count,
+    debezium_stream,
     readable_errors,
     side_args,
     spark_pid,
     stop_event,
+    stop_queries,
 )
 
 _IMAGE = "order_id BIGINT, customer_id BIGINT, status STRING, amount_cents BIGINT, event_ms BIGINT"
@@ -130,17 +132,7 @@ class Stitched:
         )
 
     def _kafka(self, topic: str, envelope: str) -> Any:
-        from pyspark.sql import functions as F
-
-        return (
-            self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.ns.bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .where("value IS NOT NULL")  # Debezium's tombstones after deletes
-            .select(F.from_json(F.col("value").cast("string"), envelope).alias("e"), "offset")
-        )
+        return debezium_stream(self.spark, self.ns.bootstrap, topic, envelope)
 
     def load_customers(self) -> Any:
         """The customers' stream, awaited until their snapshot is in the Delta table."""
@@ -265,7 +257,7 @@ def main() -> None:
         stitched = Stitched(spark, ns.work, ns)
         stitched.create()
         queries = [stitched.load_customers(), stitched.start()]
-        stack.callback(_stop_queries, queries)
+        stack.callback(stop_queries, queries)
         paths = [f"{t}={p}" for t, p in stitched.paths.items()]
         probe = ProbeProcess("bench.pipeline.delta_probe", ns, ["--paths", *paths], DELTA_RS.env())
         stack.callback(probe.stop)
@@ -276,12 +268,6 @@ def main() -> None:
                 if q.exception() is not None:
                     raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
             stop.wait(1.0)
-
-
-def _stop_queries(queries: list[Any]) -> None:
-    for q in queries:
-        with contextlib.suppress(Exception):
-            q.stop()
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from bench.pipeline.side import (
     side_args,
     spark_pid,
     stop_event,
+    stop_queries,
 )
 from bridge.demo.model import spark_totals
 from bridge.demo.pipeline import await_meta, start_dts, start_meta, stop_spark
@@ -165,7 +166,7 @@ def main() -> None:
         )
         stack.callback(stop_spark, spark)
         queries = start_streams(spark, warehouse, url, work, ns)
-        stack.callback(_stop_queries, queries)
+        stack.callback(stop_queries, queries)
         stack.callback(_save_progress, queries, logs)
 
         probe = ProbeProcess(
@@ -192,12 +193,6 @@ def _save_progress(queries: list[Any], logs: Path) -> None:
         with contextlib.suppress(Exception), open(logs / f"progress-{q.name}.jsonl", "w") as f:
             for progress in q.recentProgress:
                 f.write(" ".join(str(progress.json).split()) + "\n")  # one line per batch
-
-
-def _stop_queries(queries: list[Any]) -> None:
-    for q in queries:
-        with contextlib.suppress(Exception):
-            q.stop()
 
 
 if __name__ == "__main__":

@@ -34,9 +34,11 @@ from typing import Any
 from bench.pipeline.side import (
     DRIVER_MEMORY,
     await_count,
+    debezium_stream,
     readable_errors,
     side_args,
     stop_event,
+    stop_queries,
 )
 
 DB = "bench"
@@ -109,17 +111,7 @@ class PaimonPipeline:
             self.spark.sql(f"CREATE TABLE paimon.{DB}.{table} ({columns}) TBLPROPERTIES ({listed})")
 
     def _kafka(self, topic: str, envelope: str) -> Any:
-        from pyspark.sql import functions as F
-
-        return (
-            self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.ns.bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .where("value IS NOT NULL")  # Debezium's tombstones after deletes
-            .select(F.from_json(F.col("value").cast("string"), envelope).alias("e"), "offset")
-        )
+        return debezium_stream(self.spark, self.ns.bootstrap, topic, envelope)
 
     def _changelog(self) -> Any:
         """The orders' changelog as a stream: its rows with ``rowkind`` (+I, -U, +U, -D)."""
@@ -252,7 +244,7 @@ def main() -> None:
         pipeline = PaimonPipeline(spark, ns)
         pipeline.create()
         queries = [pipeline.load_customers()]
-        stack.callback(_stop_queries, queries)
+        stack.callback(stop_queries, queries)
         queries += pipeline.start()
         (ns.work / JOB_READY).touch()
         while not stop.is_set():
@@ -260,12 +252,6 @@ def main() -> None:
                 if q.exception() is not None:
                     raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
             stop.wait(1.0)
-
-
-def _stop_queries(queries: list[Any]) -> None:
-    for q in queries:
-        with contextlib.suppress(Exception):
-            q.stop()
 
 
 if __name__ == "__main__":

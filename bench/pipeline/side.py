@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 SAMPLES = "samples.jsonl"
 READY = "ready.json"
@@ -54,6 +55,30 @@ def side_args(
     ap.add_argument("--trigger", default="1 second", help="Spark streams' processing time")
     ap.add_argument("--probe-interval", type=float, default=1.0)
     return ap.parse_args()
+
+
+def debezium_stream(spark: Any, bootstrap: str, topic: str, envelope: str) -> Any:
+    """Spark's Kafka source on a Debezium topic from its start: each change's envelope as
+    ``e`` (parsed with the DDL schema ``envelope``) beside its Kafka ``offset``. Both
+    stitched jobs read their topics so (Delta's on PySpark 4, Paimon's on 3.5)."""
+    from pyspark.sql import functions as F
+
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .where("value IS NOT NULL")  # Debezium's tombstones after deletes
+        .select(F.from_json(F.col("value").cast("string"), envelope).alias("e"), "offset")
+    )
+
+
+def stop_queries(queries: list[Any]) -> None:
+    """Stop every streaming query, whatever one of them raises on the way."""
+    for q in queries:
+        with contextlib.suppress(Exception):
+            q.stop()
 
 
 def stop_event() -> threading.Event:
