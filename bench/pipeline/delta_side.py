@@ -38,6 +38,7 @@ from bench.pipeline.side import (
     ProbeProcess,
     announce_ready,
     await_count,
+    check_queries,
     debezium_stream,
     readable_errors,
     side_args,
@@ -264,9 +265,7 @@ def main() -> None:
         announce_ready(ns.work, {"spark": spark_pid(), "probe": probe.pid})
         while not stop.is_set():
             probe.check()
-            for q in queries:
-                if q.exception() is not None:
-                    raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
+            check_queries(queries)
             stop.wait(1.0)
 
 

@@ -31,6 +31,7 @@ from bench.pipeline.side import (
     ProbeProcess,
     announce_ready,
     await_count,
+    check_queries,
     readable_errors,
     side_args,
     spark_pid,
@@ -180,9 +181,7 @@ def main() -> None:
         while not stop.is_set():
             for svc in (meta, worker, ingest, ingest_customers, probe):
                 svc.check()
-            for q in queries:
-                if q.exception() is not None:
-                    raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
+            check_queries(queries)
             stop.wait(1.0)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from bench.pipeline.side import (
     DRIVER_MEMORY,
     await_count,
+    check_queries,
     debezium_stream,
     readable_errors,
     side_args,
@@ -248,9 +249,7 @@ def main() -> None:
         queries += pipeline.start()
         (ns.work / JOB_READY).touch()
         while not stop.is_set():
-            for q in queries:
-                if q.exception() is not None:
-                    raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
+            check_queries(queries)
             stop.wait(1.0)
 
 

@@ -74,6 +74,13 @@ def debezium_stream(spark: Any, bootstrap: str, topic: str, envelope: str) -> An
     )
 
 
+def check_queries(queries: list[Any]) -> None:
+    """Raise the first failure of a streaming query, naming the query."""
+    for q in queries:
+        if q.exception() is not None:
+            raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
+
+
 def stop_queries(queries: list[Any]) -> None:
     """Stop every streaming query, whatever one of them raises on the way."""
     for q in queries:

@@ -224,7 +224,7 @@ def _orderable(value: pa.Scalar) -> Any:
 def _key_rows(key_range: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """A key range's min and max keys, decoded once: a file never changes, and every
     commit asks for its bucket's ranges again (sections, compaction picks, the Iceberg
-    sync's one-run check), which decoding the IPC each time made a fifth of a sync."""
+    sync's one-run check): 576 decodes over 60 commits for 13 distinct ranges."""
     batch = deserialize_batch(key_range)
     if batch.num_rows < 2:
         return None
