@@ -88,16 +88,25 @@ def totals(orders: Any) -> Any:
     return spark_totals(orders, F.max("event_ms").cast("long").alias("last_event_ms"))
 
 
-def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any) -> list[Any]:
+def orders_stream(spark: Any, warehouse: str, ns: Any, consumer: str) -> Any:
+    """One derived stream's read of orders. On the file tier it records its position as
+    ``consumer`` (option ``consumer-id``), so expiration keeps the snapshots it has still
+    to read however far it lags: one id per stream, or the faster one's position would
+    stand for both."""
     reader = spark.readStream.format("dts").option("warehouse", warehouse)
-    if ns.tier != "file":  # the log tier is read from Kafka
+    if ns.tier == "file":
+        reader = reader.option("consumer-id", consumer)
+    else:  # the log tier is read from Kafka
         reader = reader.option("bootstrap", ns.bootstrap)
-    source = reader.option("tier", ns.tier).load(ORDERS)
+    return reader.option("tier", ns.tier).load(ORDERS)
+
+
+def start_streams(spark: Any, warehouse: str, meta_url: str, work: Path, ns: Any) -> list[Any]:
     customers = spark.read.format("dts").option("warehouse", warehouse).load(CUSTOMERS)
     queries = []
     for table, df, mode in (
-        (ENRICHED, enriched(source, customers), "append"),
-        (TOTALS, totals(source), "complete"),
+        (ENRICHED, enriched(orders_stream(spark, warehouse, ns, ENRICHED), customers), "append"),
+        (TOTALS, totals(orders_stream(spark, warehouse, ns, TOTALS)), "complete"),
     ):
         queries.append(
             df.writeStream.format("dts")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import time
 from pathlib import Path
 
 from bench.pipeline.paimon_job import JOB_READY
 from bench.pipeline.readers_apart import PAIMON_RS
 from bench.pipeline.side import (
+    ChildProcess,
     ProbeProcess,
     announce_ready,
     readable_errors,
@@ -27,7 +27,7 @@ from bench.pipeline.side import (
 )
 from bench.spark_peers.__main__ import ROOT, make_paimon_venv, python_for, resolve_jars
 from bridge.demo.model import LARGE_FROM, SMALL_BELOW
-from logstore.localhost import cache_dir, stop_process
+from logstore.localhost import cache_dir
 
 HERE = Path(__file__).resolve().parent
 JARS = cache_dir() / "pipeline-paimon-0.9.0"
@@ -40,27 +40,19 @@ def set_up() -> None:
     PAIMON_RS.ensure()
 
 
-class Job:
+class Job(ChildProcess):
     """The Spark job in the Paimon environment: started, awaited, stopped by PID."""
 
     def __init__(self, argv: list[str], work: Path) -> None:
         self.work = work
-        self.log_path = work / "job.log"
         python = str(python_for("paimon"))
         cmd = [python, "-m", "bench.pipeline.paimon_job", *argv,
                "--jars", str(JARS), "--small-below", str(SMALL_BELOW),
                "--large-from", str(LARGE_FROM)]  # fmt: skip
         # Spark's Python workers run the job's interpreter (PySpark 3.5), not the project's
         env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)  # fmt: skip
-        self.pid = self.proc.pid
-
-    def check(self) -> None:
-        if self.proc.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the Paimon job exited ({self.proc.returncode}): {tail}")
+        super().__init__("the Paimon job", cmd, work / "job.log", env=env, cwd=ROOT,
+                         stop_timeout_s=90.0)  # fmt: skip
 
     def await_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -70,9 +62,6 @@ class Job:
                 raise RuntimeError(f"the Paimon job's streams not running in {timeout_s:.0f} s: "
                                    f"{self.log_path}")  # fmt: skip
             time.sleep(0.5)
-
-    def stop(self) -> None:
-        stop_process(self.proc, 90.0)
 
 
 def main() -> None:

@@ -130,30 +130,39 @@ def spark_pid() -> int:
 DRIVER_MEMORY = "2g"
 
 
-class ProbeProcess:
-    """A side's reader in a process of its own (``python -m <module>``), so what it costs
-    is measured apart from the pipeline and competes with it only for the cores."""
+class ChildProcess:
+    """A process a side starts (its output in ``log_path``), checked and stopped by PID.
+    In the side's process group: a side killed with its group takes it along."""
 
-    def __init__(self, module: str, ns: argparse.Namespace, args: Sequence[str],
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
-        self.log_path = ns.work / "probe.log"
-        cmd = [sys.executable, "-m", module, "--work", str(ns.work),
-               "--interval", str(ns.probe_interval), *args]  # fmt: skip
-        with self.log_path.open("wb") as out:
-            # same process group as the side: a side killed with its group takes it along
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+    def __init__(self, what: str, cmd: Sequence[str], log_path: Path, *,
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 stop_timeout_s: float = 30.0) -> None:  # fmt: skip
+        self.what, self.log_path, self.stop_timeout_s = what, log_path, stop_timeout_s
+        with log_path.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
         self.pid = self.proc.pid
 
     def check(self) -> None:
         if self.proc.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the probe exited ({self.proc.returncode}): {tail}")
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.what} exited ({self.proc.returncode}): {tail}")
 
     def stop(self) -> None:
         from logstore.localhost import stop_process
 
-        stop_process(self.proc, 30.0)
+        stop_process(self.proc, self.stop_timeout_s)
+
+
+class ProbeProcess(ChildProcess):
+    """A side's reader in a process of its own (``python -m <module>``), so what it costs
+    is measured apart from the pipeline and competes with it only for the cores."""
+
+    def __init__(self, module: str, ns: argparse.Namespace, args: Sequence[str],
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        cmd = [sys.executable, "-m", module, "--work", str(ns.work),
+               "--interval", str(ns.probe_interval), *args]  # fmt: skip
+        super().__init__("the probe", cmd, ns.work / "probe.log", env=env)
 
 
 def probe_args(description: str | None) -> argparse.Namespace:

@@ -32,6 +32,7 @@ from bench.pipeline.model import (
     inconsistencies,
 )
 from bench.pipeline.source import OrdersDatabase
+from filestore import Catalog
 from logstore.codec import decode_columns
 from logstore.spec import LogSpec
 from tests.processes import marked_processes
@@ -241,6 +242,11 @@ def test_dts_pipeline_runs_at_tiny_scale_and_stops(tmp_path: Path) -> None:
     # strong reads through the MetaService are consistent: not one may disagree
     assert out["pipelines"]["dts"]["inconsistent_reads"] == 0
     assert "bench.orders_enriched" in (tmp_path / "pipeline.html").read_text()
+    # each derived stream holds its own position on orders, so expiration waits for it
+    orders = Catalog(str(tmp_path / "work" / "dts" / "warehouse")).get_table(ORDERS)
+    positions = {c.consumer_id: c.next_snapshot for c in orders.consumers()}
+    assert set(positions) == {ENRICHED, TOTALS}
+    assert all(n > 1 for n in positions.values()), positions
     # every process the side started has stopped
     pids = json.loads((tmp_path / "work" / "dts" / "ready.json").read_text())["pids"]
     for pid in pids.values():
