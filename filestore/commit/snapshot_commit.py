@@ -258,13 +258,14 @@ class SnapshotCommit:
             if producer.is_noop(messages, barrier, log_offsets):
                 return CommitOutcome(latest)
             schema = self.ctx.schema
-            snapshot, manifests, rebased = self._build(
+            snapshot, manifests, rebased, entries = self._build(
                 producer, schema, latest, messages, identifier, barrier, log_offsets
             )
             if self.snapshots.try_commit(snapshot):
                 # the originals stay until the snapshot exists: a crash before it
                 # leaves the messages committable as they are
                 self._delete_data(rebased.replaced)
+                self.ctx.file_cache.discard(self._removed_paths(entries))
                 if schema.core_options.iceberg_storage != "disabled":
                     sync_iceberg(self.ctx)  # never fails the commit: see filestore.iceberg
                 return CommitOutcome(snapshot, True, rebased.messages)
@@ -281,18 +282,27 @@ class SnapshotCommit:
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the files the messages added (they were never committed)."""
-        keys = self.ctx.schema.partition_keys
-        for m in messages:
-            for f in (*m.new_files, *m.changelog_files):
-                self.io.delete_file(
-                    self.ctx.paths.data_file(keys, m.partition, m.bucket, f.file_name)
-                )
+        self._delete_data(
+            [((m.partition, m.bucket), f.file_name)
+             for m in messages for f in (*m.new_files, *m.changelog_files)]
+        )  # fmt: skip
+
+    def _removed_paths(self, entries: Sequence[ManifestEntry]) -> set[str]:
+        """The data files ``entries`` take out of the table (a file whose deletion vector
+        grew is deleted and added again: it stays)."""
+        kept = {(e.partition, e.bucket, e.file.file_name) for e in entries if e.kind == ADD}
+        return {
+            self.ctx.data_path(e.partition, e.bucket, e.file.file_name)
+            for e in entries
+            if e.kind == DELETE and (e.partition, e.bucket, e.file.file_name) not in kept
+        }
 
     # -- building a snapshot --------------------------------------------
     def _delete_data(self, files: Sequence[tuple[BucketKey, str]]) -> None:
-        keys = self.ctx.schema.partition_keys
-        for (partition, bucket), name in files:
-            self.io.delete_file(self.ctx.paths.data_file(keys, partition, bucket, name))
+        paths = [self.ctx.data_path(partition, bucket, name) for (partition, bucket), name in files]
+        self.ctx.file_cache.discard(paths)
+        for path in paths:
+            self.io.delete_file(path)
 
     def _build(
         self,
@@ -303,7 +313,7 @@ class SnapshotCommit:
         identifier: int,
         barrier: int | None,
         log_offsets: dict[int, int] | None,
-    ) -> tuple[Snapshot, _Manifests, Rebased]:
+    ) -> tuple[Snapshot, _Manifests, Rebased, list[ManifestEntry]]:
         lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
         lookup = needs_lookup(self.ctx, producer.kind, messages)
         needs_live = producer.needs_live(messages) or lagging or lookup
@@ -342,7 +352,7 @@ class SnapshotCommit:
             producer.barrier(latest, barrier),
             log_offsets,
         )
-        return snapshot, manifests, rebased
+        return snapshot, manifests, rebased, entries
 
     def _check_barrier_order(self, latest: Snapshot | None, barrier: int | None) -> None:
         if barrier is None:

@@ -8,12 +8,16 @@ the change. Data files never change once written (their names are unique), so a 
 handle that commits again and again (the worker's, a Python session's) keeps the files
 it wrote or looked up, decoded, up to ``lookup.cache-max-memory-size`` (least recently
 used out first), as Paimon's lookup changelog producer keeps its local lookup files.
+The files a commit through the handle removes (a compaction's inputs, an overwrite's)
+leave the cache with that commit, so what it holds follows the live files, not the
+budget.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
 import pyarrow as pa
 
@@ -58,6 +62,16 @@ class FileCache:
             while self.nbytes > budget:
                 _, old = self._files.popitem(last=False)
                 self.nbytes -= old.nbytes
+
+    def discard(self, paths: Iterable[str]) -> None:
+        """Forget ``paths``: files a commit removed from the table are never looked up
+        again, and kept they would hold the budget until it evicts them (a busy table's
+        compactions fill any budget with dead files)."""
+        with self._lock:
+            for path in paths:
+                old = self._files.pop(path, None)
+                if old is not None:
+                    self.nbytes -= old.nbytes
 
     def clear(self) -> None:
         with self._lock:

@@ -106,6 +106,48 @@ def test_without_a_cache_the_stored_changelog_is_the_same(
     assert got_cached == got_uncached and got_cached
 
 
+def _live_paths(t: Table) -> set[str]:
+    latest = t.latest_snapshot()
+    assert latest is not None
+    return {t.data_path(e.partition, e.bucket, e.file.file_name) for e in t.live_entries(latest)}
+
+
+@pytest.mark.parametrize("options", [{}, {"deletion-vectors.enabled": "true"}], ids=["mor", "dv"])
+def test_files_a_commit_removes_leave_the_cache(warehouse: Path, options: dict[str, str]) -> None:
+    """What the cache holds follows the live files, not its budget: a compaction through
+    the handle takes the files it replaced out (the soak's worker held its 128 MB budget
+    of compacted-away files within 17 minutes)."""
+    t = _table(warehouse, "db.evict", **options)
+    _upserts(t, rounds=6, seed=4)
+    before = _live_paths(t)
+    assert all(t.file_cache.holds(p) for p in before)  # written through this handle
+    t.compact(full=True)
+    after = _live_paths(t)
+    assert before - after, "the compaction replaced no file"
+    assert not [p for p in before - after if t.file_cache.holds(p)]
+    # nothing else: the compaction's own output, written through the handle
+    assert all(t.file_cache.holds(p) for p in after) and len(t.file_cache) == len(after)
+
+
+def test_a_file_whose_vector_grows_stays_cached(warehouse: Path) -> None:
+    """A deletion vector that grows deletes and re-adds its file's entry: the file is
+    still live, and the next commit's lookup finds it in the cache."""
+    t = _table(warehouse, "db.vectors", bucket="1", **{"deletion-vectors.enabled": "true"})
+    w = t.new_write("w")
+    w.write(_rows(list(range(100)), "a"))
+    w.commit()
+    t.compact(full=True)
+    (base,) = _live_paths(t)
+    w.write(_rows(list(range(0, 100, 7)), "b"))  # upserts: base gets a vector
+    w.commit()
+    w.close()
+    latest = t.latest_snapshot()
+    assert latest is not None
+    vectored = [e for e in t.live_entries(latest) if e.file.deletion_vector]
+    assert [t.data_path(e.partition, e.bucket, e.file.file_name) for e in vectored] == [base]
+    assert t.file_cache.holds(base)
+
+
 def test_the_cache_keeps_the_most_recently_used_within_its_budget() -> None:
     cache = FileCache()
     tables = {name: pa.table({"x": np.arange(1000)}) for name in "abcd"}
