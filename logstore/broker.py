@@ -213,6 +213,8 @@ class EmbeddedBroker:
     replicas: int = 1
     #: broker settings over the defaults (``server_properties``'s ``extra``)
     properties: dict[str, str] = field(default_factory=dict)
+    #: the JVM's options (heap, collector): a small dev broker's by default
+    jvm_options: tuple[str, ...] = JVM_OPTIONS
     startup_seconds: float | None = field(default=None, init=False)
     #: the secured broker's CA and keystore (set by ``launch``)
     tls: TlsFiles | None = field(default=None, init=False)
@@ -291,7 +293,8 @@ class EmbeddedBroker:
         )
         log4j = work / "log4j2.properties"
         log4j.write_text(_LOG4J2)
-        base = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile=file:{log4j}", "-cp", classpath]
+        log4j_file = f"-Dlog4j2.configurationFile=file:{log4j}"
+        base = [java, *self.jvm_options, log4j_file, "-cp", classpath]
         try:
             if not (log_dir / "meta.properties").is_file():
                 self._format(base, props)

@@ -129,7 +129,8 @@ def start_pipeline(
     """The broker, the topics, the customers' snapshot, the side; then the initial load
     and the warm-up at the rate."""
     broker = EmbeddedBroker(log_path=work / "broker.log", data_dir=work / "broker",
-                            properties=life.broker_properties()).start()  # fmt: skip
+                            properties=life.broker_properties(),
+                            jvm_options=life.broker_jvm_options()).start()  # fmt: skip
     stack.callback(broker.stop)
     topic, customers_topic = "cdc.soak.orders", "cdc.soak.customers"
     create_topic(broker.bootstrap, topic, PARTITIONS, life.source_topic_config())
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         roots = {("side-python" if k == "driver" else k): v for k, v in side.pids.items()}
         last_rate: list[float | None] = [None]
         collector = Collector(places, {**roots, "broker": broker.pid or 0}, time.time(),
-                              lambda: last_rate[0])  # fmt: skip
+                              lambda: last_rate[0], jvms={"broker": broker.pid or 0})  # fmt: skip
         cleanup = OrphanCleanup(str(places.warehouse), (*TABLES, CUSTOMERS),
                                 life.orphan_every_s, life.orphan_older_than_ms)  # fmt: skip
         sampler = Sampler(collector, cleanup, ns.sample_seconds, total_s)

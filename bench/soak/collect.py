@@ -17,6 +17,7 @@ from bench.pipeline.probe import read_samples
 from bench.pipeline.report import freshness
 from bench.pipeline.side import SAMPLES
 from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
+from bench.soak.jvm import live_heap_bytes
 from bench.soak.procs import tree_usage
 from bench.soak.series import MB, key
 from bridge.exporter import Warehouse
@@ -79,6 +80,7 @@ class Collector:
     roots: Mapping[str, int]
     started: float
     rate: Callable[[], float | None]  # the input's rate, as its last slice achieved it
+    jvms: Mapping[str, int] = field(default_factory=dict)  # whose live heap is sampled
     _prev: tuple[float, dict[str, float]] | None = None  # the previous sample's time, CPU s
 
     def sample(self) -> Sample:
@@ -107,6 +109,9 @@ class Collector:
             if self._prev is not None and name in self._prev[1]:
                 cores = (u.cpu_s - self._prev[1][name]) / (t - self._prev[0])
             v[key("process", name, "cpu_cores")] = cores
+        for name, pid in self.jvms.items():
+            live = live_heap_bytes(pid)
+            v[key("process", name, "heap_live_mb")] = None if live is None else live / MB
         return {name: u.cpu_s for name, u in usage.items()}
 
     def _tables(self, v: dict[str, float | None], errors: list[str]) -> None:

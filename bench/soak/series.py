@@ -25,6 +25,7 @@ class Metric:
 
 METRICS = {
     "rss_mb": Metric("RSS MB", 16.0, 0.02),
+    "heap_live_mb": Metric("live heap MB", 16.0, 0.05),  # after a full collection (jvm.py)
     "cpu_cores": Metric("CPU cores", 0.05, 0.10),
     "cpu_s": Metric("CPU s (total)", judged=False),
     "threads": Metric("threads", 2.0, 0.05),

@@ -15,16 +15,19 @@ import pytest
 from bench.soak.collect import Sample, columns
 from bench.soak.disk import DirUsage, dir_usage
 from bench.soak.housekeeping import cleanup_summary
+from bench.soak.jvm import live_heap_bytes
 from bench.soak.procs import open_files, read_usage, tree_usage
 from bench.soak.series import MB, Metric, metric_of
 from bench.soak.settings import Lifecycle
 from bench.soak.verdict import judge
 from filestore.format.options import CoreOptions, check_known
+from logstore.broker import EmbeddedBroker
 
 RSS = metric_of("process/worker/rss_mb")
 HOUR = 3600.0
 T = np.arange(0.0, HOUR + 1, 60.0)  # a sample a minute for an hour
 WINDOW = (HOUR / 3, HOUR)
+MB_BYTES = 1 << 20
 
 
 def test_a_flat_noisy_series_passes() -> None:
@@ -164,3 +167,23 @@ def test_the_cleanup_summary_counts_failed_attempts_and_tables_given_up() -> Non
     assert "2 runs, 3 files (1.00 MB) deleted, 4 failed attempts" in line
     assert "1 tables left for the next run" in line  # a, in the second run
     assert line.endswith("(first: a: FileNotFoundError: x)")
+
+
+def test_the_soak_broker_holds_its_whole_heap_from_the_start(tmp_path: Path) -> None:
+    """A real broker with the soak's JVM options is resident at its full heap once up, so
+    the soak's RSS series of the broker can only move with what lies outside the heap;
+    the live heap series sees inside it."""
+    options = Lifecycle.broker_jvm_options()
+    assert {"-Xms512m", "-Xmx512m", "-XX:+AlwaysPreTouch"} <= set(options)
+    assert not {"-Xms128m"} & set(options)
+    with EmbeddedBroker(log_path=tmp_path / "broker.log", jvm_options=options) as broker:
+        pid = broker.pid
+        assert pid is not None
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"-XX:+AlwaysPreTouch" in cmdline and b"-Xms512m" in cmdline
+        usage = read_usage(pid)
+        assert usage is not None and usage.rss_bytes >= 512 * MB_BYTES
+        # its live heap, after a full collection: what its objects hold, well under the heap
+        live = live_heap_bytes(pid)
+        assert live is not None and MB_BYTES < live < 512 * MB_BYTES
+    assert live_heap_bytes(pid) is None  # gone: no figure, no error
