@@ -77,8 +77,8 @@ def debezium_stream(spark: Any, bootstrap: str, topic: str, envelope: str) -> An
 def check_queries(queries: list[Any]) -> None:
     """Raise the first failure of a streaming query, naming the query."""
     for q in queries:
-        if q.exception() is not None:
-            raise RuntimeError(f"stream {q.name} failed: {q.exception()}")
+        if (failure := q.exception()) is not None:  # one call to the JVM a query
+            raise RuntimeError(f"stream {q.name} failed: {failure}")
 
 
 def stop_queries(queries: list[Any]) -> None:
