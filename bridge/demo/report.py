@@ -16,6 +16,10 @@ from bridge.demo.model import CUSTOMERS, DERIVED, ORDERS, SOURCES, TABLES
 from bridge.demo.outcome import DemoRun
 from filestore import Catalog
 
+#: how the block the demo prints once it only keeps running ends: its last line, printed
+#: after every address and command (one who reads the block waits for this, not its title)
+EXPLORE_END = "the generator keeps writing every 2 s"
+
 
 def _mark(ok: bool) -> str:
     return "[green]yes[/]" if ok else "[red]NO[/]"
@@ -236,4 +240,4 @@ def print_exploration(
         cmds.insert(0, client_exports)
     for cmd in cmds:
         console.print(f"  {cmd}", soft_wrap=True, highlight=False)
-    console.print(f"warehouse {warehouse} (kept); the generator keeps writing every 2 s")
+    console.print(f"warehouse {warehouse} (kept); {EXPLORE_END}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.demo.report import EXPLORE_END
 from filestore import Catalog
 from tests.bridge.demo.runs import (
     assert_nothing_left,
@@ -44,7 +45,7 @@ def test_demo_runs_end_to_end_keeps_running_and_cleans_up(tmp_path: Path) -> Non
         ["--warehouse", str(warehouse), "--keep-running"], demo_env(tmp_path / "tmp", run_id), out
     )
     try:
-        wait_for_output(proc, out, "Still running: explore", 300)
+        wait_for_output(proc, out, EXPLORE_END, 300)
         deadline = time.monotonic() + 120
         status_url = re.search(r"curl -s (http://127\.0\.0\.1:\d+/status)", out.read_text())
         assert status_url, tail(out.read_text(errors="replace"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.demo.report import EXPLORE_END
 from tests.bridge.demo.runs import (
     assert_nothing_left,
     demo_env,
@@ -70,7 +71,7 @@ def test_the_secured_demo_passes_its_checks_and_shows_no_secret(tmp_path: Path) 
     args = ["--secure", "--stream-seconds", "1", "--keep-running"]
     proc = start_demo(args, demo_env(tmp_path / "tmp", run_id), out)
     try:
-        wait_for_output(proc, out, "Still running: explore", 480)
+        wait_for_output(proc, out, EXPLORE_END, 480)
         _check_what_runs(out.read_text(errors="replace"))
     finally:
         code = interrupt(proc)
