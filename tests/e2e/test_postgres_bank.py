@@ -24,6 +24,7 @@ a three-broker cluster whose partition leader is killed while the database is wr
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -211,8 +212,22 @@ class _IngestProcess:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        # faulthandler: a process that will not stop is sent SIGABRT and prints every
+        # thread's stack into its log, which the failure shows
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+
+    def wait_running(self, timeout_s: float = 180) -> None:
+        """Until the ingest says it runs (its clients made, its first offsets read)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while "Ctrl-C to stop" not in self.log.read_text(errors="replace"):
+            assert self.proc.poll() is None, self.log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, f"{self.log.name}: not running after {timeout_s}s"
+            time.sleep(0.2)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -225,8 +240,12 @@ class _IngestProcess:
         try:
             return int(self.proc.wait(timeout=60))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return int(self.proc.wait())
+            self.proc.send_signal(signal.SIGABRT)  # its stacks into the log, then gone
+            try:
+                return int(self.proc.wait(timeout=30))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return int(self.proc.wait())
 
 
 @contextmanager
@@ -256,12 +275,16 @@ def _ingests(
     ]
     for ingest in (shared, *apart):
         ingest.start()
+    # the bank starts once every ingest runs, so the faults hit running ingests (started
+    # together, the bank wrote its first third before a loaded machine had them running)
+    for ingest in (shared, *apart):
+        ingest.wait_running()
     try:
         yield shared
     finally:
         codes = [ingest.stop() for ingest in (shared, *apart)]
     for ingest, code in zip((shared, *apart), codes, strict=True):
-        assert code == 0, ingest.log.read_text()[-3000:]
+        assert code == 0, ingest.log.read_text(errors="replace")[-6000:]
 
 
 def _ingest_tails(logs: Path, lines: int = 15) -> str:
