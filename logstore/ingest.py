@@ -40,6 +40,7 @@ from logstore.completed_log import (
     ensure_completed_topic,
     read_completed,
 )
+from logstore.consumer_close import close_consumers
 from logstore.dlq import DeadLetterQueue
 from logstore.errors import (
     BadSourceRecord,
@@ -436,9 +437,12 @@ class Ingestor:
                 if source.dlq is not None:
                     source.dlq.close()
         finally:
-            self._consumer.close()
+            # the positions went into the barriers' Kafka transactions: closing commits
+            # nothing, and must not hold up a stop (librdkafka#3740)
+            consumers = {f"{self.group_id}: sources": self._consumer}
             if self._txn_consumer is not None:
-                self._txn_consumer.close()
+                consumers[f"{self.group_id}: transactions"] = self._txn_consumer
+            close_consumers(consumers)
 
 
 # a barrier waits at most this long for a source transaction to end: the log's Kafka
