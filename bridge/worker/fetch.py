@@ -46,6 +46,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from bridge.worker.errors import FetchError
 from logstore.acls import refusal
 from logstore.client_config import client_logger
+from logstore.consumer_close import close_consumers
 from logstore.records import LogRecords
 from logstore.scan import refuses_group
 
@@ -176,7 +177,9 @@ class LogFetcher:
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._consumer is not None:
-            self._consumer.close()
+            # it commits nothing (the worker's positions are in its snapshots): a close
+            # that hangs on the coordinator must not hold up the worker's stop
+            close_consumers({"dts-fetch": self._consumer})
             self._consumer = None
 
     # -- the fetch thread --------------------------------------------------------------

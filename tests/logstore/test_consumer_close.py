@@ -1,7 +1,7 @@
 """``close_consumers``: a stop never waits on a consumer whose close hangs
-(librdkafka#3740). Fakes stand in for the hanging close; the real path is every
-ingest's stop (here, an ``Ingestor`` on a real broker, and ``dts ingest``'s Ctrl-C in
-tests/e2e/test_postgres_bank.py)."""
+(librdkafka#3740). Fakes stand in for the hanging close; the real path is every stop
+of an ingest and of a worker's fetch (here, an ``Ingestor`` on a real broker; ``dts
+ingest``'s Ctrl-C in tests/e2e/test_postgres_bank.py; every worker test's stop)."""
 
 from __future__ import annotations
 
