@@ -3,6 +3,7 @@ and what the side's probe (``bench.pipeline.probe``) saw since the previous samp
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -95,6 +96,7 @@ class Collector:
         lo = self._prev[0] if self._prev is not None else self.started
         self._probe(lo, t, v)
         v[key("source", "orders", "changes_per_s")] = self.rate()
+        v[key("machine", "all", "load_1m")] = os.getloadavg()[0]
         self._prev = (t, cpu)
         return out
 
@@ -128,6 +130,7 @@ class Collector:
             v[key("table", name, "files_per_bucket")] = u.files_per_bucket
             v[key("table", name, "manifests")] = u.manifests
             v[key("table", name, "snapshots")] = u.snapshots
+            v[key("table", name, "compactions")] = u.compactions
 
     def _probe(self, lo: float, hi: float, v: dict[str, float | None]) -> None:
         """Freshness p99 of each table and the strong reads started in [lo, hi)."""

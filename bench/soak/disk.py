@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.exporter import Warehouse
-from filestore import Catalog
+from filestore import Catalog, CommitKind
 from filestore.state.refs import snapshot_manifests
 
 
@@ -51,6 +51,7 @@ class TableUsage:
     files_per_bucket: int  # live data files of the latest snapshot, the fullest bucket's
     manifests: int  # manifest lists and manifests the latest snapshot references
     snapshots: int  # retained
+    compactions: int  # of those, the compactions' (commit kind COMPACT)
 
 
 def table_usage(catalog: Catalog, warehouse: Warehouse, name: str) -> TableUsage:
@@ -70,4 +71,5 @@ def table_usage(catalog: Catalog, warehouse: Warehouse, name: str) -> TableUsage
         max(per_bucket.values(), default=0),
         manifests,
         warehouse.snapshots_retained(name),
+        sum(1 for s in table.snapshots() if s.commit_kind == CommitKind.COMPACT),
     )

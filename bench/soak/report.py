@@ -14,7 +14,7 @@ from bench.soak.verdict import Verdict
 #: the columns of the progress block's tables, per group
 COLUMNS = {
     "process": ("rss_mb", "heap_live_mb", "cpu_cores", "threads", "open_files"),
-    "table": ("mb", "files_per_bucket", "manifests", "snapshots"),
+    "table": ("mb", "files_per_bucket", "manifests", "snapshots", "compactions"),
     "dir": ("mb", "files"),
 }
 
@@ -56,7 +56,8 @@ def progress(sample: Sample, total_s: float) -> str:
         f"{num(v.get('source/orders/changes_per_s'))} changes/s  freshness p99: {fresh}  "
         f"strong reads {num(v.get('probe/strong/reads'))} "
         f"({num(v.get('probe/strong/disagreed'))} disagreed, "
-        f"{num(v.get('probe/strong/read_errors'))} failed)"
+        f"{num(v.get('probe/strong/read_errors'))} failed)  "
+        f"load {num(v.get('machine/all/load_1m'))}"
     )
     lines = [line, *(row for group in COLUMNS for row in _grid(group, v))]
     lines += [f"  sample error: {e}" for e in sample.errors]

@@ -35,6 +35,9 @@ METRICS = {
     "files_per_bucket": Metric("data files/bucket (max)", 2.0),
     "manifests": Metric("manifests/snapshot", 2.0, 0.10),
     "snapshots": Metric("snapshots retained", 5.0, 0.10),
+    # what the retained snapshots are: compactions commit snapshots of their own, so more
+    # of them fall within the retention as the LSM compacts more often (soak run 4)
+    "compactions": Metric("compaction snapshots retained", judged=False),
     "p99_s": Metric("freshness p99 s", 1.0, 0.25),
     # fewer strong reads an interval: each read got slower (the tables or the MetaService's
     # answers grew)
@@ -43,6 +46,8 @@ METRICS = {
     "disagreed": Metric("reads disagreeing", judged=False),
     "read_errors": Metric("failed reads", judged=False),
     "changes_per_s": Metric("changes/s produced", judged=False),
+    # the machine's, beside the processes': what a sample's CPU and freshness ran beside
+    "load_1m": Metric("load average (1 min)", judged=False),
 }
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench.soak.collect import Sample, columns
-from bench.soak.disk import DirUsage, dir_usage
+from bench.soak.disk import DirUsage, dir_usage, table_usage
 from bench.soak.housekeeping import cleanup_summary
 from bench.soak.jvm import live_heap_bytes
 from bench.soak.procs import open_files, read_usage, tree_usage
@@ -142,6 +142,27 @@ def test_dir_usage_counts_the_bytes_on_disk_and_the_files(tmp_path: Path) -> Non
     assert usage.files == 2
     assert (1 << 20) <= usage.bytes < (2 << 20)  # the sparse 10 MB take (almost) nothing
     assert dir_usage(tmp_path / "absent") == DirUsage(0, 0)
+
+
+def test_a_tables_usage_counts_its_snapshots_and_the_compactions_among_them(
+    tmp_path: Path,
+) -> None:
+    import pyarrow as pa
+
+    from bridge.exporter import Warehouse
+    from filestore import Catalog
+
+    catalog = Catalog(str(tmp_path))
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    table = catalog.create_table("db.t", schema, primary_key=["id"], options={"bucket": "1"})
+    w = table.new_write("w")
+    for i in range(3):
+        w.write(pa.table({"id": pa.array([i, i + 1], pa.int64()), "v": [f"c{i}"] * 2}))
+        w.commit()
+    table.compact(full=True)
+    usage = table_usage(catalog, Warehouse(str(tmp_path)), "db.t")
+    assert (usage.snapshots, usage.compactions) == (4, 1)
+    assert usage.files_per_bucket == 1 and usage.bytes > 0
 
 
 def test_the_lifecycle_scales_with_the_run() -> None:
