@@ -240,4 +240,5 @@ def print_exploration(
         cmds.insert(0, client_exports)
     for cmd in cmds:
         console.print(f"  {cmd}", soft_wrap=True, highlight=False)
-    console.print(f"warehouse {warehouse} (kept); {EXPLORE_END}")
+    # one line however long the path: a reader waits for EXPLORE_END whole
+    console.print(f"warehouse {warehouse} (kept); {EXPLORE_END}", soft_wrap=True, highlight=False)
