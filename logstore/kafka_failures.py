@@ -24,6 +24,12 @@ _TRANSIENT = {
     KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.CONCURRENT_TRANSACTIONS,
+    # a partition leader killed with the producer's batches in flight: the new leader never
+    # saw some of them, so the next batch's sequence skips ahead (the three-broker bank,
+    # h18); the transaction must be aborted and the producer's epoch bumped, which a new
+    # writer's init_transactions does. The same for a producer state the new leader lost
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError.UNKNOWN_PRODUCER_ID,
 }
 # what a retry cannot cure, or what a failover of one node does not cause (no broker
 # answers at all: the caller's own "unreachable" error says so at once)

@@ -358,3 +358,34 @@ def test_a_broker_failure_aborts_the_barrier_and_a_new_writer_goes_on(  # type: 
     again.close()
     committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
     assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]
+
+
+def test_a_sequence_a_dead_leader_lost_restarts_the_writer(  # type: ignore[no-untyped-def]
+    broker: EmbeddedBroker,
+) -> None:
+    """The three-broker bank (hog run h18): the leader of a partition was killed with the
+    ingest's batches in flight, and the transaction failed with OUT_OF_ORDER_SEQUENCE_NUMBER
+    ("requires epoch bump"). That is a failover's, not a record's: the barrier is aborted
+    as a WriterTransientError (`dts ingest` restarts on it, where it used to stop), and a
+    new writer with the same id goes on."""
+    from confluent_kafka import KafkaError
+
+    from logstore.errors import WriterTransientError
+
+    spec = LogSpec(unique_topic("sequence"), PK_SCHEMA, ["id"], 1, changelog_mode="all")
+    tid = f"sequence-{uuid.uuid4().hex[:6]}"
+    w = writer(broker, spec, transactional_id=tid)
+    skipped = KafkaError(
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "skipped sequence numbers", txn_requires_abort=True
+    )
+    w._producer = _FailingCommits(w._producer, [skipped])  # type: ignore[assignment]
+    w.write(table_rows([1], "lost"))
+    with pytest.raises(WriterTransientError, match="a new writer resumes at the last barrier"):
+        w.barrier()
+    w.close()
+    again = writer(broker, spec, transactional_id=tid)
+    again.write(table_rows([2], "kept"))
+    again.barrier()
+    again.close()
+    committed = [orjson.loads(v) for v in _values(broker.bootstrap, spec.topic, "read_committed")]
+    assert [r["after"]["name"] for r in committed if r.get("after")] == ["kept2"]
