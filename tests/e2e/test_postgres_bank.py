@@ -51,6 +51,7 @@ from logstore.broker import EmbeddedBroker
 from logstore.cluster import KafkaCluster
 from logstore.connect import ConnectWorker
 from logstore.topics import create_topic
+from tests.bridge.demo.runs import wait_for_output
 from tests.bridge.worker.support import start_worker, wait_for
 from tests.e2e.test_postgres_debezium import pg_connector
 from tests.postgres import PostgresServer, postgres_server
@@ -223,11 +224,7 @@ class _IngestProcess:
     def wait_running(self, timeout_s: float = 180) -> None:
         """Until the ingest says it runs (its clients made, its first offsets read)."""
         assert self.proc is not None
-        deadline = time.monotonic() + timeout_s
-        while "Ctrl-C to stop" not in self.log.read_text(errors="replace"):
-            assert self.proc.poll() is None, self.log.read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, f"{self.log.name}: not running after {timeout_s}s"
-            time.sleep(0.2)
+        wait_for_output(self.proc, self.log, "Ctrl-C to stop", timeout_s)
 
     def kill(self) -> None:
         assert self.proc is not None
