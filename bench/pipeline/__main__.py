@@ -9,8 +9,10 @@ connector's snapshot, loaded before the pipeline starts its streams) and orders 
 partitions), fed the same changes (same seed). Each pipeline's highest sustained rate is
 searched for (``search``: doubling, then bisection to ``--precision``), every step
 preceded by a warm-up that is not measured; then both are measured at a shared rate (half
-dts's highest). Each stitched stack (Delta, and Paimon as a second variant) is searched at
-each trigger of ``--delta-triggers`` / ``--paimon-triggers`` and reported at its best.
+dts's highest). Each stitched stack (Delta, and Paimon as a second variant) is swept over
+the triggers of ``--delta-triggers`` / ``--paimon-triggers``: each trigger searched by
+doubling, then the best one restarted and bisected to the precision from where its
+doubling left it, and reported.
 Each pipeline runs in its own subprocess with its own Spark (``dts_side``, ``delta_side``,
 ``paimon_side`` with ``paimon_job`` on Paimon's Spark 3.5) and its reader in another
 (``dts_probe``, ``delta_probe``, ``paimon_probe``), one pipeline at a time, so they never
@@ -31,12 +33,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.pipeline import report
 from bench.pipeline.probe import cpu_seconds, read_samples
-from bench.pipeline.search import Bounds, search
+from bench.pipeline.search import Bounds, best_setting, coarse, first_rate, search
 from bench.pipeline.side import READY, SAMPLES
 from bench.pipeline.source import (
     STEADY_MIX,
@@ -281,16 +284,16 @@ class Stalled(RuntimeError):
 
 def run_pipeline(
     name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path, trigger: str,
-    shared: Callable[[list[report.StepFigures]], list[int]],
+    bounds: Bounds, shared: Callable[[list[report.StepFigures]], list[int]],
+    prior: list[report.StepFigures] | None = None,
 ) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:  # fmt: skip
-    """The pipeline's search, then the ``shared(its steps)`` rates measured."""
+    """The pipeline's search (steered by ``prior`` steps of the same pipeline), then the
+    ``shared(its steps)`` rates measured; the steps it measured."""
     run = Run(name, broker, ns, work, trigger)
     log(f"{work.name}: starting its pipeline, trigger {trigger} (log: {run.side.log_path})")
-    first = ns.dts_first_rate if name == "dts" and ns.dts_first_rate else ns.first_rate
-    bounds = Bounds(first, ns.floor, ns.ceiling, ns.precision, ns.max_steps)
     try:
         run.load()
-        search(run.measure, bounds)
+        search(run.measure, bounds, prior)
         for rate in shared(run.steps):
             run.measure(rate, shared=True)
     except Stalled as exc:
@@ -324,21 +327,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shared[:] = [max(ns.floor, int(best * ns.shared))] if ns.shared and best else []
             return shared
 
+        bounds = Bounds(ns.first_rate, ns.floor, ns.ceiling, ns.precision, ns.max_steps)
         if "dts" in ns.pipelines:
+            first = ns.dts_first_rate or ns.first_rate
             runs["dts"], samples["dts"], starts["dts"] = run_pipeline(
-                "dts", broker, ns, work / "dts", ns.trigger, half_of_dts
-            )
+                "dts", broker, ns, work / "dts", ns.trigger, replace(bounds, first=first),
+                half_of_dts,
+            )  # fmt: skip
         for name in (n for n in STITCHED if n in ns.pipelines):
-            sweep = sweeps[name] = {}
-            triggers = getattr(ns, f"{name}_triggers").split(",")
-            for i, trigger in enumerate(t.strip() for t in triggers):
-                steps, got, started = run_pipeline(
-                    name, broker, ns, work / f"{name}-{i}", trigger, lambda _: shared
-                )
-                sweep[trigger] = report.highest_kept(steps)
-                if name not in runs or sweep[trigger] > report.highest_kept(runs[name]):
-                    runs[name], samples[name], starts[name] = steps, got, started
+            triggers = [t.strip() for t in getattr(ns, f"{name}_triggers").split(",")]
+            runs[name], samples[name], starts[name], sweeps[name] = sweep_triggers(
+                name, triggers, broker, ns, work, bounds, lambda _: shared
+            )
     return finish(ns, argv, runs, samples, starts, sweeps, load_before)
+
+
+def sweep_triggers(
+    name: str, triggers: list[str], broker: EmbeddedBroker, ns: argparse.Namespace,
+    work: Path, bounds: Bounds, shared: Callable[[list[report.StepFigures]], list[int]],
+) -> tuple[list[report.StepFigures], list[dict[str, Any]], float, dict[str, int]]:  # fmt: skip
+    """A stitched stack at its best trigger: each trigger searched by doubling, the best
+    restarted and bisected from there, then measured at the shared rates. Returns its
+    steps at that trigger (both runs'), their samples, its first start and the highest
+    rate each trigger kept."""
+    if len(triggers) == 1:  # nothing to rank: one full search
+        steps, got, started = run_pipeline(name, broker, ns, work / f"{name}-0", triggers[0],
+                                           bounds, shared)  # fmt: skip
+        return steps, got, started, {triggers[0]: report.highest_kept(steps)}
+    found: dict[str, tuple[list[report.StepFigures], list[dict[str, Any]], float]] = {}
+    for i, trigger in enumerate(triggers):
+        best = max((report.highest_kept(f[0]) for f in found.values()), default=0)
+        found[trigger] = run_pipeline(name, broker, ns, work / f"{name}-{i}", trigger,
+                                      coarse(bounds, best), lambda _: [])  # fmt: skip
+    sweep = {t: report.highest_kept(f[0]) for t, f in found.items()}
+    winner = best_setting({t: f[0] for t, f in found.items()})
+    prior, got, started = found[winner]
+    log(f"{name}: trigger {winner} kept up at the highest rate ({sweep[winner]:,}/s); "
+        "restarting it to bisect")  # fmt: skip
+    if first_rate(bounds, prior) is None and not shared(prior):
+        return prior, got, started, sweep
+    more, got_more, _ = run_pipeline(name, broker, ns, work / f"{name}-best", winner, bounds,
+                                     shared, prior)  # fmt: skip
+    steps = [*prior, *more]
+    sweep[winner] = report.highest_kept([s for s in steps if not s.shared])
+    return steps, [*got, *got_more], started, sweep
 
 
 def set_up(pipelines: list[str]) -> None:
@@ -382,7 +414,8 @@ def finish(ns: argparse.Namespace, argv: list[str] | None,
 
 def _sweep(name: str, sweep: dict[str, int]) -> str:
     rates = ", ".join(f"{t}: {r:,}/s" for t, r in sweep.items())
-    return f", {report.RATIO[name][1]} {rates}"
+    how = " (each doubled, the best bisected)" if len(sweep) > 1 else ""
+    return f", {report.RATIO[name][1]}{how} {rates}"
 
 
 if __name__ == "__main__":

@@ -4,12 +4,17 @@ measuring steps (``measure(rate)``, warm-up excluded) rather than climbing a fix
 From the first rate it doubles while steps keep up (halves while they do not, down to a
 floor), then bisects (geometric midpoints) between the highest rate kept and the lowest
 not kept until they are within ``precision`` of each other.
+
+A sweep over several settings (the stitched stacks' triggers) searches each one coarsely
+(doubling only: ``coarse``), then bisects only the best, from the steps its coarse search
+left (``search(..., prior=...)``): the triggers' ranking costs two or three steps each, not
+six.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.pipeline.report import StepFigures, highest_kept, lowest_failed
 
@@ -36,10 +41,42 @@ def next_rate(kept: int, failed: int | None, last: int, bounds: Bounds) -> int |
     return mid if kept < mid < failed else None
 
 
-def search(measure: Callable[[int], StepFigures], bounds: Bounds) -> list[StepFigures]:
+def first_rate(bounds: Bounds, prior: list[StepFigures] | None = None) -> int | None:
+    """Where a search starts: its first rate, or where ``prior`` steps leave it (None: they
+    already settle it)."""
+    if not prior:
+        return bounds.first
+    return next_rate(highest_kept(prior), lowest_failed(prior), prior[-1].rate, bounds)
+
+
+def search(
+    measure: Callable[[int], StepFigures], bounds: Bounds, prior: list[StepFigures] | None = None
+) -> list[StepFigures]:
+    """The steps measured (``prior`` ones, measured before, steer it but are not returned)."""
+    prior = prior or []
     steps: list[StepFigures] = []
-    rate: int | None = bounds.first
-    while rate is not None and len(steps) < bounds.max_steps:
+    rate = first_rate(bounds, prior)
+    while rate is not None and len(prior) + len(steps) < bounds.max_steps:
         steps.append(measure(rate))
-        rate = next_rate(highest_kept(steps), lowest_failed(steps), rate, bounds)
+        seen = [*prior, *steps]
+        rate = next_rate(highest_kept(seen), lowest_failed(seen), rate, bounds)
     return steps
+
+
+def coarse(bounds: Bounds, best_so_far: int) -> Bounds:
+    """A sweep's search of one setting: doubling (or halving) only, starting at the best
+    rate another setting kept (a slower setting falls behind there at once)."""
+    return replace(bounds, first=max(bounds.first, best_so_far), precision=1.0)
+
+
+def best_setting(steps: dict[str, list[StepFigures]]) -> str:
+    """The setting that kept up at the highest rate; between equals, the one whose
+    slowest table was freshest (p99) at that rate."""
+
+    def rank(name: str) -> tuple[int, float]:
+        kept = highest_kept(steps[name])
+        at = [s for s in steps[name] if s.rate == kept and s.kept_up]
+        p99 = [v for s in at for v in s.freshness_p99.values() if v is not None]
+        return kept, -max(p99, default=float("inf"))
+
+    return max(steps, key=rank)

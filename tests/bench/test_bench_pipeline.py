@@ -101,6 +101,61 @@ def test_the_search_descends_when_the_first_rate_is_too_high_and_stops_at_its_bo
     assert [s.rate for s in one] == [40]
 
 
+def test_a_search_goes_on_from_the_steps_an_earlier_one_left() -> None:
+    """Steps measured before (another run of the same pipeline) steer the search and are
+    not measured again; when they already settle it, nothing is measured."""
+    from bench.pipeline.search import Bounds, first_rate, search
+
+    bounds = Bounds(first=250, floor=10, ceiling=128_000)
+    prior = [_step(1000, True), _step(2000, False)]
+    measured = [s.rate for s in search(lambda r: _step(r, r <= 1500), bounds, prior)]
+    assert measured[0] == 1414 and 2000 not in measured and 1000 not in measured
+    best = report.highest_kept([*prior, *(_step(r, r <= 1500) for r in measured)])
+    assert 1500 / 1.1 <= best <= 1500
+    assert first_rate(bounds, [_step(1000, True), _step(1050, False)]) is None
+
+
+def test_a_trigger_sweep_doubles_each_then_bisects_only_the_best(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Four triggers with different capacities: each is searched by doubling only (the
+    later ones from the best rate kept so far), the best is restarted once, its search
+    going on from its doubling, and the shared rate is measured in that run."""
+    from dataclasses import replace
+
+    import bench.pipeline.__main__ as main
+    from bench.pipeline.search import Bounds, search
+
+    capacity = {"1 second": 700, "2 seconds": 1500, "5 seconds": 2600, "10 seconds": 2400}
+    runs: list[tuple[str, str, list[int]]] = []
+
+    def fake_run(name: str, broker: Any, ns: Any, work: Path, trigger: str, bounds: Bounds,
+                 shared: Any, prior: list[report.StepFigures] | None = None) -> Any:  # fmt: skip
+        def measure(rate: int) -> report.StepFigures:
+            return _step(rate, rate <= capacity[trigger])
+
+        steps = search(measure, bounds, prior)
+        steps += [replace(measure(r), shared=True) for r in shared([*(prior or []), *steps])]
+        runs.append((work.name, trigger, [s.rate for s in steps]))
+        return steps, [{"t": float(len(runs))}], float(len(runs))
+
+    monkeypatch.setattr(main, "run_pipeline", fake_run)
+    bounds = Bounds(first=500, floor=10, ceiling=128_000)
+    steps, samples, _, sweep = main.sweep_triggers(
+        "delta", list(capacity), None, None, tmp_path, bounds, lambda _: [8000]  # type: ignore[arg-type]
+    )  # fmt: skip
+    by_work = {w: rates for w, _, rates in runs}
+    assert by_work["delta-0"] == [500, 1000]  # doubling only: 1,000 fell behind
+    assert by_work["delta-1"] == [500, 1000, 2000]  # from the best so far (500): 500 <= it
+    assert by_work["delta-2"][0] == 1000 and by_work["delta-3"][0] == 2000
+    assert runs[-1][:2] == ("delta-best", "5 seconds")  # the best, restarted once
+    assert len(runs) == 5 and by_work["delta-best"][-1] == 8000  # shared: in that run
+    best = report.highest_kept([s for s in steps if not s.shared])
+    assert 2600 / 1.1 <= best <= 2600 and sweep["5 seconds"] == best
+    assert sweep["1 second"] == 500 and sweep["10 seconds"] == 2000
+    assert len(samples) == 2  # both runs of the best trigger
+
+
 def test_the_summary_gives_a_bound_when_the_stitched_stack_keeps_up_at_no_step() -> None:
     steady = _samples(1000.0, [3.0, 3.5, 2.8] * 10)
     growing = _samples(1000.0, [float(i) for i in range(30)])
