@@ -173,11 +173,12 @@ def await_caught_up(side: Side, since: float, timeout_s: float) -> None:
 SETTLED_S = 5.0
 
 
-def drained(side: Side, produced_by: float, timeout_s: float) -> bool:
-    """Whether, with nothing produced, every table comes to show the changes produced up
-    to ``produced_by`` (a step that fell behind leaves a backlog the next must not
-    inherit)."""
-    target_ms = (produced_by - 1.0) * 1000
+def drained(side: Side, last_stamp: float, timeout_s: float) -> bool:
+    """Whether, with nothing produced, every table comes to show the changes stamped up
+    to ``last_stamp`` (a step that fell behind leaves a backlog the next must not
+    inherit). The newest stamp, not the step's end: a generator behind its rate stamps its
+    last chunk seconds before it is done sending it, and no table can ever show later."""
+    target_ms = (last_stamp - 1.0) * 1000
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         side.check()
@@ -238,7 +239,7 @@ class Run:
         self.trigger_s = trigger_seconds(trigger)
         self.started = time.time()
         self.steps: list[report.StepFigures] = []
-        self.produced_by = 0.0  # when the last change so far was produced
+        self.last_stamp = 0.0  # the newest change's stamp so far
 
     def load(self) -> None:
         ns = self.ns
@@ -247,13 +248,13 @@ class Run:
         log(f"{self.side.work.name}: ready; initial load of {initial.produced:,} changes, "
             "waiting for it downstream")  # fmt: skip
         await_caught_up(self.side, initial.ended, ns.start_timeout)
-        self.produced_by = initial.ended
+        self.last_stamp = initial.last_stamp
         if not ns.growing:  # every step of the search meets tables of the same size
             self.db.mix = STEADY_MIX
 
     def measure(self, rate: int, shared: bool = False) -> report.StepFigures:
         ns, side = self.ns, self.side
-        if self.steps and not drained(side, self.produced_by, ns.settle_timeout):
+        if self.steps and not drained(side, self.last_stamp, ns.settle_timeout):
             raise Stalled(f"{side.work.name} did not catch up in {ns.settle_timeout:.0f} s "
                           "with nothing produced")  # fmt: skip
         warmup = ns.settle_timeout if not self.steps else ns.warmup_seconds
@@ -261,7 +262,7 @@ class Run:
         roots = {**side.pids, "broker": self.broker.pid or 0, "generator": os.getpid()}
         cpu0, t0 = cpu_seconds(roots), time.monotonic()
         step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
-        self.produced_by = step.ended
+        self.last_stamp = step.last_stamp
         side.check()
         cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
         cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}

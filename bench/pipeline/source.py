@@ -184,6 +184,9 @@ class StepResult:
     started: float  # unix seconds
     ended: float
     produced: int
+    #: the newest change's stamp (unix seconds): behind ``ended`` by however long the last
+    #: chunk took to produce, seconds when the generator itself falls behind its rate
+    last_stamp: float = 0.0
 
     @property
     def achieved(self) -> float:
@@ -223,18 +226,19 @@ def produce_step(
     """Produce ``rate`` changes a second for ``seconds``, in ticks of ``tick_s``: each tick
     makes the changes due by then (a late tick catches up, so the rate holds on average)."""
     started = time.time()
-    produced = 0
+    produced, stamp_ms = 0, 0
     while True:
         now = time.time()
         if now - started >= seconds:
             break
         due = int(rate * (now - started + tick_s)) - produced
         if due > 0:
-            chunk = db.changes(due, int(now * 1000))
+            stamp_ms = int(now * 1000)
+            chunk = db.changes(due, stamp_ms)
             for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
                 _produce(producer, topic, key, value)
             produced += chunk.height
             producer.poll(0)
         time.sleep(max(0.0, started + (produced / rate) - time.time()) if rate else tick_s)
     producer.flush(30)
-    return StepResult(rate, started, time.time(), produced)
+    return StepResult(rate, started, time.time(), produced, stamp_ms / 1000)

@@ -252,6 +252,33 @@ def test_the_source_writes_debezium_envelopes_the_state_agrees_with() -> None:
     ]
 
 
+def test_a_step_gives_its_newest_stamp_which_trails_its_end_when_the_generator_lags() -> None:
+    """A generator slower than its rate stamps its last chunk long before it has sent it;
+    a drain waiting for changes stamped up to the step's end (the 64,000/s step of
+    2026-11-29) waits for something no table can show. The step gives the newest stamp."""
+    from bench.pipeline.source import produce_step
+
+    class SlowProducer:
+        def __init__(self) -> None:
+            self.stamps: list[int] = []
+
+        def produce(self, topic: str, value: str, key: str) -> None:
+            self.stamps.append(json.loads(value)["ts_ms"])  # the change's stamp
+            time.sleep(0.0005)  # 2,000 changes/s at most
+
+        def poll(self, timeout: float) -> int:
+            return 0
+
+        def flush(self, timeout: float) -> int:
+            return 0
+
+    producer = SlowProducer()
+    step = produce_step(OrdersDatabase(customers=50, capacity=100_000), producer, "t",  # type: ignore[arg-type]
+                        rate=20_000, seconds=1.0)  # fmt: skip
+    assert step.last_stamp * 1000 == max(producer.stamps)
+    assert step.ended - step.last_stamp > 0.3  # its last chunk took that long to send
+
+
 def test_the_customers_snapshot_decodes_as_debeziums_reads() -> None:
     from bench.pipeline.model import CUSTOMERS_SCHEMA
 
