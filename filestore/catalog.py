@@ -16,6 +16,7 @@ from filestore.errors import (
     TableNotFound,
 )
 from filestore.format.identifiers import RULES, check_identifier
+from filestore.format.manifest import ParsedManifests
 from filestore.format.paths import TablePaths
 from filestore.format.schema import SchemaManager, build_schema
 from filestore.io.fileio import FileIO, resolve_filesystem
@@ -23,6 +24,9 @@ from filestore.table import Table
 
 DEFAULT_DATABASE = "default"
 _DB_SUFFIX = ".db"
+#: parsed manifest files a catalog keeps for all its tables (a table's snapshot names a
+#: few: the worker's table with 4 buckets and 5 levels, about 20)
+MANIFESTS_KEPT = 1024
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -74,6 +78,8 @@ class Catalog:
         self.io = FileIO(fs)
         self.root = root
         self.warehouse = str(warehouse)
+        # parsed manifests, shared by every table this catalog opens (immutable files)
+        self.manifests = ParsedManifests(max_files=MANIFESTS_KEPT)
 
     def __repr__(self) -> str:
         return f"Catalog({self.warehouse!r})"
@@ -201,7 +207,7 @@ class Catalog:
             if ignore_if_exists:
                 return self.get_table(name)
             raise TableAlreadyExists(f"table {full} exists already")
-        return Table(full, self.io, path)
+        return Table(full, self.io, path, self.manifests)
 
     def full_name(self, name: str) -> str:
         """A table name with its database.
@@ -234,7 +240,7 @@ class Catalog:
         full = self.full_name(name)
         if not self.table_exists(name):
             raise TableNotFound(f"table {full} does not exist in {self.warehouse}")
-        return Table(full, self.io, self.table_path(name))
+        return Table(full, self.io, self.table_path(name), self.manifests)
 
     def list_tables(self, db: str | None = None) -> list[str]:
         """Full names ('db.table') of the tables in db, or in every database.

@@ -106,34 +106,53 @@ def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
     return list(live.values())
 
 
+class ParsedManifests:
+    """Parsed manifests and manifest lists by path, least recently used out first.
+
+    Manifest files are immutable (a new uuid name per write), so one cache can serve every
+    handle of a catalog: a reader that opens its tables anew for each read (a probe, a
+    consistent read of several tables) decodes a snapshot's manifests once, not once a read.
+    """
+
+    def __init__(self, max_files: int = 512) -> None:
+        self.max_files = max_files
+        self._items: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> tuple[Any, ...] | None:
+        with self._lock:
+            hit = self._items.get(path)
+            if hit is not None:
+                self._items.move_to_end(path)
+            return hit
+
+    def put(self, path: str, items: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._items[path] = items
+            while len(self._items) > self.max_files:
+                self._items.popitem(last=False)
+
+
 class ManifestStore:
     """Reads and writes manifests and manifest lists of one table.
 
-    Manifest files are immutable (a new uuid name per write), so parsed ones are
-    kept in a small LRU: a long-lived writer (the worker) otherwise decodes the same
-    base manifests again for every prepare, compaction check and commit.
+    Parsed ones are kept (``ParsedManifests``, the catalog's when the table came from
+    one): a long-lived writer (the worker) otherwise decodes the same base manifests again
+    for every prepare, compaction check and commit.
     """
 
-    CACHE_FILES = 512
-
-    def __init__(self, io: FileIO, paths: TablePaths) -> None:
+    def __init__(
+        self, io: FileIO, paths: TablePaths, parsed: ParsedManifests | None = None
+    ) -> None:
         self.io = io
         self.paths = paths
-        self._cache: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self.parsed = parsed if parsed is not None else ParsedManifests()
 
     def _cached(self, name: str) -> tuple[Any, ...] | None:
-        with self._cache_lock:
-            hit = self._cache.get(name)
-            if hit is not None:
-                self._cache.move_to_end(name)
-            return hit
+        return self.parsed.get(self.paths.manifest(name))
 
     def _remember(self, name: str, items: tuple[Any, ...]) -> None:
-        with self._cache_lock:
-            self._cache[name] = items
-            while len(self._cache) > self.CACHE_FILES:
-                self._cache.popitem(last=False)
+        self.parsed.put(self.paths.manifest(name), items)
 
     def _write_avro(self, name: str, schema: Any, records: Sequence[dict[str, Any]]) -> int:
         buf = io.BytesIO()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from filestore.errors import TableNotFound
-from filestore.format.manifest import ManifestEntry, ManifestStore, merge_entries
+from filestore.format.manifest import ManifestEntry, ManifestStore, ParsedManifests, merge_entries
 from filestore.format.options import CoreOptions
 from filestore.format.paths import TablePaths
 from filestore.format.schema import SchemaManager, TableSchema
@@ -32,13 +32,16 @@ Partition = tuple[str | None, ...]
 class TableContext:
     """One table's location, IO and metadata managers (no operations)."""
 
-    def __init__(self, name: str, io: FileIO, root: str) -> None:
+    def __init__(
+        self, name: str, io: FileIO, root: str, manifests: ParsedManifests | None = None
+    ) -> None:
         self.name = name
         self.io = io
         self.paths = TablePaths(root)
         self.schema_manager = SchemaManager(io, self.paths)
         self.snapshot_manager = SnapshotManager(io, self.paths)
-        self.manifest_store = ManifestStore(io, self.paths)
+        # parsed manifests: the catalog's, shared by its handles, when it opened this one
+        self.manifest_store = ManifestStore(io, self.paths, manifests)
         # decoded data files for lookups (filestore.io.file_cache): a handle that commits
         # again and again reads each file once
         self.file_cache = FileCache()
