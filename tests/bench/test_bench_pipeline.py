@@ -65,6 +65,31 @@ def test_a_steady_lag_keeps_up_a_growing_one_does_not() -> None:
     assert report.highest_kept([kept, fig, kept_50]) == 50
 
 
+#: ``customer_totals``' freshness, a read a second, in the stitched Delta stack's 90 s step
+#: at 1,000/s on a 1 s trigger (2026-11-29 19:27:31-19:29:01): batches of 6-14 s, troughs
+#: 7.4-14.4 s and flat. The median rule judged it "lag grew 3.5 s over 30 s"; its 2 s
+#: trigger then kept up at 32,000/s.
+DELTA_SAWTOOTH = [
+    17.0, 18.0, 19.0, 20.0, 21.0, 12.5, 13.5, 14.5, 15.5, 16.5, 17.5, 18.5, 19.5, 20.5, 8.5,
+    9.5, 10.5, 11.5, 12.5, 13.5, 14.5, 7.4, 8.4, 9.4, 10.4, 11.4, 12.4, 13.4, 14.4, 7.9, 8.9,
+    9.9, 10.9, 11.9, 12.9, 13.9, 14.9, 15.9, 9.2, 10.2, 11.2, 12.2, 13.2, 14.2, 15.2, 16.2,
+    17.2, 9.7, 10.7, 11.7, 12.7, 13.7, 14.7, 15.7, 16.7, 17.7, 9.2, 10.2, 11.2, 12.2, 13.2,
+    14.2, 15.2, 16.2, 17.2, 18.2, 19.2, 20.2, 21.2, 22.2, 14.4, 15.4, 16.4, 17.4, 18.4, 19.4,
+    20.4, 21.4, 22.4, 9.9, 10.9, 11.9, 12.9, 13.9, 14.9, 15.9, 16.9, 17.9, 9.2, 10.2, 11.2,
+]  # fmt: skip
+
+
+def test_a_sawtooth_with_flat_troughs_keeps_up_and_rising_troughs_do_not() -> None:
+    """Batches of 6-14 s: the lag's troughs decide, not where the thirds cut the teeth."""
+    start, end = 1000.0, 1000.0 + len(DELTA_SAWTOOTH)
+    fig = report.step_figures(_samples(start, DELTA_SAWTOOTH), 1000, 1000.0, start, end, {})
+    assert fig.kept_up, fig.why
+    # the same teeth on a lag rising 0.1 s a second (9 s over the step): falling behind
+    rising = [lag + 0.1 * i for i, lag in enumerate(DELTA_SAWTOOTH)]
+    fig = report.step_figures(_samples(start, rising), 1000, 1000.0, start, end, {})
+    assert not fig.kept_up and "lag grew" in fig.why
+
+
 def _step(rate: int, kept_up: bool) -> report.StepFigures:
     return report.StepFigures(rate, 0.0, 90.0, float(rate), kept_up, "" if kept_up else "lag")
 
