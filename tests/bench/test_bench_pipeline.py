@@ -140,6 +140,22 @@ def test_a_search_goes_on_from_the_steps_an_earlier_one_left() -> None:
     assert first_rate(bounds, [_step(1000, True), _step(1050, False)]) is None
 
 
+def test_between_triggers_that_kept_the_same_rate_the_fresher_one_is_bisected() -> None:
+    from bench.pipeline.search import best_setting
+
+    def kept(rate: int, p99: float) -> report.StepFigures:
+        fig = _step(rate, True)
+        fig.freshness_p99 = {t: p99 for t in TABLES}
+        return fig
+
+    steps = {
+        "10 seconds": [kept(2000, 30.0), _step(4000, False)],
+        "5 seconds": [kept(2000, 12.0), _step(4000, False)],
+        "1 second": [kept(1000, 3.0), _step(2000, False)],
+    }
+    assert best_setting(steps) == "5 seconds"  # 10 s comes first; 1 s is fresher but slower
+
+
 def test_a_trigger_sweep_doubles_each_then_bisects_only_the_best(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
