@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.profiles import summarize_profile
 from bench.raw_consume import raw_consume
 from bench.results import save_results
 from filestore import Catalog, Table, bucket_ids
@@ -412,24 +413,6 @@ def report(results: dict[str, Any]) -> None:
         print("\nworker x1 profile (share of samples, by function, all threads):")
         for line in results["profile"]:
             print(f"  {line}")
-
-
-def summarize_profile(path: Path, top: int = 15) -> list[str]:
-    """py-spy raw (collapsed stacks) -> the functions holding most samples (self time)."""
-    if not path.exists():
-        return ["(no profile: is py-spy installed?)"]
-    own: dict[str, int] = {}
-    total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        n = int(count)
-        total += n
-        leaf = stack.split(";")[-1]
-        own[leaf] = own.get(leaf, 0) + n
-    best = sorted(own.items(), key=lambda kv: -kv[1])[:top]
-    return [f"{n / total:6.1%}  {name}" for name, n in best]
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline import report
+from bench.pipeline import profile, report
 from bench.pipeline.probe import cpu_seconds, read_samples
 from bench.pipeline.search import Bounds, best_setting, coarse, first_rate, search
 from bench.pipeline.side import READY, SAMPLES
@@ -102,6 +102,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--settle-timeout", type=float, default=180.0,
                     help="warm-up at the first rate, at most this long")  # fmt: skip
+    ap.add_argument("--profile", action="store_true",
+                    help="sample every process of each measured step (py-spy, Flight "
+                         "Recorder) into <work>/<pipeline>/profile-<rate>/: a step apart, "
+                         "since sampling takes CPU")  # fmt: skip
     return ap.parse_args(argv)
 
 
@@ -260,12 +264,18 @@ class Run:
         warmup = ns.settle_timeout if not self.steps else ns.warmup_seconds
         settled = settle(side, self.db, self.producer, self.topic, rate, warmup, self.trigger_s)
         roots = {**side.pids, "broker": self.broker.pid or 0, "generator": os.getpid()}
+        sampled = {k: v for k, v in roots.items() if k != "generator"}
+        recordings = profile.start(sampled, side.work / f"profile-{rate}") if ns.profile else []
         cpu0, t0 = cpu_seconds(roots), time.monotonic()
         step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
         self.last_stamp = step.last_stamp
         side.check()
         cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
         cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
+        if recordings:
+            path = side.work / f"profile-{rate}" / "summary.txt"
+            path.write_text(profile.report(profile.finish(recordings), cpu))
+            log(f"{side.work.name} {rate:,}/s: profile in {path}")
         fig = report.step_figures(side.samples(), rate, step.achieved, step.started,
                                   step.ended, cpu)  # fmt: skip
         fig.shared = shared
