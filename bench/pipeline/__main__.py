@@ -285,7 +285,8 @@ class Run:
             f"{'' if settled else ' (warm-up did not settle)'}: "
             f"{'kept up' if fig.kept_up else 'fell behind: ' + fig.why}; "
             f"freshness p99 (slowest table) {report._f(p99)} s; "
-            f"{fig.inconsistent} inconsistent of {fig.reads} reads")  # fmt: skip
+            f"{fig.inconsistent} inconsistent of {fig.reads} reads; "
+            f"{self.db.live_orders():,} live orders")  # fmt: skip
         return fig
 
 

@@ -100,8 +100,16 @@ class OrdersDatabase:
         """n changes (c, u, d) as Debezium envelopes: columns ``key`` and ``value`` (JSON)."""
         inserts = int(n * self.mix[0])
         picked = self._pick_live(n - inserts)
-        n_upd = min(len(picked), int(n * self.mix[1]))
-        upd, dele = picked[:n_upd], picked[n_upd:]
+        # deletes first: a late tick's chunk can be larger than the live orders (run 2 of
+        # 2026-11-29: a 64,000/s step's generator, starved, sent chunks of seconds), and
+        # updates taken first then left no deletes for its inserts, so the live orders (and
+        # every later step's tables) grew 4.6x in one step
+        wanted = n - inserts - int(n * self.mix[1])
+        n_del = min(len(picked), wanted)
+        # fewer live orders than the chunk deletes: as many fewer inserts, so the live
+        # orders change by what the mix means (none, with the steady mix)
+        inserts = max(0, inserts - (wanted - n_del))
+        dele, upd = picked[:n_del], picked[n_del:]
         before_upd, before_del = self._rows(upd), self._rows(dele)
         self.alive[dele] = False
         advance = self.rng.integers(1, len(STATUSES), len(upd))

@@ -31,7 +31,7 @@ from bench.pipeline.model import (
     expected_enriched,
     inconsistencies,
 )
-from bench.pipeline.source import OrdersDatabase
+from bench.pipeline.source import STEADY_MIX, OrdersDatabase
 from filestore import Catalog
 from logstore.codec import decode_columns
 from logstore.spec import LogSpec
@@ -291,6 +291,19 @@ def test_the_source_writes_debezium_envelopes_the_state_agrees_with() -> None:
     assert [state[k]["status"] for k in live[:50]] == [
         ["placed", "paid", "shipped", "cancelled"][s] for s in db.status[live[:50]]
     ]
+
+
+def test_a_chunk_larger_than_the_live_orders_keeps_them_steady() -> None:
+    """With the steady mix a chunk deletes as many orders as it inserts, even a chunk of
+    more changes than there are live orders (a starved generator catching up in one late
+    tick). Taking updates first left it no deletes: run 2 of 2026-11-29's dts tables grew
+    from 138,000 to 640,000 live orders in one step."""
+    db = OrdersDatabase(customers=50, capacity=1_000_000)
+    db.changes(10_000, 1000)  # the initial load: about 5,700 live orders
+    db.mix = STEADY_MIX
+    before = db.live_orders()
+    db.changes(10 * before, 2000)
+    assert abs(db.live_orders() - before) <= 1  # the mix's shares rounded to whole changes
 
 
 def test_a_step_gives_its_newest_stamp_which_trails_its_end_when_the_generator_lags() -> None:
