@@ -112,6 +112,12 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def parent_pid(pid: int) -> int:
+    """The parent of a live process (0 when it is gone)."""
+    stat = _stat(pid)
+    return stat[0] if stat is not None else 0
+
+
 def _all_stats() -> dict[int, tuple[int, float]]:
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.pipeline.probe import process_trees
+from bench.pipeline.probe import parent_pid, process_trees
 from bench.profiles import Profile, jfr_profile, py_spy_profile
 
 #: py-spy's samples a second: enough for shares to 1%, cheap beside the step
@@ -62,14 +62,6 @@ def kind(pid: int) -> str | None:
     return "jvm" if exe == "java" else "python" if exe.startswith("python") else None
 
 
-def parent(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
-
-
 def start(roots: dict[str, int], out: Path) -> list[Recording]:
     """Sample every JVM and Python process under the named ``roots`` into ``out``.
 
@@ -80,13 +72,13 @@ def start(roots: dict[str, int], out: Path) -> list[Recording]:
     got: list[Recording] = []
     for name, pids in process_trees(roots).items():
         for pid in pids:
-            what, up = kind(pid), parent(pid)
+            what, up = kind(pid), parent_pid(pid)
             if what == "jvm":
                 got.append(Recording(name, pid, what, out / f"{name}-{pid}.jfr"))
                 subprocess.run([jcmd, str(pid), "JFR.start", f"name={JFR_NAME}",
                                 "settings=profile"], capture_output=True, check=True,
                                timeout=60)  # fmt: skip
-            elif what == "python" and not (kind(up) == "python" and kind(parent(up)) == "jvm"):
+            elif what == "python" and not (kind(up) == "python" and kind(parent_pid(up)) == "jvm"):
                 path = out / f"{name}-{pid}.txt"
                 cmd = [spy, "record", "--pid", str(pid), "--rate", str(RATE), "--format",
                        "raw", "--threads", "--nonblocking", "--output", str(path)]  # fmt: skip

@@ -5,7 +5,6 @@ and the recorders attach to a real Python process and a real JVM found under a n
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.pipeline import profile
+from bench.pipeline.probe import cpu_seconds
 from bench.profiles import py_spy_profile
 
 RAW = """\
@@ -93,10 +93,10 @@ def test_recorders_attach_to_a_python_process_and_a_jvm(tmp_path: Path) -> None:
         assert {(r.name, r.kind) for r in recordings} == {("pyside", "python"), ("jvmside", "jvm")}
         # until both have spun 2 s of CPU under the samplers (py-spy writes only when
         # stopped, so the CPU is what is waited on, not a fixed sleep)
-        start = {p.pid: _cpu_seconds(p.pid) for p in (py, jvm)}
+        start = {p.pid: cpu_seconds({"p": p.pid})["p"] for p in (py, jvm)}
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(
-            _cpu_seconds(pid) < at + 2.0 for pid, at in start.items()
+            cpu_seconds({"p": pid})["p"] < at + 2.0 for pid, at in start.items()
         ):
             time.sleep(0.2)
         got = profile.finish(recordings)
@@ -108,9 +108,3 @@ def test_recorders_attach_to_a_python_process_and_a_jvm(tmp_path: Path) -> None:
     java = got[f"jvmside (jvm {jvm.pid})"]
     assert python.samples > 0 and python.own.most_common(1)[0][0].startswith("spin (busy.py")
     assert java.samples > 0 and java.own.most_common(1)[0][0] in {"Busy.spin", "Busy.main"}
-
-
-def _cpu_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
