@@ -46,6 +46,7 @@ from bench.pipeline.source import (
     OrdersDatabase,
     cdc_producer,
     produce_customers,
+    produce_load,
     produce_step,
 )
 from bench.results import replace_section
@@ -96,7 +97,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--html", type=Path, default=HERE.parent / "results" / "pipeline.html")
     ap.add_argument("--readme", type=Path, help="rewrite this README's results section")
     ap.add_argument("--initial", type=int, default=200_000,
-                    help="changes loaded before the steps (about 57%% of them live orders)")  # fmt: skip
+                    help="changes loaded before the steps, the same for every side (200,000: 118,902 live orders)")  # fmt: skip
     ap.add_argument("--growing", action="store_true",
                     help="keep the initial mix (tables grow) instead of a steady one")  # fmt: skip
     ap.add_argument("--start-timeout", type=float, default=300.0)
@@ -248,9 +249,9 @@ class Run:
     def load(self) -> None:
         ns = self.ns
         self.side.await_ready(ns.start_timeout)
-        initial = produce_step(self.db, self.producer, self.topic, ns.initial, 1.0)
-        log(f"{self.side.work.name}: ready; initial load of {initial.produced:,} changes, "
-            "waiting for it downstream")  # fmt: skip
+        initial = produce_load(self.db, self.producer, self.topic, ns.initial)
+        log(f"{self.side.work.name}: ready; initial load of {initial.produced:,} changes "
+            f"({self.db.live_orders():,} live orders), waiting for it downstream")  # fmt: skip
         await_caught_up(self.side, initial.ended, ns.start_timeout)
         self.last_stamp = initial.last_stamp
         if not ns.growing:  # every step of the search meets tables of the same size

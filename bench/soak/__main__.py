@@ -42,7 +42,7 @@ from bench.pipeline.source import (
     OrdersDatabase,
     cdc_producer,
     produce_customers,
-    produce_step,
+    produce_load,
 )
 from bench.soak import report
 from bench.soak.collect import Collector, Places, columns, consistency
@@ -147,7 +147,7 @@ def start_pipeline(
     stack.callback(side.stop)
     log(f"starting the pipeline (log: {side.log_path})")
     side.await_ready(ns.start_timeout)
-    initial = produce_step(db, producer, topic, ns.initial, 1.0)
+    initial = produce_load(db, producer, topic, ns.initial)
     log(f"ready; initial load of {initial.produced:,} changes, waiting for it downstream")
     await_caught_up(side, initial.ended, ns.start_timeout)
     db.mix = STEADY_MIX

@@ -306,6 +306,38 @@ def test_a_chunk_larger_than_the_live_orders_keeps_them_steady() -> None:
     assert abs(db.live_orders() - before) <= 1  # the mix's shares rounded to whole changes
 
 
+def test_the_initial_load_is_the_same_for_every_side_however_slow_its_producer() -> None:
+    """The load is a number of changes, not a second of them: a second's ticks made dts's
+    load of 2026-11-30 122,000 changes (73,000 live orders) and the stitched stacks'
+    182,000-220,000, as fast as each producer went."""
+    from bench.pipeline.source import produce_load
+
+    class Producer:
+        def __init__(self, delay_s: float) -> None:
+            self.delay_s, self.values = delay_s, 0
+
+        def produce(self, topic: str, value: str, key: str) -> None:
+            self.values += 1
+            if self.values % 1_000 == 0:
+                time.sleep(self.delay_s)
+
+        def poll(self, timeout: float) -> int:
+            return 0
+
+        def flush(self, timeout: float) -> int:
+            return 0
+
+    loads = []
+    for delay_s in (0.0, 0.02):  # the second as slow as 50,000 changes/s at most
+        db, producer = OrdersDatabase(customers=50, capacity=200_000), Producer(delay_s)
+        step = produce_load(db, producer, "t", 60_000, chunk=7_000)  # type: ignore[arg-type]
+        assert step.produced == producer.values == 60_000
+        loads.append((db.live_orders(), db.alive.copy(), db.amount.copy()))
+    (live_a, alive_a, amount_a), (live_b, alive_b, amount_b) = loads
+    assert live_a == live_b > 30_000
+    assert (alive_a == alive_b).all() and (amount_a == amount_b).all()
+
+
 def test_a_step_gives_its_newest_stamp_which_trails_its_end_when_the_generator_lags() -> None:
     """A generator slower than its rate stamps its last chunk long before it has sent it;
     a drain waiting for changes stamped up to the step's end (the 64,000/s step of
