@@ -89,5 +89,9 @@ def jfr_profile(path: Path, jfr: str = "jfr") -> Profile:
 
 
 def _thread_family(name: str) -> str:
-    """A thread's name without its number: Spark's 64 task threads count as one."""
-    return re.sub(r"[-\s#]*\d+$", "", name) or name
+    """A thread's name without its numbers and ids: Spark's task threads (``... for task
+    3.0 in stage 12.0 (TID 48)``) count as one family, as do a query's stream threads
+    (``... [id = <uuid>, runId = <uuid>]``) across restarts."""
+    bare = re.sub(r"\s*\[id = [^\]]*\]|\s*\(TID \d+\)", "", name)
+    bare = re.sub(r"[-\s#]*\d+$", "", bare)
+    return re.sub(r"\d+(?:\.\d+)?", "N", bare) or name

@@ -60,6 +60,24 @@ def test_py_spy_stacks_summed_by_function_and_thread_family(tmp_path: Path) -> N
     assert lines[-1].startswith("  by thread: spinner 76%")
 
 
+def test_thread_families_drop_spark_task_numbers_and_query_ids() -> None:
+    from bench.profiles import _thread_family
+
+    names = [
+        "Executor task launch worker for task 3.0 in stage 12.0 (TID 48)",
+        "Executor task launch worker for task 0.0 in stage 7.0 (TID 21)",
+    ]
+    assert {_thread_family(n) for n in names} == {
+        "Executor task launch worker for task N in stage N"
+    }
+    stream = "stream execution thread for orders_enriched [id = 5d0f1c2a-9e0b-4b6e-8f51-2c7d, "
+    assert _thread_family(stream + "runId = 0a1b-77]") == (
+        "stream execution thread for orders_enriched"
+    )
+    assert _thread_family("pool-3-thread-1") == "pool-N-thread"
+    assert _thread_family("worker-2") == "worker"
+
+
 def test_report_puts_the_busiest_component_first(tmp_path: Path) -> None:
     raw = tmp_path / "p.txt"
     raw.write_text(RAW)
