@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -84,10 +85,40 @@ def test_a_sawtooth_with_flat_troughs_keeps_up_and_rising_troughs_do_not() -> No
     start, end = 1000.0, 1000.0 + len(DELTA_SAWTOOTH)
     fig = report.step_figures(_samples(start, DELTA_SAWTOOTH), 1000, 1000.0, start, end, {})
     assert fig.kept_up, fig.why
-    # the same teeth on a lag rising 0.1 s a second (9 s over the step): falling behind
-    rising = [lag + 0.1 * i for i, lag in enumerate(DELTA_SAWTOOTH)]
+    # the same teeth on a lag rising 0.15 s a second (a pipeline processing 85% of the
+    # rate): falling behind; rising 0.05 s a second (95%): within the search's 10%
+    rising = [lag + 0.15 * i for i, lag in enumerate(DELTA_SAWTOOTH)]
     fig = report.step_figures(_samples(start, rising), 1000, 1000.0, start, end, {})
-    assert not fig.kept_up and "lag grew" in fig.why
+    assert not fig.kept_up and "lag grew" in fig.why and "s a second" in fig.why
+    creeping = [lag + 0.05 * i for i, lag in enumerate(DELTA_SAWTOOTH)]
+    fig = report.step_figures(_samples(start, creeping), 1000, 1000.0, start, end, {})
+    assert fig.kept_up, fig.why
+
+
+#: ``customer_totals``' freshness in the stitched Delta stack's 90 s step at 2,000/s on a
+#: 1 s trigger (2026-11-30 01:39:13-01:40:43): batches of 8-14 s, so a 30 s third held
+#: two or three teeth, and the lower envelope of the last third (10.9-14.5 s) stood 3.8 s
+#: above the middle third's (8.3-8.7 s): judged behind, though a line through all six
+#: troughs rises 0.06 s a second, and the same stack kept up to 82,998/s in run 2.
+DELTA_FEW_TEETH = [
+    13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0,
+    17.0, 18.0, 10.7, 11.7, 12.7, 13.7, 14.7, 15.7, 16.7, 17.7, 18.7, 9.4, 10.4, 11.4, 12.4,
+    13.4, 14.4, 15.4, 16.4, 8.3, 9.3, 10.3, 11.3, 12.3, 13.3, 14.3, 15.3, 8.6, 9.6, 10.6,
+    11.6, 12.6, 13.6, 14.6, 15.6, 8.7, 9.7, 10.7, 11.7, 12.7, 13.7, 14.7, 15.7, 16.7, 17.7,
+    18.7, 19.7, 20.8, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 10.9, 11.9,
+    13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 14.5, 15.5, 16.5,
+]  # fmt: skip
+
+
+def test_a_few_long_teeth_are_judged_by_the_line_through_their_troughs() -> None:
+    start, end = 1000.0, 1000.0 + len(DELTA_FEW_TEETH)
+    fig = report.step_figures(_samples(start, DELTA_FEW_TEETH), 2000, 2000.0, start, end, {})
+    assert fig.kept_up, fig.why
+    times = start + np.arange(len(DELTA_FEW_TEETH), dtype=float)
+    slope = report.trough_slope(times[30:], np.array(DELTA_FEW_TEETH[30:]))
+    assert 0.03 < slope < 0.1
+    # no commit in the window: the lag rises a second a second
+    assert report.trough_slope(times[:5], times[:5] - 990.0) == pytest.approx(1.0)
 
 
 def _step(rate: int, kept_up: bool) -> report.StepFigures:
