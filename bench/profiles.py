@@ -93,5 +93,5 @@ def _thread_family(name: str) -> str:
     3.0 in stage 12.0 (TID 48)``) count as one family, as do a query's stream threads
     (``... [id = <uuid>, runId = <uuid>]``) across restarts."""
     bare = re.sub(r"\s*\[id = [^\]]*\]|\s*\(TID \d+\)", "", name)
-    bare = re.sub(r"[-\s#]*\d+$", "", bare)
+    bare = re.sub(r"(?<![\d.])[-\s#]*\d+$", "", bare)  # "worker-2", not "stage 12.0"
     return re.sub(r"\d+(?:\.\d+)?", "N", bare) or name
