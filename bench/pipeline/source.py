@@ -216,10 +216,7 @@ def produce_load(
         part = db.changes(min(chunk, n - produced), stamp_ms)
         if part.is_empty():  # a mix that deletes as much as it inserts, on no live orders
             raise ValueError(f"the mix {db.mix} makes no changes on an empty table")
-        for key, value in zip(part["key"].to_list(), part["value"].to_list(), strict=True):
-            _produce(producer, topic, key, value)
-        produced += part.height
-        producer.poll(0)
+        produced += _send(producer, topic, part)
     if producer.flush(30):
         raise RuntimeError(f"the initial load was not delivered to {topic} in 30 s")
     return StepResult(n, started, time.time(), produced, stamp_ms / 1000)
@@ -233,6 +230,15 @@ def produce_customers(db: OrdersDatabase, producer: Producer, topic: str) -> int
         producer.poll(0)
     if producer.flush(30):
         raise RuntimeError(f"the customers' snapshot was not delivered to {topic} in 30 s")
+    return chunk.height
+
+
+def _send(producer: Producer, topic: str, chunk: pl.DataFrame) -> int:
+    """A chunk of changes handed to the client (one call a record: it has no batch call),
+    then its delivery callbacks served; the chunk's size."""
+    for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
+        _produce(producer, topic, key, value)
+    producer.poll(0)
     return chunk.height
 
 
@@ -266,11 +272,7 @@ def produce_step(
         due = int(rate * (now - started + tick_s)) - produced
         if due > 0:
             stamp_ms = int(now * 1000)
-            chunk = db.changes(due, stamp_ms)
-            for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
-                _produce(producer, topic, key, value)
-            produced += chunk.height
-            producer.poll(0)
+            produced += _send(producer, topic, db.changes(due, stamp_ms))
         time.sleep(max(0.0, started + (produced / rate) - time.time()) if rate else tick_s)
     producer.flush(30)
     return StepResult(rate, started, time.time(), produced, stamp_ms / 1000)
