@@ -186,9 +186,13 @@ def cdc_producer(bootstrap: str) -> Producer:
     )
 
 
+#: a ``StepResult``'s rate when nothing paced it: an initial load goes as fast as it goes
+LOAD_RATE = 0
+
+
 @dataclass
 class StepResult:
-    rate: int
+    rate: int  # the rate asked for; LOAD_RATE for a load
     started: float  # unix seconds
     ended: float
     produced: int
@@ -219,15 +223,13 @@ def produce_load(
         produced += _send(producer, topic, part)
     if producer.flush(30):
         raise RuntimeError(f"the initial load was not delivered to {topic} in 30 s")
-    return StepResult(n, started, time.time(), produced, stamp_ms / 1000)
+    return StepResult(LOAD_RATE, started, time.time(), produced, stamp_ms / 1000)
 
 
 def produce_customers(db: OrdersDatabase, producer: Producer, topic: str) -> int:
     """The customers' snapshot, all of it, delivered before it returns."""
     chunk = db.customer_snapshot(int(time.time() * 1000))
-    for key, value in zip(chunk["key"].to_list(), chunk["value"].to_list(), strict=True):
-        producer.produce(topic, value=value, key=key)
-        producer.poll(0)
+    _send(producer, topic, chunk)
     if producer.flush(30):
         raise RuntimeError(f"the customers' snapshot was not delivered to {topic} in 30 s")
     return chunk.height

@@ -341,7 +341,7 @@ def test_the_initial_load_is_the_same_for_every_side_however_slow_its_producer()
     """The load is a number of changes, not a second of them: a second's ticks made dts's
     load of 2026-11-30 122,000 changes (73,000 live orders) and the stitched stacks'
     182,000-220,000, as fast as each producer went."""
-    from bench.pipeline.source import produce_load
+    from bench.pipeline.source import LOAD_RATE, produce_load
 
     class Producer:
         def __init__(self, delay_s: float) -> None:
@@ -363,10 +363,40 @@ def test_the_initial_load_is_the_same_for_every_side_however_slow_its_producer()
         db, producer = OrdersDatabase(customers=50, capacity=200_000), Producer(delay_s)
         step = produce_load(db, producer, "t", 60_000, chunk=7_000)  # type: ignore[arg-type]
         assert step.produced == producer.values == 60_000
+        assert step.rate == LOAD_RATE  # nothing paced it: not a rate of n changes a second
         loads.append((db.live_orders(), db.alive.copy(), db.amount.copy()))
     (live_a, alive_a, amount_a), (live_b, alive_b, amount_b) = loads
     assert live_a == live_b > 30_000
     assert (alive_a == alive_b).all() and (amount_a == amount_b).all()
+
+
+def test_the_customers_snapshot_waits_for_room_in_a_full_client_queue() -> None:
+    """The customers go through the one send path: a client whose local queue is full
+    raises BufferError, and the snapshot waits for deliveries instead of failing."""
+    from bench.pipeline.source import produce_customers
+
+    class Producer:  # a queue of 64 records, emptied by a poll
+        def __init__(self) -> None:
+            self.queued, self.delivered, self.refused = 0, 0, 0
+
+        def produce(self, topic: str, value: str, key: str) -> None:
+            if self.queued == 64:
+                self.refused += 1
+                raise BufferError("Local: Queue full")
+            self.queued += 1
+
+        def poll(self, timeout: float) -> int:
+            self.delivered, self.queued = self.delivered + self.queued, 0
+            return 0
+
+        def flush(self, timeout: float) -> int:
+            self.poll(timeout)
+            return 0
+
+    producer = Producer()
+    db = OrdersDatabase(customers=1_000, capacity=1_000)
+    assert produce_customers(db, producer, "customers") == 1_000  # type: ignore[arg-type]
+    assert producer.delivered == 1_000 and producer.refused > 0
 
 
 def test_a_step_gives_its_newest_stamp_which_trails_its_end_when_the_generator_lags() -> None:
