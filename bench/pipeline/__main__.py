@@ -44,6 +44,7 @@ from bench.pipeline.side import READY, SAMPLES
 from bench.pipeline.source import (
     STEADY_MIX,
     OrdersDatabase,
+    StepResult,
     cdc_producer,
     produce_customers,
     produce_load,
@@ -80,6 +81,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="the search stops when kept and not kept are this close")  # fmt: skip
     ap.add_argument("--max-steps", type=int, default=12, help="measured steps per search")
     ap.add_argument("--step-seconds", type=float, default=90.0)
+    ap.add_argument("--max-step-seconds", type=float, default=None,
+                    help="a step too short to tell (three commits of every table in its "
+                         "last two thirds, a clear slope) runs on, a third at a time, up "
+                         "to this (default: three steps' length)")  # fmt: skip
     ap.add_argument("--warmup-seconds", type=float, default=30.0,
                     help="before each step, at most this long at its rate, not measured")  # fmt: skip
     ap.add_argument("--shared", type=float, default=0.5,
@@ -268,9 +273,7 @@ class Run:
         sampled = {k: v for k, v in roots.items() if k != "generator"}
         recordings = profile.start(sampled, side.work / f"profile-{rate}") if ns.profile else []
         cpu0, t0 = cpu_seconds(roots), time.monotonic()
-        step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
-        self.last_stamp = step.last_stamp
-        side.check()
+        step = self.produce_until_judged(rate)
         cpu1, dt = cpu_seconds(roots), time.monotonic() - t0
         cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) / dt for k in cpu1}
         if recordings:
@@ -289,6 +292,28 @@ class Run:
             f"{fig.inconsistent} inconsistent of {fig.reads} reads; "
             f"{self.db.live_orders():,} live orders")  # fmt: skip
         return fig
+
+    def produce_until_judged(self, rate: int) -> StepResult:
+        """A step of ``--step-seconds``, longer by a third at a time (up to
+        ``--max-step-seconds``, else three steps) while a table's judged window cannot
+        tell a steady lag from a growing one (``report.needs_longer``): a stack whose
+        batches take 30-60 s shows whether it keeps up only over several of them."""
+        ns, side, third = self.ns, self.side, self.ns.step_seconds / 3
+        longest = ns.max_step_seconds or 3 * ns.step_seconds
+        step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
+        for _ in range(round(max(longest - ns.step_seconds, 0) / third)):
+            self.last_stamp = step.last_stamp
+            side.check()
+            fig = report.step_figures(
+                side.samples(), rate, step.achieved, step.started, step.ended, {}, final=False
+            )
+            if not report.needs_longer(fig):
+                break
+            log(f"{side.work.name} {rate:,}/s: {fig.why}; {third:.0f} s more")
+            step = step.extended(produce_step(self.db, self.producer, self.topic, rate, third))
+        self.last_stamp = step.last_stamp
+        side.check()
+        return step
 
 
 class Stalled(RuntimeError):

@@ -204,6 +204,12 @@ class StepResult:
     def achieved(self) -> float:
         return self.produced / max(self.ended - self.started, 1e-9)
 
+    def extended(self, more: StepResult) -> StepResult:
+        """This step and ``more``, produced right after it, as one step."""
+        return StepResult(
+            self.rate, self.started, more.ended, self.produced + more.produced, more.last_stamp
+        )
+
 
 def produce_load(
     db: OrdersDatabase, producer: Producer, topic: str, n: int, chunk: int = 20_000
