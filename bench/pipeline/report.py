@@ -18,8 +18,9 @@ long batch. A line needs troughs, not the window's first read (it cuts a tooth a
 run 4 of 2026-11-30 kept Delta at 107,635/s on a line from there to its one commit, then
 41 s without one): with fewer than ``MIN_COMMITS``, or troughs above the limit by less
 than twice their slope's error, the step runs longer (``needs_longer``), and at its
-longest the line judges it (under three troughs, the lag's own rise). A stream whose last commit is further back than
-``TAIL_FACTOR`` times its longest interval has stopped keeping up, whatever its troughs.
+longest the line judges it (under three troughs, the lag's own rise). A stream whose
+last commit is further back than ``TAIL_FACTOR`` times its longest interval has stopped
+keeping up, whatever its troughs.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class StepFigures:
     failed_reads: int = 0
     cpu: dict[str, float] = field(default_factory=dict)  # cores used per component
     shared: bool = False  # measured at the rate both pipelines share, not in the search
-    undecided: list[str] = field(default_factory=list)  # tables with too few commits to judge
+    undecided: list[str] = field(default_factory=list)  # tables a longer step would judge
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -186,8 +187,10 @@ def step_figures(
 
 
 def needs_longer(fig: StepFigures) -> bool:
-    """Whether only too few commits stand between a step and its verdict: a longer step
-    holds more of a slow pipeline's batches (nothing else it shows would change)."""
+    """Whether only undecided tables (too few commits, a slope within its noise of the
+    limit) stand between a step and its verdict: a longer step holds more of a slow
+    pipeline's batches; a definite fault (a producer short, a lag over the cap) would
+    not change."""
     return bool(fig.undecided) and fig.why == "; ".join(fig.undecided)
 
 
