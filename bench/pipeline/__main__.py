@@ -302,7 +302,6 @@ class Run:
         longest = ns.max_step_seconds or 3 * ns.step_seconds
         step = produce_step(self.db, self.producer, self.topic, rate, ns.step_seconds)
         for _ in range(round(max(longest - ns.step_seconds, 0) / third)):
-            self.last_stamp = step.last_stamp
             side.check()
             fig = report.step_figures(
                 side.samples(), rate, step.achieved, step.started, step.ended, {}, final=False

@@ -101,7 +101,7 @@ def _judge_lag(table: str, times: np.ndarray, lag: np.ndarray, final: bool) -> t
     commits, or troughs above the limit by less than twice their slope's error (batches
     of uneven length: one long compaction's batch tilts a line through six troughs)."""
     window = float(times[-1] - times[0])
-    t, _ = troughs(times, lag)
+    t, y = troughs(times, lag)
     slope = trough_slope(times, lag)
     grew = slope * window
     if t.size < MIN_COMMITS:
@@ -113,7 +113,7 @@ def _judge_lag(table: str, times: np.ndarray, lag: np.ndarray, final: bool) -> t
         why = f"{table}: {t.size} commits in the judged {window:.0f} s, too few to tell"
         return why, not final
     if slope > MAX_SLOPE and grew > GROWTH_S:
-        error = _slope_error(*troughs(times, lag))
+        error = _slope_error(t, y)
         if not final and slope - 2 * error <= MAX_SLOPE:
             return (f"{table}: troughs rise {slope:.2f} +- {error:.2f} s a second, "
                     "within their noise of the limit"), True  # fmt: skip
