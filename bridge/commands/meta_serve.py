@@ -126,7 +126,7 @@ def serve(
     try:
         with sigterm_as_interrupt():
             # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
-            _announce(base, store.safe_url, auth)
+            _announce(base, store.safe_url, auth, keep_barriers)
             # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then
             # re-raises the signal; that is our normal way out.
             server.run(sockets=[sock])
@@ -138,7 +138,7 @@ def serve(
         click.echo("MetaService stopped")
 
 
-def _announce(base: str, database: str, auth: MetaAuth) -> None:
+def _announce(base: str, database: str, auth: MetaAuth, keep_barriers: int) -> None:
     """The first line is what scripts wait for (the address); the rest says where to look."""
     access = "open (no token)" if auth.open else "bearer token"
     click.echo(f"MetaService listening on {base} (database {database}; {access})")
@@ -147,6 +147,7 @@ def _announce(base: str, database: str, auth: MetaAuth) -> None:
     )
     click.echo(f"  OpenAPI docs {base}/docs  (spec {base}/openapi.json)")
     click.echo(f"  metrics      {base}/metrics  (Prometheus)")
+    click.echo(f"  barriers     the newest {keep_barriers:,} of each table kept (--keep-barriers)")
     click.echo("Ctrl-C stops it")
 
 

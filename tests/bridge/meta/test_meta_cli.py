@@ -176,7 +176,7 @@ def test_serve_without_a_token_stays_on_loopback(warehouse: Path) -> None:
 
 def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
     """``--keep-barriers`` reaches the housekeeping (which prunes at start and every
-    minute); 0 is refused."""
+    minute) and the lines the service starts with; 0 is refused."""
     import time
 
     from bridge.meta.client import MetaClient
@@ -192,7 +192,8 @@ def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
             ]
             client.report_barriers(reports)
     finally:
-        _stop(proc)
+        out = _stop(proc)
+    assert "barriers     the newest 3 of each table kept" in out  # says so as it starts
     proc, url = _serve(warehouse, "--keep-barriers", "3")  # pruned as it starts
     try:
         with MetaClient(url) as client:
