@@ -205,11 +205,12 @@ def consistent_read(
         tables, catalog=catalog, meta_url=meta_url, mode=mode, meta_ca_file=meta_ca_file
     )
     out: dict[str, DataFrame] = {}
+    catalog = catalog or Catalog(str(warehouse))
     for name, v in _listed(version, tables).items():
         reader = spark.read.format("dts").option("warehouse", str(warehouse))
         if v.snapshot_id is not None:
             # here, not as Spark's wrapped error of the source at the first action
-            _pinned(Catalog(str(warehouse)).get_table(normalize_table_name(name)), v, version)
+            _pinned(catalog.get_table(normalize_table_name(name)), v, version)
             reader = reader.option("snapshot-id", str(v.snapshot_id))
         out[name] = reader.load(normalize_table_name(name))
     return ConsistentTables(out, version)

@@ -3,8 +3,9 @@ judged: the smallest growth over the judged window worth failing on (``floor``: 
 or ``rel`` of the series' median level, whichever is larger) and which way is worse.
 
 The floors are what noise alone would not show but a person would call a leak or a
-slowdown: 16 MB of memory (a process's or the worker's caches), 2 threads, 8 open files, 1 MB or 5 files of a directory, 2
-data files in a bucket, 2 manifests, 5 retained snapshots, 1 s of freshness.
+slowdown: 16 MB of memory (a process's, or the worker's caches), 2 threads, 8 open
+files, 1 MB or 5 files of a directory, 2 data files in a bucket, 2 manifests, 5 retained
+snapshots, 1 s of freshness.
 """
 
 from __future__ import annotations
