@@ -4,7 +4,7 @@ With a MetaService URL the service answers (it also waits for the tables *betwee
 the listed ones in the lineage); without one the answer is computed from the
 FileStore snapshots directly, each of which carries its barrier.
 
-Imports within bridge: bridge.meta, bridge.spark.
+Imports within bridge: bridge.errors, bridge.meta, bridge.spark.
 """
 
 from __future__ import annotations
