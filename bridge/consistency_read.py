@@ -4,7 +4,7 @@ With a MetaService URL the service answers (it also waits for the tables *betwee
 the listed ones in the lineage); without one the answer is computed from the
 FileStore snapshots directly, each of which carries its barrier.
 
-Imports within bridge: bridge.meta, bridge.spark.
+Imports within bridge: bridge.errors, bridge.meta, bridge.spark.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from bridge.errors import ConsistentSnapshotExpired
 from bridge.meta.consistency import consistent_version
 from bridge.meta.filestore_source import FileStoreBarriers
 from bridge.meta.versions import (
@@ -127,6 +128,8 @@ def consistent_read_tables(
 
     Raises:
         NoConsistentVersion: a strong read is not possible yet.
+        ConsistentSnapshotExpired: a table's snapshot at the version expired (another
+            table lags by more than it keeps snapshots); names both and the option.
         TableNotFound: a table is not in the warehouse.
 
     Example:
@@ -143,7 +146,10 @@ def consistent_read_tables(
         table = catalog.get_table(normalize_table_name(name))
         cols = list(columns) if columns is not None else None
         if v.snapshot_id is not None:
-            out[name] = table.read(snapshot_id=v.snapshot_id, columns=cols)
+            try:
+                out[name] = table.read(snapshot_id=v.snapshot_id, columns=cols)
+            except SnapshotNotFound as e:
+                raise expired(table, v, version) from e
         elif v.barrier is not None:
             out[name] = table.read(barrier=v.barrier, columns=cols)
         else:
@@ -176,6 +182,8 @@ def consistent_read(
 
     Raises:
         NoConsistentVersion: a strong read is not possible yet.
+        ConsistentSnapshotExpired: a table's snapshot at the version expired (another
+            table lags by more than it keeps snapshots); names both and the option.
 
     Example:
         >>> import bridge as dts
@@ -197,9 +205,12 @@ def consistent_read(
         tables, catalog=catalog, meta_url=meta_url, mode=mode, meta_ca_file=meta_ca_file
     )
     out: dict[str, DataFrame] = {}
+    catalog = catalog or Catalog(str(warehouse))
     for name, v in _listed(version, tables).items():
         reader = spark.read.format("dts").option("warehouse", str(warehouse))
         if v.snapshot_id is not None:
+            # here, not as Spark's wrapped error of the source at the first action
+            _pinned(catalog.get_table(normalize_table_name(name)), v, version)
             reader = reader.option("snapshot-id", str(v.snapshot_id))
         out[name] = reader.load(normalize_table_name(name))
     return ConsistentTables(out, version)
@@ -233,6 +244,7 @@ def tag_consistent(
 
     Raises:
         NoConsistentVersion: the tables share no completed barrier yet.
+        ConsistentSnapshotExpired: a table's snapshot at the version expired.
         TagError: a table has the tag and ``replace`` is off.
 
     Example:
@@ -247,7 +259,7 @@ def tag_consistent(
     targets: list[tuple[str, Table, Snapshot]] = []
     for name, v in _listed(version, tables).items():
         table = catalog.get_table(normalize_table_name(name))
-        targets.append((name, table, _pinned(table, v)))
+        targets.append((name, table, _pinned(table, v, version)))
     if not replace:
         for name, table, _ in targets:
             if tag in dict(table.list_tags()):
@@ -266,10 +278,33 @@ def tag_consistent(
     return ConsistentTables({name: snap for name, _, snap in targets}, version)
 
 
-def _pinned(table: Table, v: TableVersion) -> Snapshot:
+def expired(table: Table, v: TableVersion, version: ConsistentVersion) -> ConsistentSnapshotExpired:
+    """The error of a strong version whose snapshot of ``table`` expiration removed: which
+    table held the version back and by how much, against what ``table`` keeps."""
+    opts = table.options
+    lag = (
+        f"{version.held_back_by}, {version.holdback_ms / 1000:,.1f} s behind the newest table,"
+        if version.held_back_by
+        else "the slowest of its tables"
+    )
+    return ConsistentSnapshotExpired(
+        f"table {table.name}'s snapshot {v.snapshot_id} at the consistent barrier "
+        f"{version.barrier} has expired: the version pins the newest barrier every one of "
+        f"its tables completed, held back by {lag} while {table.name} keeps snapshots for "
+        f"{opts.snapshot_time_retained_ms / 1000:,.0f} s (snapshot.time-retained; at least "
+        f"{opts.snapshot_num_retained_min}). Raise its snapshot.time-retained above that "
+        f"lag (dts table alter {table.name} --set snapshot.time-retained=...), or find why "
+        f"{version.held_back_by or 'that table'} lags"
+    )
+
+
+def _pinned(table: Table, v: TableVersion, version: ConsistentVersion) -> Snapshot:
     """The snapshot of a table's part of a strong version."""
     if v.snapshot_id is not None:
-        return table.snapshot(v.snapshot_id)
+        try:
+            return table.snapshot(v.snapshot_id)
+        except SnapshotNotFound as e:
+            raise expired(table, v, version) from e
     snap = table.resolve_snapshot(barrier=v.barrier) if v.barrier is not None else None
     if snap is None:  # as consistent_read_tables reads it
         raise SnapshotNotFound(f"table {table.name} has no snapshot at barrier {v.barrier}")

@@ -18,3 +18,10 @@ class DtsError(Exception):
 
 class PrometheusUnavailable(DtsError):
     """No Prometheus binary, or it did not start or answer."""
+
+
+class ConsistentSnapshotExpired(DtsError):
+    """A consistent version names a snapshot that expiration has already removed: the
+    version's barrier is older than the table keeps snapshots (``snapshot.time-retained``)
+    because another table of the version lags that far behind. Raised from the
+    FileStore's ``SnapshotNotFound``."""

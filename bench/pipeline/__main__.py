@@ -135,6 +135,7 @@ class Side:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         self.pids: dict[str, int] = {}
+        self.urls: dict[str, str] = {}
 
     def check(self) -> None:
         if self.proc.poll() is not None:
@@ -151,7 +152,8 @@ class Side:
                     f"{self.name} side not ready in {timeout_s:.0f} s: {self.log_path}"
                 )
             time.sleep(0.5)
-        self.pids = json.loads((self.work / READY).read_text())["pids"]
+        ready = json.loads((self.work / READY).read_text())
+        self.pids, self.urls = ready["pids"], ready.get("urls", {})
 
     def samples(self) -> list[dict[str, Any]]:
         return read_samples(self.work / SAMPLES)

@@ -128,6 +128,7 @@ def main() -> None:
             ("--tier", "file", "dts source tier the streams read"),
             ("--barrier-interval", "1.0", "seconds per barrier of dts ingest"),
             ("--table-options", "{}", "JSON object of options every table also gets"),
+            ("--meta-keep-barriers", "", "the MetaService's --keep-barriers [its default]"),
         ],
     )
     stop = stop_event()
@@ -138,13 +139,15 @@ def main() -> None:
     catalog = Catalog(warehouse)
     create_tables(catalog, json.loads(ns.table_options))
     with ExitStack() as stack, readable_errors():
-        meta = start_meta(warehouse, logs)
+        keep = int(ns.meta_keep_barriers) if ns.meta_keep_barriers else None
+        meta = start_meta(warehouse, logs, keep_barriers=keep)
         stack.callback(meta.stop)
         url = await_meta(meta)
+        web_port = free_port()
         worker = start_dts("worker", [
             "worker", "--warehouse", warehouse, "--bootstrap", ns.bootstrap,
             "--tables", f"{ORDERS},{CUSTOMERS}",
-            "--web-port", str(free_port()), "--group", "bench-pipeline-worker",
+            "--web-port", str(web_port), "--group", "bench-pipeline-worker",
             "--meta-url", url, "--session-timeout", "6",
         ], logs)  # fmt: skip
         stack.callback(worker.stop)
@@ -186,7 +189,8 @@ def main() -> None:
         announce_ready(work, {"spark": spark_pid(), "metaservice": meta.pid,
                               "worker": worker.pid, "ingest": ingest.pid,
                               "ingest-customers": ingest_customers.pid,
-                              "probe": probe.pid})  # fmt: skip
+                              "probe": probe.pid},
+                       {"worker": f"http://127.0.0.1:{web_port}"})  # fmt: skip
         while not stop.is_set():
             for svc in (meta, worker, ingest, ingest_customers, probe):
                 svc.check()

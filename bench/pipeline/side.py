@@ -111,9 +111,11 @@ def await_count(count: Callable[[], int], want: int, timeout_s: float, what: str
         have = count()
 
 
-def announce_ready(work: Path, pids: dict[str, int]) -> None:
+def announce_ready(work: Path, pids: dict[str, int], urls: dict[str, str] | None = None) -> None:
+    """The side's processes by name, and ``urls`` of what they serve (the worker's
+    metrics, which the soak samples)."""
     tmp = work / (READY + ".tmp")
-    tmp.write_text(json.dumps({"pids": {"driver": os.getpid(), **pids}}))
+    tmp.write_text(json.dumps({"pids": {"driver": os.getpid(), **pids}, "urls": urls or {}}))
     tmp.rename(work / READY)  # whole or absent: the driver polls for it
 
 

@@ -142,7 +142,8 @@ def start_pipeline(
     customers = produce_customers(db, producer, customers_topic)
     extra = ["--customers-topic", customers_topic, "--customers", str(customers),
              "--tier", "file", "--barrier-interval", ns.barrier_interval,
-             "--table-options", json.dumps(life.table_options())]  # fmt: skip
+             "--table-options", json.dumps(life.table_options()),
+             "--meta-keep-barriers", str(life.keep_barriers(float(ns.barrier_interval)))]  # fmt: skip
     side = Side("dts", broker.bootstrap, topic, work / "dts", ns.trigger, extra)
     stack.callback(side.stop)
     log(f"starting the pipeline (log: {side.log_path})")
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         roots = {("side-python" if k == "driver" else k): v for k, v in side.pids.items()}
         last_rate: list[float | None] = [None]
         collector = Collector(places, {**roots, "broker": broker.pid or 0}, time.time(),
-                              lambda: last_rate[0], jvms={"broker": broker.pid or 0})  # fmt: skip
+                              lambda: last_rate[0], jvms={"broker": broker.pid or 0},
+                              worker_url=side.urls.get("worker"))  # fmt: skip
         cleanup = OrphanCleanup(str(places.warehouse), (*TABLES, CUSTOMERS),
                                 life.orphan_every_s, life.orphan_older_than_ms)  # fmt: skip
         sampler = Sampler(collector, cleanup, ns.sample_seconds, total_s)
@@ -210,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                           "broker": life.broker_properties(),
                           "source_topic": life.source_topic_config(),
                           "orphan_every_s": life.orphan_every_s,
-                          "orphan_older_than_ms": life.orphan_older_than_ms},
+                          "orphan_older_than_ms": life.orphan_older_than_ms,
+                          "meta_keep_barriers": life.keep_barriers(float(ns.barrier_interval))},
             "started": measured.started, "ended": measured.ended,
             "interrupted": measured.interrupted, "produced": measured.produced,
             "window_s": window, "passed": ok, "summary": lines, "consistency": reads,

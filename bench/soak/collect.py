@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 from bench.pipeline.model import CUSTOMERS, TABLES
@@ -21,11 +22,17 @@ from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
 from bench.soak.jvm import live_heap_bytes
 from bench.soak.procs import tree_usage
 from bench.soak.series import MB, key
+from bridge.demo.report import worker_by_table
 from bridge.exporter import Warehouse
 from filestore import Catalog
 
 #: the worker's Normalizer spills under tempfile.mkdtemp(prefix=...) (logstore.normalize)
 SPILL_PREFIX = "dts-normalize-"
+#: the worker's gauges of what it holds, by the series metric they are sampled as
+WORKER_MEMORY = {
+    "cache_mb": "dts_worker_lookup_cache_bytes",
+    "memtable_mb": "dts_worker_memtable_bytes",
+}
 
 
 @dataclass
@@ -82,6 +89,7 @@ class Collector:
     started: float
     rate: Callable[[], float | None]  # the input's rate, as its last slice achieved it
     jvms: Mapping[str, int] = field(default_factory=dict)  # whose live heap is sampled
+    worker_url: str | None = None  # the worker's web address: what its memory holds
     _prev: tuple[float, dict[str, float]] | None = None  # the previous sample's time, CPU s
 
     def sample(self) -> Sample:
@@ -90,6 +98,8 @@ class Collector:
         v = out.values
         cpu = self._processes(t, v)
         self._tables(v, out.errors)
+        if self.worker_url is not None:
+            self._worker(self.worker_url, v, out.errors)
         for name, usage in self.places.dirs().items():
             v[key("dir", name, "mb")] = usage.bytes / MB
             v[key("dir", name, "files")] = usage.files
@@ -131,6 +141,19 @@ class Collector:
             v[key("table", name, "manifests")] = u.manifests
             v[key("table", name, "snapshots")] = u.snapshots
             v[key("table", name, "compactions")] = u.compactions
+
+    def _worker(self, url: str, v: dict[str, float | None], errors: list[str]) -> None:
+        """What the worker holds in memory by table, from its /metrics: the decoded files
+        its commits keep for lookups and the rows buffered since the last barrier. The
+        worker's RSS is mostly these; a step in it is explained by them, or it is not."""
+        for metric, family in WORKER_MEMORY.items():
+            try:
+                by_table = worker_by_table(url, family)
+            except httpx.HTTPError as exc:  # a missed sample, never the run's end
+                errors.append(f"worker {family}: {type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            for table, value in by_table.items():
+                v[key("worker", _short(table), metric)] = value / MB
 
     def _probe(self, lo: float, hi: float, v: dict[str, float | None]) -> None:
         """Freshness p99 of each table and the strong reads started in [lo, hi)."""

@@ -3,8 +3,9 @@ judged: the smallest growth over the judged window worth failing on (``floor``: 
 or ``rel`` of the series' median level, whichever is larger) and which way is worse.
 
 The floors are what noise alone would not show but a person would call a leak or a
-slowdown: 16 MB of memory, 2 threads, 8 open files, 1 MB or 5 files of a directory, 2
-data files in a bucket, 2 manifests, 5 retained snapshots, 1 s of freshness.
+slowdown: 16 MB of memory (a process's, or the worker's caches), 2 threads, 8 open
+files, 1 MB or 5 files of a directory, 2 data files in a bucket, 2 manifests, 5 retained
+snapshots, 1 s of freshness.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class Metric:
 
 METRICS = {
     "rss_mb": Metric("RSS MB", 16.0, 0.02),
+    # what the worker's RSS holds, by table (its /metrics): the lookup cache's decoded
+    # files, bounded by lookup.cache-max-memory-size, and the rows since the last barrier
+    "cache_mb": Metric("lookup cache MB", 16.0, 0.05),
+    "memtable_mb": Metric("memtable MB", 16.0, 0.05),
     "heap_live_mb": Metric("live heap MB", 16.0, 0.05),  # after a full collection (jvm.py)
     "cpu_cores": Metric("CPU cores", 0.05, 0.10),
     "cpu_s": Metric("CPU s (total)", judged=False),

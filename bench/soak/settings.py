@@ -10,13 +10,23 @@ commit (``filestore.maintenance.table_commit``); the log's retention is the tabl
 - Kafka checks retention every ``log.retention.check.interval.ms`` (5 min by default);
 - orphan cleanup has no automatic trigger: the soak driver calls the FileStore's own
   ``Table.remove_orphans`` (what ``dts table remove-orphans`` runs) every period.
+
+The MetaService keeps a number of completed barriers per table (``dts meta serve
+--keep-barriers``), 100,000 by default: at a barrier a second, 28 hours of records, so an
+hour's soak would only see its database grow towards a level it reaches the next day.
+The soak keeps ``KEEP_PERIODS`` retention periods of them, reached within minutes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from logstore.broker import JVM_OPTIONS
+
+#: retention periods of barriers the MetaService keeps: a strong read needs only the
+#: barriers its tables share, and their snapshots are gone after one period anyway
+KEEP_PERIODS = 3
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,11 @@ class Lifecycle:
     def source_topic_config(self) -> dict[str, str]:
         """The Debezium topic of orders: the same retention as the table's log."""
         return {"cleanup.policy": "delete", "retention.ms": str(self.retention_s * 1000)}
+
+    def keep_barriers(self, barrier_interval_s: float) -> int:
+        """The MetaService's ``--keep-barriers``: ``KEEP_PERIODS`` retention periods of
+        barriers, at one barrier each ``barrier_interval_s`` per table."""
+        return math.ceil(KEEP_PERIODS * self.retention_s / barrier_interval_s)
 
     @property
     def orphan_every_s(self) -> float:

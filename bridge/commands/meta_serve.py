@@ -43,6 +43,13 @@ from bridge.meta.models import DEFAULT_PRUNE_KEEP
     "barriers its tables share).",
 )
 @click.option(
+    "--hold-consistent/--no-hold-consistent",
+    default=True,
+    show_default=True,
+    help="Keep, on the tables of --warehouse, the snapshots a strong consistent read may "
+    "pin (a consumer each table's expiration respects), however far one table lags.",
+)
+@click.option(
     "--token",
     envvar=TOKEN_ENV,
     help=f"Bearer token of jobs and tools (env {TOKEN_ENV}).",
@@ -70,6 +77,7 @@ def serve(
     warehouse: str | None,
     heartbeat_timeout_ms: int,
     keep_barriers: int,
+    hold_consistent: bool,
     token: str | None,
     admin_token: str | None,
     tls_cert: str | None,
@@ -95,7 +103,13 @@ def serve(
             "--admin-token), or bind 127.0.0.1"
         )
     store = Store(default_db(db, warehouse), heartbeat_timeout_ms=heartbeat_timeout_ms)
-    app = create_app(store, auth=auth, prune_keep=keep_barriers)
+    holds = None
+    if hold_consistent and warehouse:
+        from bridge.meta.holds import ConsistentHolds
+        from filestore import Catalog
+
+        holds = ConsistentHolds(Catalog(warehouse))
+    app = create_app(store, auth=auth, prune_keep=keep_barriers, holds=holds)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -126,7 +140,7 @@ def serve(
     try:
         with sigterm_as_interrupt():
             # Ctrl-C before uvicorn installs its handlers lands here too: a clean stop
-            _announce(base, store.safe_url, auth)
+            _announce(base, store.safe_url, auth, keep_barriers, warehouse if holds else None)
             # uvicorn handles SIGINT/SIGTERM (drains, runs the shutdown) and then
             # re-raises the signal; that is our normal way out.
             server.run(sockets=[sock])
@@ -138,7 +152,9 @@ def serve(
         click.echo("MetaService stopped")
 
 
-def _announce(base: str, database: str, auth: MetaAuth) -> None:
+def _announce(
+    base: str, database: str, auth: MetaAuth, keep_barriers: int, holds_in: str | None
+) -> None:
     """The first line is what scripts wait for (the address); the rest says where to look."""
     access = "open (no token)" if auth.open else "bearer token"
     click.echo(f"MetaService listening on {base} (database {database}; {access})")
@@ -147,6 +163,11 @@ def _announce(base: str, database: str, auth: MetaAuth) -> None:
     )
     click.echo(f"  OpenAPI docs {base}/docs  (spec {base}/openapi.json)")
     click.echo(f"  metrics      {base}/metrics  (Prometheus)")
+    click.echo(f"  barriers     the newest {keep_barriers:,} of each table kept (--keep-barriers)")
+    if holds_in:
+        click.echo(f"  holds        consistent versions' snapshots kept in {holds_in}")
+    else:
+        click.echo("  holds        none (--no-hold-consistent, or no --warehouse)")
     click.echo("Ctrl-C stops it")
 
 

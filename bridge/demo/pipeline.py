@@ -113,10 +113,17 @@ def wait_until(
     return False
 
 
-def start_meta(warehouse: str, log_dir: Path, tls_args: list[str] | None = None) -> ServiceProcess:
+def start_meta(
+    warehouse: str,
+    log_dir: Path,
+    tls_args: list[str] | None = None,
+    keep_barriers: int | None = None,
+) -> ServiceProcess:
     """`dts meta serve` on a free port with its SQLite database under the warehouse
     (returns at once; ``await_meta`` waits for its address); ``tls_args``: its
-    ``--tls-cert``/``--tls-key`` (its token comes from the environment, DTS_META_TOKEN)."""
+    ``--tls-cert``/``--tls-key`` (its token comes from the environment, DTS_META_TOKEN);
+    ``keep_barriers``: its ``--keep-barriers`` (None: the service's default)."""
+    keep = ["--keep-barriers", str(keep_barriers)] if keep_barriers is not None else []
     return start_dts(
         "metaservice",
         [
@@ -128,6 +135,7 @@ def start_meta(warehouse: str, log_dir: Path, tls_args: list[str] | None = None)
             warehouse,
             "--heartbeat-timeout-ms",
             "60000",
+            *keep,
             *(tls_args or []),
         ],
         log_dir,

@@ -59,17 +59,25 @@ def read_line(check: ReadCheck) -> str:
 def worker_records(worker_url: str) -> dict[str, float]:
     """records in per table from the worker's /metrics (what Prometheus would scrape)."""
     try:
-        text = httpx.get(f"{worker_url}/metrics", timeout=3.0).text
+        return worker_by_table(worker_url, "dts_worker_records_in", "dts_worker_records_in_total")
     except httpx.HTTPError:
         return {}
+
+
+def worker_by_table(worker_url: str, family: str, sample: str | None = None) -> dict[str, float]:
+    """Each table's value of one metric on the worker's /metrics, summed over its other
+    labels (its jobs). ``sample``: the sample's name where it is not the family's (a
+    counter's ``<family>_total``). Raises httpx.HTTPError when the worker does not answer."""
+    response = httpx.get(f"{worker_url}/metrics", timeout=3.0)
+    response.raise_for_status()
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name != "dts_worker_records_in":
+    for fam in text_string_to_metric_families(response.text):
+        if fam.name != family:
             continue
-        for sample in family.samples:
-            if sample.name.endswith("_total"):
-                table = sample.labels.get("table", "?")
-                out[table] = out.get(table, 0.0) + sample.value
+        for s in fam.samples:
+            if s.name == (sample or family):
+                table = s.labels.get("table", "?")
+                out[table] = out.get(table, 0.0) + s.value
     return out
 
 

@@ -7,7 +7,8 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request
@@ -47,6 +48,9 @@ from bridge.meta.models import (
     normalize_table_name,
 )
 from bridge.meta.store import Store
+
+if TYPE_CHECKING:  # filestore (pyarrow) is loaded only by a service that keeps holds
+    from bridge.meta.holds import ConsistentHolds
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +122,22 @@ def create_app(
     prune_interval_s: float = 60.0,
     registry: CollectorRegistry | None = None,
     auth: MetaAuth | None = None,
+    holds: ConsistentHolds | None = None,
 ) -> FastAPI:
     """The API over ``store``. A background task marks jobs failed whose heartbeat timed
     out (every ``sweep_interval_s``, default a quarter of the heartbeat timeout) and keeps
-    the newest ``prune_keep`` barriers per table (pruned every ``prune_interval_s``). Prometheus metrics on ``/metrics`` come
-    from ``registry`` (default: a fresh one with the store's collector, see
-    :mod:`bridge.meta.metrics`); the app counts its requests in it too. ``auth``: the
-    bearer tokens it accepts (:mod:`bridge.meta.auth`; default: none, an open service)."""
+    the newest ``prune_keep`` barriers per table (pruned every ``prune_interval_s``), then
+    moves the tables' ``holds`` (:mod:`bridge.meta.holds`; None: none kept). Prometheus
+    metrics on ``/metrics`` come from ``registry`` (default: a fresh one with the store's
+    collector, see :mod:`bridge.meta.metrics`); the app counts its requests in it too.
+    ``auth``: the bearer tokens it accepts (:mod:`bridge.meta.auth`; default: none, an
+    open service)."""
     interval = sweep_interval_s or max(0.05, min(store.heartbeat_timeout_ms / 4000, 5.0))
+    housekeeping = Housekeeping(store, interval, prune_keep, prune_interval_s, holds)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(_housekeeping(store, interval, prune_keep, prune_interval_s))
+        task = asyncio.create_task(housekeeping.run())
         try:
             yield
         finally:
@@ -194,23 +202,37 @@ def create_app(
     return app
 
 
-async def _housekeeping(
-    store: Store, interval: float, prune_keep: int, prune_interval_s: float
-) -> None:
-    """Sweep every ``interval``; prune at start and then every ``prune_interval_s`` (a
-    time, not a count of sweeps, whose pace follows the heartbeat timeout)."""
-    next_prune = 0.0
-    while True:
-        try:
-            failed = await asyncio.to_thread(store.sweep)
-            if failed:
-                log.warning("heartbeat timeout, marked failed: %s", ", ".join(failed))
-            if time.monotonic() >= next_prune:
-                await asyncio.to_thread(store.prune_barriers, prune_keep)
-                next_prune = time.monotonic() + prune_interval_s
-        except Exception:  # keep sweeping through transient database errors
-            log.exception("MetaService housekeeping failed; retrying")
-        await asyncio.sleep(interval)
+@dataclass
+class Housekeeping:
+    """Sweep every ``interval``; prune, then move the holds, at start and then every
+    ``prune_interval_s`` (a time, not a count of sweeps, whose pace follows the heartbeat
+    timeout). A hold trails its point by up to that interval: an older point keeps more,
+    never less."""
+
+    store: Store
+    interval: float
+    prune_keep: int
+    prune_interval_s: float
+    holds: ConsistentHolds | None = None
+
+    async def run(self) -> None:
+        next_prune = 0.0
+        while True:
+            try:
+                failed = await asyncio.to_thread(self.store.sweep)
+                if failed:
+                    log.warning("heartbeat timeout, marked failed: %s", ", ".join(failed))
+                if time.monotonic() >= next_prune:
+                    await asyncio.to_thread(self.periodic)
+                    next_prune = time.monotonic() + self.prune_interval_s
+            except Exception:  # keep sweeping through transient database errors
+                log.exception("MetaService housekeeping failed; retrying")
+            await asyncio.sleep(self.interval)
+
+    def periodic(self) -> None:
+        self.store.prune_barriers(self.prune_keep)
+        if self.holds is not None:
+            self.holds.apply(self.store.consistent_points())
 
 
 def _routes(app: FastAPI, store: Store, auth: MetaAuth) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bridge.meta.barrier_store import BarrierLog
+from bridge.meta.consistency import BarrierPoint
 from bridge.meta.db import create_schema, default_url, make_engines, now_ms
 from bridge.meta.job_store import JobRegistry
 from bridge.meta.models import (
@@ -153,6 +154,9 @@ class Store:
         self, tables: Sequence[str], mode: ConsistencyMode = ConsistencyMode.STRONG
     ) -> ConsistentVersion:
         return self.views.consistent_version(tables, mode)
+
+    def consistent_points(self) -> dict[str, BarrierPoint | None]:
+        return self.views.consistent_points()
 
     def lineage(self, table: str) -> Lineage:
         return self.views.lineage(table)

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from bridge.meta import graph
 from bridge.meta.barrier_store import DbBarriers, known_tables, require_tables
-from bridge.meta.consistency import consistent_version
+from bridge.meta.consistency import BarrierPoint, consistent_version
 from bridge.meta.db import barriers_t, flushers_t, job_tables_t, jobs_t, writers_t
 from bridge.meta.errors import InvalidRequest
 from bridge.meta.job_store import JobRegistry, lineage_edges
@@ -164,6 +164,26 @@ class TableViews:
                 groups.append(TableGroup(graph.group_name(members, depth), tuple(members), common))
         return MetricsView(now, counts, running, latest, depth, groups)
 
+    def consistent_points(self) -> dict[str, BarrierPoint | None]:
+        """Per known table, the oldest point a strong read of it may pin: its completion
+        of the greatest barrier it shares with every table of its barrier domain (None:
+        no strong read across tables can include it). A domain is the tables of one
+        lineage group that share barriers, as everything derived from one source does
+        (a table joined in from another source has barriers of its own); any strong
+        read's barrier is at or after its domain's."""
+        with self._read.begin() as conn:
+            latest = known_tables(conn)
+            source = DbBarriers(conn)
+            out: dict[str, BarrierPoint | None] = dict.fromkeys(sorted(latest))
+            for members in graph.components(lineage_edges(conn), latest):
+                for domain in _barrier_domains(members, source):
+                    common = source.greatest_common(domain)
+                    if len(domain) < 2 or common is None:
+                        continue
+                    for table in domain:
+                        out[table] = source.at(table, common)
+        return out
+
     def consistent_version(
         self, tables: Sequence[str], mode: ConsistencyMode = ConsistencyMode.STRONG
     ) -> ConsistentVersion:
@@ -221,3 +241,23 @@ class TableViews:
         chosen = {name: job_id for name, job_id in conn.execute(q)}  # the last row wins
         jobs = {j.job_id: j for j in self._jobs.jobs(conn, sorted(set(chosen.values())))}
         return {name: jobs[j] for name, j in chosen.items() if j in jobs}
+
+
+def _barrier_domains(members: Sequence[str], source: DbBarriers) -> list[list[str]]:
+    """``members`` split into the sets that share barriers (pairs that have one in
+    common, joined transitively), each sorted."""
+    domain = {t: t for t in members}
+
+    def root(t: str) -> str:
+        while domain[t] != t:
+            t = domain[t]
+        return t
+
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            if root(a) != root(b) and source.greatest_common([a, b]) is not None:
+                domain[root(b)] = root(a)
+    split: dict[str, list[str]] = {}
+    for t in members:
+        split.setdefault(root(t), []).append(t)
+    return [sorted(d) for d in split.values()]

@@ -176,7 +176,8 @@ def test_serve_without_a_token_stays_on_loopback(warehouse: Path) -> None:
 
 def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
     """``--keep-barriers`` reaches the housekeeping (which prunes at start and every
-    minute); 0 is refused."""
+    minute) and the lines the service starts with, as does whether it keeps holds; 0 is
+    refused."""
     import time
 
     from bridge.meta.client import MetaClient
@@ -192,8 +193,11 @@ def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
             ]
             client.report_barriers(reports)
     finally:
-        _stop(proc)
-    proc, url = _serve(warehouse, "--keep-barriers", "3")  # pruned as it starts
+        out = _stop(proc)
+    assert "barriers     the newest 3 of each table kept" in out  # says so as it starts
+    assert f"holds        consistent versions' snapshots kept in {warehouse}" in out
+    # pruned as it starts
+    proc, url = _serve(warehouse, "--keep-barriers", "3", "--no-hold-consistent")
     try:
         with MetaClient(url) as client:
             until = time.monotonic() + 30
@@ -201,6 +205,7 @@ def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
                 time.sleep(0.1)
             assert [r.barrier for r in client.barriers("db.kept")] == [10, 9, 8]
     finally:
-        _stop(proc)
+        out = _stop(proc)
+    assert "holds        none (--no-hold-consistent, or no --warehouse)" in out
     code, out = _dts("meta", "serve", "--keep-barriers", "0")
     assert code != 0 and "--keep-barriers" in out

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import cli
-from bridge.consistency_read import consistent_read_tables, resolve_version
+from bridge.consistency_read import consistent_read_tables, resolve_version, tag_consistent
+from bridge.errors import ConsistentSnapshotExpired
 from bridge.meta.client import MetaClient
 from bridge.meta.errors import NoConsistentVersion
 from bridge.meta.filestore_source import snapshot_barriers
@@ -19,6 +20,7 @@ from bridge.meta.models import ConsistencyMode, TableBarrierReport
 from bridge.meta.rebuild import rebuild
 from bridge.meta.store import Store
 from filestore import Catalog
+from filestore.errors import SnapshotNotFound
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 
@@ -128,18 +130,46 @@ def test_consistent_read_tables_reads_one_barrier(tables: Catalog, client: MetaC
 
     # with a MetaService answering instead of the snapshots
     client.register_job("spark-streaming", ["db.t0"], ["db.t1"], job_id="s1")
-    client.report_barriers(
-        [
-            TableBarrierReport(table=n, barrier=s.barrier, snapshot_id=s.id, job_id=None)
-            for n in ("db.t0", "db.t1", "db.t2")
-            for s in tables.get_table(n).snapshots()
-        ]
-    )
+    _report_all(client, tables)
     via = consistent_read_tables(tables, ["db.t0", "db.t1"], meta_url=client.url)
     assert via.version.barrier == 3000
     assert set(via["db.t0"].column("v").to_pylist()) == {3000}
     via = consistent_read_tables(tables, ["db.t0", "db.t2"], meta_url=client.url, columns=["v"])
     assert via.version.barrier == 2000 and via["db.t2"].column_names == ["v"]
+
+
+def _report_all(client: MetaClient, catalog: Catalog) -> None:
+    client.report_barriers(
+        [
+            TableBarrierReport(table=n, barrier=s.barrier, snapshot_id=s.id, job_id=None)
+            for n in ("db.t0", "db.t1", "db.t2")
+            for s in catalog.get_table(n).snapshots()
+        ]
+    )
+
+
+def test_a_strong_read_whose_snapshot_expired_names_the_table_that_lags(
+    tables: Catalog, client: MetaClient
+) -> None:
+    """t2 holds {t0, t2} back at 2000 while t0's snapshot of 2000 expires: the read (and
+    the tag) fails naming both tables, the lag and the option to raise, not as a bare
+    'snapshot 2 does not exist'."""
+    _report_all(client, tables)
+    tables.get_table("db.t0").expire(retain_min=1, older_than_ms=0)
+    with pytest.raises(ConsistentSnapshotExpired) as err:
+        consistent_read_tables(tables, ["db.t0", "db.t2"], meta_url=client.url)
+    message = str(err.value)
+    assert "table db.t0's snapshot 2 at the consistent barrier 2000 has expired" in message
+    assert "held back by db.t2, 1.0 s behind the newest table" in message
+    assert "keeps snapshots for 3,600 s (snapshot.time-retained; at least 10)" in message
+    assert "dts table alter db.t0 --set snapshot.time-retained=" in message
+    assert isinstance(err.value.__cause__, SnapshotNotFound)
+    with pytest.raises(ConsistentSnapshotExpired, match=r"db\.t0's snapshot 2"):
+        tag_consistent(tables, ["db.t0", "db.t2"], "eod", meta_url=client.url)
+    assert tables.get_table("db.t2").list_tags() == []  # all or none
+    # the tables whose snapshots are kept still read at their barrier
+    read = consistent_read_tables(tables, ["db.t1", "db.t2"], meta_url=client.url)
+    assert read.version.barrier == 2000
 
 
 def test_consistent_read_refuses_tables_without_a_common_barrier(tables: Catalog) -> None:
@@ -171,7 +201,9 @@ def test_snapshot_barriers_prefers_the_committers_snapshot() -> None:
 
 
 @pytest.mark.spark
-def test_consistent_read_with_spark(tables: Catalog, warehouse: Path, spark) -> None:  # type: ignore[no-untyped-def]
+def test_consistent_read_with_spark(
+    tables: Catalog, warehouse: Path, spark, client: MetaClient
+) -> None:  # type: ignore[no-untyped-def]
     from bridge.consistency_read import consistent_read
 
     frames = consistent_read(spark, ["db.t0", "db.t1", "db.t2"], warehouse=str(warehouse))
@@ -180,3 +212,8 @@ def test_consistent_read_with_spark(tables: Catalog, warehouse: Path, spark) -> 
         assert {r["v"] for r in df.select("v").collect()} == {2000}, name
     weak = consistent_read(spark, ["db.t1", "db.t2"], warehouse=str(warehouse), mode="weak")
     assert {r["v"] for r in weak["db.t1"].select("v").collect()} == {3000}
+    # a snapshot of the version expired: the same error, on the driver, before any job
+    _report_all(client, tables)
+    tables.get_table("db.t0").expire(retain_min=1, older_than_ms=0)
+    with pytest.raises(ConsistentSnapshotExpired, match=r"held back by db\.t2"):
+        consistent_read(spark, ["db.t0", "db.t2"], warehouse=str(warehouse), meta_url=client.url)
