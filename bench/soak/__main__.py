@@ -160,6 +160,13 @@ def start_pipeline(
     return side, broker, db, producer, topic
 
 
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = parse(argv)
     total_s = ns.minutes * 60
@@ -171,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         # every process the soak starts makes its temporary files here, so the worker's
         # Normalizer spills (tempfile.mkdtemp) where the samples look
         (work / "tmp").mkdir(exist_ok=True)
+        old_tmp = os.environ.get("TMPDIR")
         os.environ["TMPDIR"] = str(work / "tmp")
+        # an in-process caller (the suite's half-minute soak) gets its own back: a later
+        # test's Chromium made its socket under this run's directory and failed
+        stack.callback(_restore_env, "TMPDIR", old_tmp)
         print(f"soak: {ns.minutes:g} min at {ns.rate:,} changes/s, a sample every "
               f"{ns.sample_seconds:g} s; retention {life.retention_s} s\n"
               f"  results: {ns.out}\n  page:    {ns.html}\n  work:    {work}"

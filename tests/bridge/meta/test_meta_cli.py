@@ -36,6 +36,18 @@ def _serve(warehouse: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(1)
 
 
+def _announced(proc: subprocess.Popen[str]) -> str:
+    """The lines a started service printed after its address, up to "Ctrl-C stops it"
+    (read here: ``communicate`` would miss what a readline already buffered)."""
+    assert proc.stdout is not None
+    lines = []
+    while not lines or "Ctrl-C stops it" not in lines[-1]:
+        line = proc.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    return "".join(lines)
+
+
 def _stop(proc: subprocess.Popen[str]) -> str:
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=20)
@@ -185,6 +197,7 @@ def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
 
     proc, url = _serve(warehouse, "--keep-barriers", "3")
     try:
+        out = _announced(proc)
         with MetaClient(url) as client:
             client.register_job("spark-streaming", [], ["db.kept"], job_id="w1")
             reports = [
@@ -193,19 +206,20 @@ def test_serve_keeps_the_newest_barriers_it_is_told(warehouse: Path) -> None:
             ]
             client.report_barriers(reports)
     finally:
-        out = _stop(proc)
+        _stop(proc)
     assert "barriers     the newest 3 of each table kept" in out  # says so as it starts
     assert f"holds        consistent versions' snapshots kept in {warehouse}" in out
     # pruned as it starts
     proc, url = _serve(warehouse, "--keep-barriers", "3", "--no-hold-consistent")
     try:
+        out = _announced(proc)
         with MetaClient(url) as client:
             until = time.monotonic() + 30
             while len(client.barriers("db.kept")) > 3 and time.monotonic() < until:
                 time.sleep(0.1)
             assert [r.barrier for r in client.barriers("db.kept")] == [10, 9, 8]
     finally:
-        out = _stop(proc)
+        _stop(proc)
     assert "holds        none (--no-hold-consistent, or no --warehouse)" in out
     code, out = _dts("meta", "serve", "--keep-barriers", "0")
     assert code != 0 and "--keep-barriers" in out

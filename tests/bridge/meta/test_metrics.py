@@ -167,7 +167,7 @@ def test_serve_prints_where_to_look(warehouse: Path) -> None:
     )
     assert proc.stdout is not None
     try:
-        lines = [proc.stdout.readline() for _ in range(5)]
+        lines = [proc.stdout.readline() for _ in range(7)]
         text = "".join(lines)
         base = re.search(r"listening on (http://127\.0\.0\.1:\d+)", lines[0])
         assert base, text
