@@ -61,11 +61,11 @@ class ConsistentHolds:
 
 
 def _apply(table: Table, point: BarrierPoint | None) -> HoldChange | None:
-    held = next((c for c in table.consumers() if c.consumer_id == HOLD_CONSUMER), None)
     if point is None or point.snapshot_id is None:
-        if held is not None and table.delete_consumer(HOLD_CONSUMER):
-            return HoldChange(table.name, None)
-        return None
+        # one read of the hold's file, not a listing of every consumer: most tables
+        # (those of no set) pass here each minute
+        return HoldChange(table.name, None) if table.delete_consumer(HOLD_CONSUMER) else None
+    held = next((c for c in table.consumers() if c.consumer_id == HOLD_CONSUMER), None)
     # a consumer keeps from the snapshot before its next one: next = the point's + 1
     # keeps exactly the point's snapshot and everything after it
     wanted = point.snapshot_id + 1
