@@ -172,13 +172,13 @@ class TableViews:
         (a table joined in from another source has barriers of its own); any strong
         read's barrier is at or after its domain's."""
         with self._read.begin() as conn:
-            latest = known_tables(conn)
+            known = known_tables(conn)
             source = DbBarriers(conn)
-            out: dict[str, BarrierPoint | None] = dict.fromkeys(sorted(latest))
-            for members in graph.components(lineage_edges(conn), latest):
+            out: dict[str, BarrierPoint | None] = dict.fromkeys(sorted(known))
+            for members in graph.components(lineage_edges(conn), known):
                 for domain in _barrier_domains(members, source):
-                    common = source.greatest_common(domain)
-                    if len(domain) < 2 or common is None:
+                    common = source.greatest_common(domain) if len(domain) > 1 else None
+                    if common is None:
                         continue
                     for table in domain:
                         out[table] = source.at(table, common)
