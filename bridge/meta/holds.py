@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from bridge.meta.consistency import BarrierPoint
 from filestore import Catalog, Table
-from filestore.errors import TableNotFound
+from filestore.errors import FileStoreError, TableNotFound
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +45,23 @@ class ConsistentHolds:
 
     def apply(self, points: Mapping[str, BarrierPoint | None]) -> list[HoldChange]:
         """Record, move or release each table's hold to match ``points``; the changes.
-        Tables not in this warehouse (another one's, a log-only table) are passed over."""
+        Tables not in this warehouse (another one's, a log-only table) are passed over;
+        a table whose hold cannot be read or written is logged and passed over, so one
+        damaged table never stops the others' holds from moving."""
         changes = []
         for name, point in sorted(points.items()):
             try:
-                table = self.catalog.get_table(name)
+                change = _apply(self.catalog.get_table(name), point)
             except TableNotFound:
                 continue
-            change = _apply(table, point)
+            except (FileStoreError, OSError, ValueError) as exc:
+                log.warning(
+                    "consistent-version hold of %s not moved (%s: %s); the next pass tries again",
+                    name,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
             if change is not None:
                 changes.append(change)
         if changes:

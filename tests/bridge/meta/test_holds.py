@@ -5,11 +5,13 @@ snapshot of that barrier expire under the read."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from bridge.consistency_read import consistent_read_tables
 from bridge.meta.client import MetaClient
@@ -93,6 +95,26 @@ def test_a_hold_is_recorded_moved_and_released_only_when_its_point_changes(
     released = holds.apply({"db.t": None})
     assert [(c.table, c.next_snapshot) for c in released] == [("db.t", None)]
     assert table.consumers() == [] and holds.apply({"db.t": None}) == []
+
+
+def test_a_table_whose_hold_cannot_be_read_never_stops_the_others(
+    warehouse: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """db.a's hold file is damaged: its hold is logged and passed over, and db.b's hold
+    is still recorded in the same pass."""
+    catalog = Catalog(str(warehouse))
+    ids = {}
+    for name in ("db.a", "db.b"):
+        catalog.create_table(name, SCHEMA, primary_key=["id"])
+        ids[name] = _commit(catalog, name, 1000, 1)
+    damaged = catalog.get_table("db.a")
+    damaged.record_consumer(HOLD_CONSUMER, ids["db.a"])
+    Path(damaged.paths.consumer(HOLD_CONSUMER)).write_text("{not json")
+    at = {name: BarrierPoint(1000, sid) for name, sid in ids.items()}
+    with caplog.at_level(logging.WARNING, logger="bridge.meta.holds"):
+        changes = ConsistentHolds(catalog).apply(at)
+    assert [(c.table, c.next_snapshot) for c in changes] == [("db.b", ids["db.b"] + 1)]
+    assert "consistent-version hold of db.a not moved" in caplog.text
 
 
 def test_a_strong_read_survives_expiration_while_one_table_lags(warehouse: Path) -> None:
