@@ -22,7 +22,7 @@ from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
 from bench.soak.jvm import live_heap_bytes
 from bench.soak.procs import tree_usage
 from bench.soak.series import MB, key
-from bridge.demo.report import worker_by_table
+from bridge.demo.report import by_table, worker_metrics
 from bridge.exporter import Warehouse
 from filestore import Catalog
 
@@ -146,13 +146,13 @@ class Collector:
         """What the worker holds in memory by table, from its /metrics: the decoded files
         its commits keep for lookups and the rows buffered since the last barrier. The
         worker's RSS is mostly these; a step in it is explained by them, or it is not."""
+        try:
+            metrics = worker_metrics(url)  # once for every family: one GET per sample
+        except httpx.HTTPError as exc:  # a missed sample, never the run's end
+            errors.append(f"worker /metrics: {type(exc).__name__}: {str(exc)[:200]}")
+            return
         for metric, family in WORKER_MEMORY.items():
-            try:
-                by_table = worker_by_table(url, family)
-            except httpx.HTTPError as exc:  # a missed sample, never the run's end
-                errors.append(f"worker {family}: {type(exc).__name__}: {str(exc)[:200]}")
-                continue
-            for table, value in by_table.items():
+            for table, value in by_table(metrics, family).items():
                 v[key("worker", _short(table), metric)] = value / MB
 
     def _probe(self, lo: float, hi: float, v: dict[str, float | None]) -> None:

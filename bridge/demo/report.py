@@ -65,13 +65,25 @@ def worker_records(worker_url: str) -> dict[str, float]:
 
 
 def worker_by_table(worker_url: str, family: str, sample: str | None = None) -> dict[str, float]:
-    """Each table's value of one metric on the worker's /metrics, summed over its other
-    labels (its jobs). ``sample``: the sample's name where it is not the family's (a
-    counter's ``<family>_total``). Raises httpx.HTTPError when the worker does not answer."""
+    """Each table's value of one metric on the worker's /metrics (``by_table``).
+    Raises httpx.HTTPError when the worker does not answer."""
+    return by_table(worker_metrics(worker_url), family, sample)
+
+
+def worker_metrics(worker_url: str) -> str:
+    """The worker's /metrics page, once: a caller wanting several families parses it
+    with ``by_table`` for each. Raises httpx.HTTPError when the worker does not answer."""
     response = httpx.get(f"{worker_url}/metrics", timeout=3.0)
     response.raise_for_status()
+    return response.text
+
+
+def by_table(metrics: str, family: str, sample: str | None = None) -> dict[str, float]:
+    """Each table's value of one metric family in a /metrics page, summed over its other
+    labels (its jobs). ``sample``: the sample's name where it is not the family's (a
+    counter's ``<family>_total``)."""
     out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(response.text):
+    for fam in text_string_to_metric_families(metrics):
         if fam.name != family:
             continue
         for s in fam.samples:
