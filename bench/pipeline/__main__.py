@@ -321,26 +321,47 @@ class Stalled(RuntimeError):
     """A pipeline did not work off its backlog: the search cannot go on."""
 
 
+#: fresh starts of a pipeline whose search a backlog stopped (``Stalled``)
+RESTARTS = 2
+
+
 def run_pipeline(
     name: str, broker: EmbeddedBroker, ns: argparse.Namespace, work: Path, trigger: str,
     bounds: Bounds, shared: Callable[[list[report.StepFigures]], list[int]],
     prior: list[report.StepFigures] | None = None,
 ) -> tuple[list[report.StepFigures], list[dict[str, Any]], float]:  # fmt: skip
     """The pipeline's search (steered by ``prior`` steps of the same pipeline), then the
-    ``shared(its steps)`` rates measured; the steps it measured."""
-    run = Run(name, broker, ns, work, trigger)
-    log(f"{work.name}: starting its pipeline, trigger {trigger} (log: {run.side.log_path})")
-    try:
-        run.load()
-        search(run.measure, bounds, prior)
-        for rate in shared(run.steps):
-            run.measure(rate, shared=True)
-    except Stalled as exc:
-        log(f"{work.name}: search stopped: {exc}")
-    finally:
-        log(f"{work.name}: stopping its pipeline")
-        run.side.stop()
-    return run.steps, run.side.samples(), run.started
+    ``shared(its steps)`` rates measured; the steps it measured. A pipeline that cannot
+    work off a failed step's backlog (a stitched stack whose next micro-batch takes all
+    of it) is started afresh, on the same initial load, up to ``RESTARTS`` times, and its
+    search goes on from its steps so far: the backlog is that step's verdict, not the
+    search's end (run 6 lost Delta's bisection and shared step to one)."""
+    steps: list[report.StepFigures] = []
+    samples: list[dict[str, Any]] = []
+    started: float | None = None
+    for attempt in range(RESTARTS + 1):
+        where = work.with_name(f"{work.name}-restart-{attempt}") if attempt else work
+        run = Run(name, broker, ns, where, trigger)
+        started = run.started if started is None else started
+        log(f"{where.name}: starting its pipeline, trigger {trigger} (log: {run.side.log_path})")
+        stalled = False
+        try:
+            run.load()
+            search(run.measure, bounds, [*(prior or []), *steps])
+            for rate in shared([*steps, *run.steps]):
+                run.measure(rate, shared=True)
+        except Stalled as exc:
+            stalled = True
+            log(f"{where.name}: search stopped: {exc}")
+        finally:
+            log(f"{where.name}: stopping its pipeline")
+            run.side.stop()
+        steps += run.steps
+        samples += run.side.samples()
+        if not stalled:
+            break
+    assert started is not None
+    return steps, samples, started
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

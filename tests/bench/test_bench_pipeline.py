@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -321,6 +323,58 @@ def test_a_trigger_sweep_doubles_each_then_bisects_only_the_best(
     assert 2600 / 1.1 <= best <= 2600 and sweep["5 seconds"] == best
     assert sweep["1 second"] == 500 and sweep["10 seconds"] == 2000
     assert len(samples) == 2  # both runs of the best trigger
+
+
+def test_a_pipeline_stalled_by_a_backlog_restarts_and_its_search_goes_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Run 6: Delta fell behind at 90,510/s and could not work off the backlog before the
+    next step, which ended its search with no bisection and no shared step. Now the
+    pipeline starts afresh (its own work directory and topics) and the search goes on
+    from its steps: 76,109/s is measured, then the shared rate, all in one result."""
+    import bench.pipeline.__main__ as main
+    from bench.pipeline.search import Bounds
+
+    started: list[str] = []
+
+    class FakeRun:
+        def __init__(self, name: str, broker: Any, ns: Any, work: Path, trigger: str) -> None:
+            started.append(work.name)
+            self.work = work
+            self.steps: list[report.StepFigures] = []
+            self.started = float(len(started))
+            self.side = SimpleNamespace(
+                log_path=work / "side.log",
+                stop=lambda: None,
+                samples=lambda: [{"t": self.started}],
+            )
+
+        def load(self) -> None:
+            pass
+
+        def measure(self, rate: int, shared: bool = False) -> report.StepFigures:
+            if self.steps and not self.steps[-1].kept_up:  # its backlog outlasts the drain
+                raise main.Stalled(f"{self.work.name} did not catch up")
+            fig = replace(_step(rate, rate <= 80_000), shared=shared)
+            self.steps.append(fig)
+            return fig
+
+    monkeypatch.setattr(main, "Run", FakeRun)
+    prior = [_step(64_000, True), _step(128_000, False)]
+    bounds = Bounds(first=4000, floor=10, ceiling=256_000)
+    steps, samples, first = main.run_pipeline(
+        "delta", None, None, tmp_path / "delta-best", "1 second", bounds,  # type: ignore[arg-type]
+        lambda _: [32_000], prior,
+    )  # fmt: skip
+    rates = [(s.rate, s.kept_up, s.shared) for s in steps]
+    # 90,510 fell behind and stalled its run; the restarts measure one step each until
+    # the search settles, then the shared rate
+    assert rates[0] == (90_510, False, False)
+    assert rates[-1] == (32_000, True, True)
+    assert 80_000 / 1.1 <= report.highest_kept([*prior, *steps]) <= 80_000
+    assert report.lowest_failed([*prior, *steps]) <= 80_000 * 1.1  # type: ignore[operator]
+    assert started == ["delta-best", "delta-best-restart-1", "delta-best-restart-2"]
+    assert first == 1.0 and len(samples) == 3
 
 
 def test_the_summary_gives_a_bound_when_the_stitched_stack_keeps_up_at_no_step() -> None:
