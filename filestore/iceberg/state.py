@@ -47,6 +47,9 @@ class SyncState:
     schemas: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
     # schema id -> the version as read (immutable under its id)
     schema_versions: dict[int, TableSchema] = field(default_factory=dict)
+    # the last snapshot written: (its id, its manifest list, what a reader sees in it);
+    # a child that shows the same names that list rather than writing its own
+    last_visible: tuple[int, str, Any] | None = None
 
     def add_names(self, names: Iterable[tuple[str, int]]) -> None:
         """Index metadata files (name, size) by what a sync looks them up for."""

@@ -3,7 +3,11 @@
 Run after every commit and every expiration of a table with
 ``metadata.iceberg.storage=table-location``. Each retained dts snapshot (and each
 tagged one) is one Iceberg snapshot of the same id, written once: a manifest list
-``snap-<id>-dts.avro`` naming one data manifest and one position-delete manifest.
+``snap-<id>-dts.avro`` naming one data manifest and one position-delete manifest, or,
+when a reader sees exactly what it saw at the parent, the parent's list. Most commits
+of a primary-key table without deletion vectors write only buckets that then need a
+merge, which stay hidden; a list for them was one of the four files such a sync wrote
+or deleted (the list, the metadata file, the hint, the oldest version).
 Then a new ``v<N>.metadata.json`` lists the snapshots dts still has, the tags as
 Iceberg tags, and ``version-hint.text`` says N (the file-system table convention
 pyiceberg and DuckDB read). Nothing is copied: the manifests name dts's own files.
@@ -22,7 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from filestore.errors import SnapshotNotFound
@@ -142,17 +146,19 @@ class IcebergSync:
         entries: list[dict[str, Any]] = []
         runs: dict[tuple[str, ...], bool] = {}
         for sid in sorted({*retained, *tagged}):
-            entry = known.get(sid) if f"snap-{sid}-dts.avro" in state.avro.get(sid, ()) else None
+            entry = known.get(sid)
+            if entry is not None and not _list_written(entry, state):
+                entry = None
             if entry is None:
                 snap = tagged.get(sid) or self._snapshot(sid)
                 if snap is None:  # expired meanwhile
                     continue
                 parent = int(entries[-1]["snapshot-id"]) if entries else None
-                result.files_left_out = self._write_snapshot(
+                result.files_left_out, listed = self._write_snapshot(
                     snap, parent, versions[-1], spec, state, runs
                 )
                 result.snapshots_written.append(sid)
-                entry = self._snapshot_json(snap, parent)
+                entry = self._snapshot_json(snap, parent, listed)
                 state.encoded.pop(sid, None)
             entries.append(entry)
         main = max(retained, default=None)
@@ -163,7 +169,7 @@ class IcebergSync:
         ctx.io.write_bytes(f"{self.dir}/version-hint.text", str(result.version).encode())
         state.versions.add(result.version)
         kept = {int(e["snapshot-id"]) for e in entries}
-        self._clean(result.version, kept, state)
+        self._clean(result.version, {_list_owner(e) for e in entries}, state)
         state.version, state.written, state.retained = result.version, body, retained
         state.entries = {int(e["snapshot-id"]): e for e in entries}
         state.encoded = {sid: state.encoded[sid] for sid in kept}
@@ -257,9 +263,11 @@ class IcebergSync:
 
     def _clean(self, version: int, kept: set[int], state: SyncState) -> None:
         """Metadata no version a reader may still hold names: versions older than the
-        last ``KEEP_VERSIONS``; once snapshots went (expired, untagged), their manifests
-        and the delete files none of the kept snapshots' manifests name. Delete manifests
-        are read only then: a commit that only adds a snapshot deletes one old version."""
+        last ``KEEP_VERSIONS``; once snapshots went (expired, untagged), the lists and
+        manifests of every snapshot not in ``kept`` (the owners of the kept snapshots'
+        lists: a snapshot may name its parent's) and the delete files none of the kept
+        manifests name. Delete manifests are read only then: a commit that only adds a
+        snapshot deletes one old version."""
         io = self.ctx.io
         old = sorted(v for v in state.versions if v <= version - KEEP_VERSIONS)
         garbage = [self.metadata_path(v) for v in old]
@@ -304,10 +312,18 @@ class IcebergSync:
         spec: dict[str, Any],
         state: SyncState,
         runs: dict[tuple[str, ...], bool],
-    ) -> int:
-        """Its manifests, then its manifest list (last: its presence says all is there).
-        Returns the data files left out (buckets that need a merge)."""
+    ) -> tuple[int, str]:
+        """Its manifests, then its manifest list (last: its presence says all is there),
+        or nothing when a reader sees what it saw at the parent: the parent's list then
+        serves (a delete file's sequence number may be the parent's, as it is at or above
+        every data file's). Returns the data files left out (buckets that need a merge)
+        and the list's path."""
         data, deletes, left_out = self._files(snap, schema, spec, state, runs)
+        visible = (schema.id, data, [replace(d, sequence_number=0) for d in deletes])
+        last = state.last_visible
+        if last is not None and last[0] == parent_id and last[2] == visible:
+            state.last_visible = (snap.id, last[1], visible)
+            return left_out, last[1]
         manifests: list[Manifest] = []
         written: list[tuple[str, int]] = []
         for content, entries, suffix in ((DATA, data, "m0"), (POSITION_DELETES, deletes, "m1")):
@@ -319,9 +335,11 @@ class IcebergSync:
             manifests.append(manifest)
             written.append((name, len(body)))
         body = write_manifest_list(manifests, snap.id, parent_id, snap.id)
-        self.ctx.io.write_unpublished(self._list_path(snap.id), body)
+        listed = self._list_path(snap.id)
+        self.ctx.io.write_unpublished(listed, body)
         state.add_names([*written, (f"snap-{snap.id}-dts.avro", len(body))])
-        return left_out
+        state.last_visible = (snap.id, listed, visible)
+        return left_out, listed
 
     def _files(
         self,
@@ -446,12 +464,12 @@ class IcebergSync:
             "metadata-log": [],
         }
 
-    def _snapshot_json(self, snap: Snapshot, parent_id: int | None) -> dict[str, Any]:
+    def _snapshot_json(self, snap: Snapshot, parent_id: int | None, listed: str) -> dict[str, Any]:
         out: dict[str, Any] = {
             "snapshot-id": snap.id,
             "sequence-number": snap.id,
             "timestamp-ms": snap.time_millis,
-            "manifest-list": self._list_path(snap.id),
+            "manifest-list": listed,
             "summary": {
                 "operation": "overwrite",
                 "dts.commit-kind": snap.commit_kind,
@@ -462,6 +480,20 @@ class IcebergSync:
         if parent_id is not None:
             out["parent-snapshot-id"] = parent_id
         return out
+
+
+def _list_owner(entry: dict[str, Any]) -> int:
+    """The snapshot whose files an entry's manifest list is (its own, or an earlier
+    snapshot's it shares)."""
+    owner = snapshot_of(str(entry["manifest-list"]).rsplit("/", 1)[-1])
+    return int(entry["snapshot-id"]) if owner is None else owner
+
+
+def _list_written(entry: dict[str, Any], state: SyncState) -> bool:
+    """The manifest list an entry names is among the files (a sync that failed half way
+    may have published none)."""
+    name = str(entry["manifest-list"]).rsplit("/", 1)[-1]
+    return name in state.avro.get(_list_owner(entry), ())
 
 
 def drop_iceberg_metadata(ctx: TableContext) -> None:

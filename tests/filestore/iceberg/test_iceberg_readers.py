@@ -200,3 +200,37 @@ def test_turned_on_for_an_existing_table_the_readers_read_its_history(warehouse:
             _apply(t, op, step, rnd)
         t.set_options({"metadata.iceberg.storage": "table-location"})
         assert _check(t) == len(t.snapshots())  # every retained snapshot, read by both
+
+
+def test_a_snapshot_that_names_its_parents_list_reads_the_same_once_the_parent_expired(
+    warehouse: Path,
+) -> None:
+    """Commits 2 and 3 rewrite key 0 only: its bucket then needs a merge and is hidden,
+    the other bucket shows. Snapshot 3 shows what 2 shows, so it names 2's manifest list;
+    the readers read it the same before and after 1 and 2 expire."""
+    t = Catalog(str(warehouse)).create_table(
+        "db.shared", SCHEMA, primary_key=["id"], options={**ICEBERG, "auto-compaction": "false"}
+    )
+    for step, ids in enumerate([list(range(30)), [0], [0]]):
+        w = t.new_write("w")
+        w.write(_rows(ids, f"s{step}-"))
+        w.commit()
+        w.close()
+    meta = json.loads(Path(_metadata_file(t)).read_text())
+    assert meta["snapshots"][-1]["manifest-list"].endswith("/snap-2-dts.avro")
+    reads = [{"key": str(s), "snapshot": s, "columns": ["id", "v"]} for s in (2, 3)]
+    first = read_through_iceberg([{"root": t.paths.root, "reads": reads}])
+    t.expire(retain_min=1, retain_max=1)
+    assert [s.id for s in t.snapshots()] == [3]
+    again = read_through_iceberg([{"root": t.paths.root, "reads": reads[1:]}])
+    dts_3 = dts_rows(t, 3, ["id", "v"])
+    for engine in ("pyiceberg", "duckdb"):
+        shown = first[engine][t.paths.root]
+        assert shown["3"] == shown["2"] and shown["3"], engine  # the other bucket's rows
+        assert all(r in dts_3 for r in shown["3"]) and len(shown["3"]) < len(dts_3), engine
+        assert again[engine][t.paths.root]["3"] == shown["3"], engine
+
+
+def _metadata_file(t: Table) -> str:
+    hint = Path(t.paths.root, "metadata", "version-hint.text").read_text().strip()
+    return f"{t.paths.root}/metadata/v{hint}.metadata.json"
