@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -50,6 +48,7 @@ from filestore.iceberg.manifests import (
     write_manifest,
     write_manifest_list,
 )
+from filestore.iceberg.metadata_json import snapshot_entry, table_metadata
 from filestore.iceberg.schema import (
     FieldIds,
     iceberg_schema,
@@ -62,6 +61,8 @@ from filestore.iceberg.state import (
     encode_metadata,
     forget_state,
     keep_state,
+    list_owner,
+    list_written,
     snapshot_of,
     take_state,
 )
@@ -147,7 +148,7 @@ class IcebergSync:
         runs: dict[tuple[str, ...], bool] = {}
         for sid in sorted({*retained, *tagged}):
             entry = known.get(sid)
-            if entry is not None and not _list_written(entry, state):
+            if entry is not None and not list_written(entry, state):
                 entry = None
             if entry is None:
                 snap = tagged.get(sid) or self._snapshot(sid)
@@ -158,18 +159,18 @@ class IcebergSync:
                     snap, parent, versions[-1], spec, state, runs
                 )
                 result.snapshots_written.append(sid)
-                entry = self._snapshot_json(snap, parent, listed)
+                entry = snapshot_entry(snap, parent, listed)
                 state.encoded.pop(sid, None)
             entries.append(entry)
         main = max(retained, default=None)
-        head = self._metadata(versions[-1], ids, spec, schemas, mapping, entries, main, tags)
+        head = table_metadata(ctx, versions[-1], ids, spec, schemas, mapping, entries, main, tags)
         body = encode_metadata(head, entries, state.encoded)
         # the hint publishes the version (atomically): what it names is written before it
         ctx.io.write_unpublished(self.metadata_path(result.version), body)
         ctx.io.write_bytes(f"{self.dir}/version-hint.text", str(result.version).encode())
         state.versions.add(result.version)
         kept = {int(e["snapshot-id"]) for e in entries}
-        self._clean(result.version, {_list_owner(e) for e in entries}, state)
+        self._clean(result.version, {list_owner(e) for e in entries}, state)
         state.version, state.written, state.retained = result.version, body, retained
         state.entries = {int(e["snapshot-id"]): e for e in entries}
         state.encoded = {sid: state.encoded[sid] for sid in kept}
@@ -417,83 +418,6 @@ class IcebergSync:
         chain = whole_chain(self.ctx, self.dir, path, f)
         state.add_names((name, size) for name, _, size in chain.files)
         return chain
-
-    # -- table metadata ------------------------------------------------------------------
-
-    def _metadata(
-        self,
-        latest: TableSchema,
-        ids: FieldIds,
-        spec: dict[str, Any],
-        schemas: list[dict[str, Any]],
-        mapping: str,
-        entries: Sequence[dict[str, Any]],
-        main: int | None,
-        tags: Sequence[tuple[str, Snapshot]],
-    ) -> dict[str, Any]:
-        current = entries[-1] if entries else None
-        refs: dict[str, Any] = {}
-        if main is not None:
-            refs["main"] = {"snapshot-id": main, "type": "branch"}
-        for name, snap in tags:
-            refs[name] = {"snapshot-id": snap.id, "type": "tag"}
-        root = self.ctx.paths.root
-        return {
-            "format-version": 2,
-            "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, root)),
-            "location": root,
-            "last-sequence-number": current["sequence-number"] if current else 0,
-            "last-updated-ms": current["timestamp-ms"] if current else int(time.time() * 1000),
-            "last-column-id": ids.last_id,
-            "current-schema-id": latest.id,
-            "schemas": schemas,
-            "default-spec-id": 0,
-            "partition-specs": [{"spec-id": 0, "fields": spec["partition-spec"]}],
-            "last-partition-id": 999 + len(spec["partition-spec"]),
-            "default-sort-order-id": 0,
-            "sort-orders": [{"order-id": 0, "fields": []}],
-            "properties": {
-                "schema.name-mapping.default": mapping,
-                "dts.table": self.ctx.name,
-            },
-            "current-snapshot-id": main if main is not None else -1,
-            "refs": refs,
-            # filled by encode_metadata, each snapshot's part encoded once
-            "snapshots": None,
-            "snapshot-log": None,
-            "metadata-log": [],
-        }
-
-    def _snapshot_json(self, snap: Snapshot, parent_id: int | None, listed: str) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "snapshot-id": snap.id,
-            "sequence-number": snap.id,
-            "timestamp-ms": snap.time_millis,
-            "manifest-list": listed,
-            "summary": {
-                "operation": "overwrite",
-                "dts.commit-kind": snap.commit_kind,
-                **({"dts.barrier": str(snap.barrier)} if snap.barrier is not None else {}),
-            },
-            "schema-id": snap.schema_id,
-        }
-        if parent_id is not None:
-            out["parent-snapshot-id"] = parent_id
-        return out
-
-
-def _list_owner(entry: dict[str, Any]) -> int:
-    """The snapshot whose files an entry's manifest list is (its own, or an earlier
-    snapshot's it shares)."""
-    owner = snapshot_of(str(entry["manifest-list"]).rsplit("/", 1)[-1])
-    return int(entry["snapshot-id"]) if owner is None else owner
-
-
-def _list_written(entry: dict[str, Any], state: SyncState) -> bool:
-    """The manifest list an entry names is among the files (a sync that failed half way
-    may have published none)."""
-    name = str(entry["manifest-list"]).rsplit("/", 1)[-1]
-    return name in state.avro.get(_list_owner(entry), ())
 
 
 def drop_iceberg_metadata(ctx: TableContext) -> None:
