@@ -73,18 +73,22 @@ def snapshot_of(name: str) -> int | None:
     return int(number) if number.isdigit() else None
 
 
+def _list_name(entry: dict[str, Any]) -> str:
+    """The file name of the manifest list a snapshot entry names."""
+    return str(entry["manifest-list"]).rsplit("/", 1)[-1]
+
+
 def list_owner(entry: dict[str, Any]) -> int:
     """The snapshot whose files an entry's manifest list is (its own, or an earlier
     snapshot's it shares)."""
-    owner = snapshot_of(str(entry["manifest-list"]).rsplit("/", 1)[-1])
+    owner = snapshot_of(_list_name(entry))
     return int(entry["snapshot-id"]) if owner is None else owner
 
 
 def list_written(entry: dict[str, Any], state: SyncState) -> bool:
     """The manifest list an entry names is among the files (a sync that failed half way
     may have published none)."""
-    name = str(entry["manifest-list"]).rsplit("/", 1)[-1]
-    return name in state.avro.get(list_owner(entry), ())
+    return _list_name(entry) in state.avro.get(list_owner(entry), ())
 
 
 #: one lock for every handle: swapping a handle's state is a few instructions
