@@ -45,9 +45,10 @@ from bench.pipeline.source import (
     produce_load,
 )
 from bench.soak import report
-from bench.soak.collect import Collector, Places, columns, consistency
+from bench.soak.collect import Collector, Places, Sample, columns, consistency
 from bench.soak.housekeeping import OrphanCleanup, cleanup_summary
 from bench.soak.oracle import FinalCheck, await_final
+from bench.soak.procs import changed_thread_names
 from bench.soak.run import Measured, Sampler, measure
 from bench.soak.series import metric_of
 from bench.soak.settings import Lifecycle
@@ -121,6 +122,22 @@ def summary(
     ok = ok and final is not None and final.ok
     lines.append(f"- soak: {'PASSED' if ok else 'FAILED'}")
     return ok, lines
+
+
+def thread_changes(samples: list[Sample], window: tuple[float, float]) -> str:
+    """Which threads, by name, each process gained or lost over the judged window: the
+    pool behind a thread series' verdict."""
+    within = [s for s in samples if window[0] <= s.elapsed_s <= window[1] and s.threads]
+    if len(within) < 2:
+        return "- threads by name: too few samples to compare"
+    changed = changed_thread_names(within[0].threads, within[-1].threads)
+    if not changed:
+        return "- threads by name: no process gained or lost one over the judged window"
+    parts = [
+        f"{proc}: " + ", ".join(f"{name} {a}->{b}" for name, (a, b) in names.items())
+        for proc, names in changed.items()
+    ]
+    return "- threads by name, the judged window's first to last sample: " + "; ".join(parts)
 
 
 def start_pipeline(
@@ -208,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         verdicts, window = judge_all(measured, total_s)
         ok, lines = summary(verdicts, reads, final)
         lines.insert(-1, f"- {cleanup_summary(cleanup.runs)}")
+        lines.insert(-1, thread_changes(measured.samples, window))
         ran = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured.started))
         args = " ".join(sys.argv[1:] if argv is None else argv)
         text = (f"Soak of {ran}, `python -m bench.soak {args}`: {ns.rate:,} changes/s, "

@@ -20,7 +20,7 @@ from bench.pipeline.report import freshness
 from bench.pipeline.side import SAMPLES
 from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
 from bench.soak.jvm import live_heap_bytes
-from bench.soak.procs import tree_usage
+from bench.soak.procs import tree_thread_names, tree_usage
 from bench.soak.series import MB, key
 from bridge.demo.report import by_table, worker_metrics
 from bridge.exporter import Warehouse
@@ -41,6 +41,9 @@ class Sample:
     elapsed_s: float
     values: dict[str, float | None]
     errors: list[str] = field(default_factory=list)
+    # per process, its threads by name: not a series (a JVM has dozens of names), but where
+    # a thread series' change is (changed_thread_names)
+    threads: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class Collector:
         out = Sample(t, t - self.started, {})
         v = out.values
         cpu = self._processes(t, v)
+        out.threads = tree_thread_names(dict(self.roots))
         self._tables(v, out.errors)
         if self.worker_url is not None:
             self._worker(self.worker_url, v, out.errors)

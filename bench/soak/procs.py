@@ -1,4 +1,5 @@
-"""What a process tree uses, from /proc: resident memory, CPU seconds, threads, open files.
+"""What a process tree uses, from /proc: resident memory, CPU seconds, threads (and their
+names), open files.
 
 A named process is measured with its descendants (``bench.pipeline.probe.process_trees``):
 the Spark JVM's Python workers are its children, and a leak in them is the pipeline's too.
@@ -7,6 +8,8 @@ the Spark JVM's Python workers are its children, and a leak in them is the pipel
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +17,8 @@ from bench.pipeline.probe import process_trees
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+#: a thread name's numbers, folded so that a pool's threads share one name
+_NUMBERS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -67,4 +72,47 @@ def tree_usage(roots: dict[str, int]) -> dict[str, Usage]:
             if (usage := read_usage(pid)) is not None:
                 total = total + usage
         out[name] = total
+    return out
+
+
+def thread_names(pid: int) -> Counter[str]:
+    """A process's threads by name (its /proc/PID/task/*/comm, numbers folded to ``#``:
+    ``tokio-rt-worker``, ``pool-#-thread-#``): which pool a change in its count is in.
+    Empty once it has gone."""
+    out: Counter[str] = Counter()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        out[_NUMBERS.sub("#", name)] += 1
+    return out
+
+
+def tree_thread_names(roots: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Per name, the threads of the process and its descendants by thread name."""
+    out = {}
+    for name, pids in process_trees(roots).items():
+        total: Counter[str] = Counter()
+        for pid in pids:
+            total += thread_names(pid)
+        out[name] = dict(sorted(total.items()))
+    return out
+
+
+def changed_thread_names(
+    first: dict[str, dict[str, int]], last: dict[str, dict[str, int]]
+) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per process, the thread names whose count differs between two samples: the pool a
+    thread series' growth (or fall) is in."""
+    out = {}
+    for proc in sorted(first.keys() & last.keys()):
+        a, b = first[proc], last[proc]
+        moved = {n: (a.get(n, 0), b.get(n, 0)) for n in sorted(a.keys() | b.keys())}
+        if changed := {n: ab for n, ab in moved.items() if ab[0] != ab[1]}:
+            out[proc] = changed
     return out

@@ -18,7 +18,14 @@ from bench.soak.collect import Collector, Places, Sample, columns
 from bench.soak.disk import DirUsage, dir_usage, table_usage
 from bench.soak.housekeeping import cleanup_summary
 from bench.soak.jvm import live_heap_bytes
-from bench.soak.procs import open_files, read_usage, tree_usage
+from bench.soak.procs import (
+    changed_thread_names,
+    open_files,
+    read_usage,
+    thread_names,
+    tree_thread_names,
+    tree_usage,
+)
 from bench.soak.series import MB, Metric, metric_of
 from bench.soak.settings import Lifecycle
 from bench.soak.verdict import judge
@@ -133,6 +140,43 @@ def test_a_tree_is_measured_with_its_descendants_and_a_gone_process_is_empty() -
         child.wait()
     assert read_usage(child.pid) is None
     assert tree_usage({"gone": child.pid})["gone"].processes == 0
+
+
+def test_threads_are_counted_by_name_with_a_pools_numbers_folded() -> None:
+    """A pool's threads (``soak-pool-0``, ``soak-pool-1``: a native pool names its threads,
+    as tokio's and the JVM's do) share one name, so a change in a process's thread count
+    names the pool it is in."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_name = 15  # prctl(2): names the calling thread, as /proc/.../comm shows it
+    started = threading.Barrier(4)  # three named threads and this one, all alive at once
+    done = threading.Event()
+
+    def named(n: int) -> None:
+        assert libc.prctl(pr_set_name, f"soak-pool-{n}".encode(), 0, 0, 0) == 0
+        started.wait()
+        done.wait()
+
+    before = thread_names(os.getpid())
+    threads = [threading.Thread(target=named, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        started.wait()
+        during = thread_names(os.getpid())
+        assert tree_thread_names({"me": os.getpid()})["me"]["soak-pool-#"] == 3
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert during["soak-pool-#"] == 3 and "soak-pool-#" not in before
+    assert sum(during.values()) == sum(before.values()) + 3
+    assert changed_thread_names({"me": dict(before)}, {"me": dict(during)}) == {
+        "me": {"soak-pool-#": (0, 3)}
+    }
+    assert changed_thread_names({"me": dict(before)}, {"me": dict(before)}) == {}
+    assert thread_names(2**22 + 1) == {}  # no such process
 
 
 def test_dir_usage_counts_the_bytes_on_disk_and_the_files(tmp_path: Path) -> None:
@@ -272,3 +316,11 @@ def test_a_soak_runs_at_tiny_scale_with_its_lifecycle(tmp_path: Path) -> None:
     for series in ("worker/orders/cache_mb", "worker/orders/memtable_mb"):
         assert any(v.get(series) is not None for v in sampled), series
     assert "worker/orders/cache_mb" in html.read_text()
+    # every sample has each process's threads by name, and they add up to its count
+    last = result["samples"][-1]
+    assert "tokio-rt-worker" in last["threads"]["probe"]  # polars' reader
+    for proc, names in last["threads"].items():
+        count = last["values"][f"process/{proc}/threads"]
+        # read apart, a moment later: Spark's JVM (hundreds of threads) starts and ends a few
+        assert abs(sum(names.values()) - count) <= max(2, 0.02 * count), (proc, names, count)
+    assert any(line.startswith("- threads by name") for line in result["summary"])
