@@ -104,7 +104,11 @@ class OrdersDatabase:
         # 2026-11-29: a 64,000/s step's generator, starved, sent chunks of seconds), and
         # updates taken first then left no deletes for its inserts, so the live orders (and
         # every later step's tables) grew 4.6x in one step
-        wanted = n - inserts - int(n * self.mix[1])
+        # the deletes' share rounded as the inserts' is, the updates' taking the remainder:
+        # a mix of as many deletes as inserts then keeps the live orders exactly steady,
+        # chunk after chunk (the deletes took the remainder until soak run 7, a change a
+        # chunk or so: its live orders fell from 33,400 to 31,900 in 26 minutes)
+        wanted = int(n * self.mix[2])
         n_del = min(len(picked), wanted)
         # fewer live orders than the chunk deletes: as many fewer inserts, so the live
         # orders change by what the mix means (none, with the steady mix)
