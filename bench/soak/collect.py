@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 
 from bench.pipeline.model import CUSTOMERS, TABLES
-from bench.pipeline.probe import read_samples
+from bench.pipeline.probe import process_trees, read_samples
 from bench.pipeline.report import freshness
 from bench.pipeline.side import SAMPLES
 from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
@@ -99,8 +99,10 @@ class Collector:
         t = time.time()
         out = Sample(t, t - self.started, {})
         v = out.values
-        cpu = self._processes(t, v)
-        out.threads = tree_thread_names(dict(self.roots))
+        # the process trees walked once a sample, for the usage and the thread names
+        trees = process_trees(dict(self.roots))
+        cpu = self._processes(t, v, trees)
+        out.threads = tree_thread_names(trees)
         self._tables(v, out.errors)
         if self.worker_url is not None:
             self._worker(self.worker_url, v, out.errors)
@@ -114,8 +116,10 @@ class Collector:
         self._prev = (t, cpu)
         return out
 
-    def _processes(self, t: float, v: dict[str, float | None]) -> dict[str, float]:
-        usage = tree_usage(dict(self.roots))
+    def _processes(
+        self, t: float, v: dict[str, float | None], trees: dict[str, list[int]]
+    ) -> dict[str, float]:
+        usage = tree_usage(trees)
         for name, u in usage.items():
             v[key("process", name, "rss_mb")] = u.rss_bytes / MB
             v[key("process", name, "cpu_s")] = u.cpu_s

@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from bench.pipeline.probe import process_trees
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -63,10 +62,11 @@ def read_usage(pid: int) -> Usage | None:
     return Usage(int(fields[21]) * _PAGE, cpu, int(fields[17]), open_files(pid))
 
 
-def tree_usage(roots: dict[str, int]) -> dict[str, Usage]:
-    """Per name, the usage of the process and its descendants (NONE when it has gone)."""
+def tree_usage(trees: Mapping[str, Iterable[int]]) -> dict[str, Usage]:
+    """Per name, the usage of the process and its descendants (``process_trees``'s pids;
+    NONE when it has gone)."""
     out = {}
-    for name, pids in process_trees(roots).items():
+    for name, pids in trees.items():
         total = NONE
         for pid in pids:
             if (usage := read_usage(pid)) is not None:
@@ -93,10 +93,11 @@ def thread_names(pid: int) -> Counter[str]:
     return out
 
 
-def tree_thread_names(roots: dict[str, int]) -> dict[str, dict[str, int]]:
-    """Per name, the threads of the process and its descendants by thread name."""
+def tree_thread_names(trees: Mapping[str, Iterable[int]]) -> dict[str, dict[str, int]]:
+    """Per name, the threads of the process and its descendants (``process_trees``'s pids)
+    by thread name."""
     out = {}
-    for name, pids in process_trees(roots).items():
+    for name, pids in trees.items():
         total: Counter[str] = Counter()
         for pid in pids:
             total += thread_names(pid)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.pipeline.probe import process_trees
 from bench.soak.collect import Collector, Places, Sample, columns
 from bench.soak.disk import DirUsage, dir_usage, table_usage
 from bench.soak.housekeeping import cleanup_summary
@@ -130,7 +131,7 @@ def test_a_tree_is_measured_with_its_descendants_and_a_gone_process_is_empty() -
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        trees = tree_usage({"me": os.getpid()})
+        trees = tree_usage(process_trees({"me": os.getpid()}))
         alone = read_usage(os.getpid())
         assert alone is not None
         assert trees["me"].processes >= 2  # this process and the child
@@ -139,7 +140,7 @@ def test_a_tree_is_measured_with_its_descendants_and_a_gone_process_is_empty() -
         child.kill()
         child.wait()
     assert read_usage(child.pid) is None
-    assert tree_usage({"gone": child.pid})["gone"].processes == 0
+    assert tree_usage(process_trees({"gone": child.pid}))["gone"].processes == 0
 
 
 def test_threads_are_counted_by_name_with_a_pools_numbers_folded() -> None:
@@ -165,7 +166,7 @@ def test_threads_are_counted_by_name_with_a_pools_numbers_folded() -> None:
     try:
         started.wait()
         during = thread_names(os.getpid())
-        assert tree_thread_names({"me": os.getpid()})["me"]["soak-pool-#"] == 3
+        assert tree_thread_names(process_trees({"me": os.getpid()}))["me"]["soak-pool-#"] == 3
     finally:
         done.set()
         for t in threads:
