@@ -107,7 +107,7 @@ class OrdersDatabase:
         # the deletes' share rounded as the inserts' is, the updates' taking the remainder:
         # a mix of as many deletes as inserts then keeps the live orders exactly steady,
         # chunk after chunk (the deletes took the remainder until soak run 7, a change a
-        # chunk or so: its live orders fell from 33,400 to 31,900 in 26 minutes)
+        # chunk or so: its live orders fell from 33,391 to 31,985 in 25 minutes)
         wanted = int(n * self.mix[2])
         n_del = min(len(picked), wanted)
         # fewer live orders than the chunk deletes: as many fewer inserts, so the live
