@@ -27,6 +27,12 @@ FAILOVER_S = 120.0
 STALE_METADATA_S = 30.0
 #: how long the metadata request of a retry may take
 REFRESH_TIMEOUT_S = 5.0
+#: the broker's "unknown topic or partition" (code 3): on a cluster, a broker learns of a
+#: partition from the metadata log at its own pace, so the leader the client was told of
+#: can answer this for a moment about a topic just created or a partition just moved to
+#: it (a three-broker bank's ingest died of it at start). Kafka's protocol calls it
+#: retriable; it is asked again only while the cluster's metadata names the partition
+_BROKER_UNKNOWN = KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def watermark(
@@ -40,7 +46,7 @@ def watermark(
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             return int(low), int(high)
         except KafkaException as exc:
-            stale = _stale_metadata(exc)
+            stale = _stale_metadata(exc) or _lagging_broker(exc, consumer, topic, partition)
             if not (stale or is_transient(exc)):
                 raise
             now = time.monotonic()
@@ -65,6 +71,19 @@ def _stale_metadata(exc: KafkaException) -> bool:
     """The client's own metadata lacks the partition (``_UNKNOWN_PARTITION``)."""
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION
+
+
+def _lagging_broker(exc: KafkaException, consumer: Any, topic: str, partition: int) -> bool:
+    """The broker asked does not know a partition the cluster's metadata names: it has not
+    caught up yet. A partition the metadata does not name either is really missing."""
+    err = exc.args[0] if exc.args else None
+    if not (isinstance(err, KafkaError) and err.code() == _BROKER_UNKNOWN):
+        return False
+    try:
+        meta = consumer.list_topics(topic, timeout=REFRESH_TIMEOUT_S).topics.get(topic)
+    except KafkaException:
+        return False
+    return meta is not None and meta.error is None and partition in meta.partitions
 
 
 def watermarks(

@@ -4,12 +4,17 @@ which it reports at once."""
 from __future__ import annotations
 
 import time
+import uuid
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from logstore import watermarks
+from logstore.broker import EmbeddedBroker
+from logstore.client_config import confluent_config
 from logstore.kafka_failures import is_transient
+from logstore.topics import create_topic
 from logstore.watermarks import watermark
 
 
@@ -33,10 +38,12 @@ def test_transient_errors(code: int, transient: bool) -> None:
 
 
 class _Flaky:
-    """A consumer whose first answers are a failover's."""
+    """A consumer whose first answers are a failover's; ``named`` is whether the cluster's
+    metadata names the topic's partition 0."""
 
-    def __init__(self, failures: list[int]) -> None:
+    def __init__(self, failures: list[int], *, named: bool = False) -> None:
         self.failures = failures
+        self.named = named
         self.calls = 0
         self.refreshed = 0
 
@@ -46,9 +53,10 @@ class _Flaky:
             raise KafkaException(KafkaError(self.failures.pop(0)))
         return (3, 9)
 
-    def list_topics(self, topic: str, timeout: float) -> object:
+    def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
         self.refreshed += 1
-        return object()
+        topics = {topic: SimpleNamespace(error=None, partitions={0: None})} if self.named else {}
+        return SimpleNamespace(topics=topics)
 
 
 def test_a_query_asks_again_through_a_failover_and_not_past_a_definite_error() -> None:
@@ -95,6 +103,26 @@ def test_the_stale_window_starts_when_the_partition_first_goes_missing(
     assert watermark(flaky, "t", 0) == (3, 9)
 
 
+def test_a_broker_that_has_not_learned_of_a_partition_the_cluster_names_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a cluster, the leader the client was told of can answer "unknown topic or
+    partition" for a moment about a topic just created (a three-broker bank's ingest died
+    of it at start): asked again while the cluster's metadata names the partition, for at
+    most STALE_METADATA_S; a partition the metadata does not name is reported at once."""
+    lagging = _Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART] * 3, named=True)
+    assert watermark(lagging, "t", 0) == (3, 9) and lagging.calls == 4
+    start = time.monotonic()
+    with pytest.raises(KafkaException):
+        watermark(_Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART] * 1000), "t", 0)
+    assert time.monotonic() - start < 1  # at once: the cluster does not name it either
+    monkeypatch.setattr(watermarks, "STALE_METADATA_S", 0.3)
+    start = time.monotonic()
+    with pytest.raises(KafkaException):
+        watermark(_Flaky([KafkaError.UNKNOWN_TOPIC_OR_PART] * 1000, named=True), "t", 0)
+    assert time.monotonic() - start < 5  # not FAILOVER_S (120 s)
+
+
 class _Clock:
     """`time` for the watermarks module: sleeping advances it, nothing waits."""
 
@@ -106,3 +134,22 @@ class _Clock:
 
     def sleep(self, s: float) -> None:
         self.t += s
+
+
+def test_a_real_clusters_metadata_tells_a_lagging_broker_from_a_missing_partition(
+    broker: EmbeddedBroker,
+) -> None:
+    """Through a real broker's metadata: "unknown topic or partition" about a partition
+    the cluster names is a broker catching up (asked again); about a partition or a topic
+    it does not name, it is really missing (reported)."""
+    topic = f"wm-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1, {})
+    consumer = Consumer(confluent_config(broker.bootstrap, {"group.id": topic}))
+    unknown = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    try:
+        assert watermark(consumer, topic, 0) == (0, 0)
+        assert watermarks._lagging_broker(unknown, consumer, topic, 0)
+        assert not watermarks._lagging_broker(unknown, consumer, topic, 1)
+        assert not watermarks._lagging_broker(unknown, consumer, f"{topic}-absent", 0)
+    finally:
+        consumer.close()
