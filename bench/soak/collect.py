@@ -149,6 +149,7 @@ class Collector:
             v[key("table", name, "manifests")] = u.manifests
             v[key("table", name, "snapshots")] = u.snapshots
             v[key("table", name, "compactions")] = u.compactions
+            v[key("table", name, "appends")] = u.appends
 
     def _worker(self, url: str, v: dict[str, float | None], errors: list[str]) -> None:
         """What the worker holds in memory by table, from its /metrics: the decoded files

@@ -52,6 +52,7 @@ class TableUsage:
     manifests: int  # manifest lists and manifests the latest snapshot references
     snapshots: int  # retained
     compactions: int  # of those, the compactions' (commit kind COMPACT)
+    appends: int  # the others: the barriers' commits of changes (APPEND, OVERWRITE)
 
 
 def table_usage(catalog: Catalog, warehouse: Warehouse, name: str) -> TableUsage:
@@ -66,10 +67,12 @@ def table_usage(catalog: Catalog, warehouse: Warehouse, name: str) -> TableUsage
         for split in table.new_scan(snapshot_id=snapshot.id).plan():
             per_bucket[(split.partition_values, split.bucket)] += len(split.files)
         manifests = len(snapshot_manifests(table, snapshot))
+    kinds = Counter(s.commit_kind == CommitKind.COMPACT for s in table.snapshots())
     return TableUsage(
         dir_usage(Path(warehouse.table_dir(name))).bytes,
         max(per_bucket.values(), default=0),
         manifests,
         warehouse.snapshots_retained(name),
-        sum(1 for s in table.snapshots() if s.commit_kind == CommitKind.COMPACT),
+        kinds[True],
+        kinds[False],
     )

@@ -14,7 +14,7 @@ from bench.soak.verdict import Verdict
 #: the columns of the progress block's tables, per group
 COLUMNS = {
     "process": ("rss_mb", "heap_live_mb", "cpu_cores", "threads", "open_files"),
-    "table": ("mb", "files_per_bucket", "manifests", "snapshots", "compactions"),
+    "table": ("mb", "files_per_bucket", "manifests", "snapshots", "appends", "compactions"),
     "dir": ("mb", "files"),
 }
 

@@ -208,7 +208,7 @@ def test_a_tables_usage_counts_its_snapshots_and_the_compactions_among_them(
         w.commit()
     table.compact(full=True)
     usage = table_usage(catalog, Warehouse(str(tmp_path)), "db.t")
-    assert (usage.snapshots, usage.compactions) == (4, 1)
+    assert (usage.snapshots, usage.compactions, usage.appends) == (4, 1, 3)
     assert usage.files_per_bucket == 1 and usage.bytes > 0
 
 
