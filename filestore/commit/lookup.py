@@ -21,9 +21,7 @@ whatever the changelog producer.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from filestore.commit._rebase import Rebased
@@ -35,6 +33,7 @@ from filestore.read.lookup import lookup_changes, lookup_vectors, write_changes
 from filestore.state.bucket_file import is_data_file_changelog
 from filestore.state.context import TableContext
 from filestore.state.levels import BucketKey
+from filestore.threads import parallel_map
 
 
 def needs_lookup(ctx: TableContext, kind: CommitKind, messages: Sequence[CommitMessage]) -> bool:
@@ -83,9 +82,7 @@ def with_changelog(
         meta = write_changes(ctx, m.partition, m.bucket, found.changes, seq, FileSource.APPEND)
         return replace(m, changelog_files=(meta,))
 
-    workers = max(1, min(len(todo), os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-commit-lookup") as pool:
-        done = dict(zip((id(m) for m in todo), pool.map(one, todo), strict=True))
+    done = dict(zip((id(m) for m in todo), parallel_map(one, todo), strict=True))
     return Rebased(
         [done.get(id(m), m) for m in rebased.messages],
         [*rebased.written, *_written(done.values())],
@@ -138,9 +135,7 @@ def _with_vectors(
         return done, [(old_by_name[f.file_name], f) for f in found.grown]
 
     keys = list(groups)
-    workers = max(1, min(len(keys), os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-commit-lookup") as pool:
-        results = dict(zip(keys, pool.map(one, keys), strict=True))
+    results = dict(zip(keys, parallel_map(one, keys), strict=True))
     replaced = {
         id(old): new for key in keys for old, new in zip(groups[key], results[key][0], strict=True)
     }

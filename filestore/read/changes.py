@@ -29,9 +29,7 @@ not yet compacted, so not yet in any changelog); otherwise the diff is used.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +54,7 @@ from filestore.read.split import SplitReader
 from filestore.state.bucket_file import align, is_data_file_changelog, read_bucket_file
 from filestore.state.context import Partition, TableContext
 from filestore.state.levels import has_level0
+from filestore.threads import parallel_map
 
 log = logging.getLogger(__name__)
 
@@ -220,11 +219,7 @@ def diff_snapshots(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.Tabl
             return diff_states(old, new, schema.primary_key)
         return diff_multisets(old, new)
 
-    workers = min(len(changed), os.cpu_count() or 1)
-    if workers <= 1:
-        return pa.concat_tables([diff(pair) for pair in changed])
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-diff") as pool:
-        return pa.concat_tables(list(pool.map(diff, changed)))
+    return pa.concat_tables(parallel_map(diff, changed))
 
 
 def changelog_kinds(file_name: str, data: pa.Table) -> pa.Array | pa.ChunkedArray:
@@ -336,9 +331,7 @@ def _stored_changelog(ctx: TableContext, start: Snapshot, end: Snapshot) -> pa.T
     target = ctx.schema.arrow_schema
     if not files:
         return with_row_kind(target.empty_table(), INSERT)
-    workers = min(len(files), os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-changelog") as pool:
-        parts = list(pool.map(lambda f: read_changelog_file(ctx, f.entry, target), files))
+    parts = parallel_map(lambda f: read_changelog_file(ctx, f.entry, target), files)
     return pa.concat_tables(parts)
 
 

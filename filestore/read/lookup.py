@@ -18,9 +18,7 @@ commits repeatedly reads each file once (``filestore.io.file_cache``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -45,6 +43,7 @@ from filestore.read.merge import integer_keys, merge, strictly_increasing, take_
 from filestore.state.bucket_file import align, key_value_schema, read_for_lookup, write_bucket_file
 from filestore.state.context import Partition, TableContext
 from filestore.state.deletion_vectors import live_mask, with_deleted
+from filestore.threads import parallel_map
 
 _T = TypeVar("_T")
 
@@ -123,9 +122,7 @@ def _per_file(
         cache.holds(ctx.data_path(partition, bucket, f.file_name)) for f in files
     ):
         return [one(f) for f in files]
-    workers = min(len(files), os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers, thread_name_prefix="filestore-lookup") as pool:
-        return list(pool.map(one, files))
+    return parallel_map(one, files)
 
 
 def _old_rows(

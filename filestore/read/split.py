@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
 from typing import Any
 
@@ -32,6 +30,7 @@ from filestore.read.scan import Split, may_match
 from filestore.state.bucket_file import align, key_value_schema
 from filestore.state.context import TableContext
 from filestore.state.deletion_vectors import drop_deleted, live_rows
+from filestore.threads import parallel_map
 
 
 def _key_sections(files: Sequence[DataFileMeta]) -> list[list[DataFileMeta]]:
@@ -239,11 +238,7 @@ class SplitReader:
         Parquet decoding, sorting and gathering release the GIL, so buckets
         merge concurrently (at most one thread per core).
         """
-        workers = min(len(splits), os.cpu_count() or 1)
-        if workers <= 1:
-            return [b for split in splits for b in self.read(split)]
-        with ThreadPoolExecutor(workers, thread_name_prefix="filestore-read") as pool:
-            parts = list(pool.map(lambda s: list(self.read(s)), splits))
+        parts = parallel_map(lambda s: list(self.read(s)), splits)
         return [b for part in parts for b in part]
 
     def read(self, split: Split) -> Iterator[pa.RecordBatch]:

@@ -7,7 +7,9 @@ and dictionary encoding are numpy/Arrow work that releases the GIL.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
+from collections.abc import Callable
+from functools import partial
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pyarrow.compute as pc
 
 from filestore.format.bucket import bucket_ids
 from filestore.state.levels import BucketKey
+from filestore.threads import parallel_map
 
 # at most this many groups in a batch: one comparison pass per group beats sorting
 _FEW_GROUPS = 8
@@ -112,7 +115,7 @@ class Memtable:
         buckets = bucket_ids(rows, self._bucket_keys, self._num_buckets)
         return split_groups(rows, self._partition_keys, buckets)
 
-    def route(self, pool: Executor) -> tuple[pa.Table, list[tuple[BucketKey, np.ndarray]]]:
+    def route(self) -> tuple[pa.Table, list[tuple[BucketKey, np.ndarray]]]:
         """(all rows as one table, [(partition/bucket, ascending row indices into it)]).
 
         Indices ascend, so each bucket's rows stay in the order they were written.
@@ -121,8 +124,10 @@ class Memtable:
         """
         batches = self._batches
         # copying the memtable into one chunk runs beside the hashing
-        contiguous = pool.submit(lambda: _contiguous(pa.concat_tables(batches)))
-        groups = pool.map(self._groups, batches)
+        tasks: list[Callable[[], object]] = [lambda: _contiguous(pa.concat_tables(batches))]
+        tasks += [partial(self._groups, b) for b in batches]
+        copied, *grouped = parallel_map(lambda task: task(), tasks)
+        contiguous, groups = cast(pa.Table, copied), cast("list[list[Group]]", grouped)
         offsets = np.cumsum([0, *(b.num_rows for b in batches)])
         parts: dict[BucketKey, list[np.ndarray]] = {}
         for start, batch, batch_groups in zip(offsets[:-1], batches, groups, strict=True):
@@ -130,4 +135,4 @@ class Memtable:
                 rows = np.arange(batch.num_rows) if idx is None else idx
                 parts.setdefault(key, []).append(start + rows)
         buffers = [(key, np.concatenate(idx)) for key, idx in parts.items()]
-        return contiguous.result(), buffers
+        return contiguous, buffers

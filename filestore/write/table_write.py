@@ -10,9 +10,7 @@ key past the table's greatest sequence number (``filestore.commit._rebase``).
 
 from __future__ import annotations
 
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +27,7 @@ from filestore.read.merge import check_retractable
 from filestore.state.bucket_file import key_value_schema
 from filestore.state.context import TableContext
 from filestore.state.levels import BucketKey
+from filestore.threads import parallel_map
 from filestore.write._file_writer import LevelZeroWriter
 from filestore.write._memtable import Memtable, partition_strings, split_groups
 from filestore.write._stall import WriteStall
@@ -214,12 +213,8 @@ class TableWrite:
         """
         if not self._memtable:
             return
-        workers = os.cpu_count() or 1
-        with ThreadPoolExecutor(workers, thread_name_prefix="filestore-flush") as pool:
-            memtable, buffers = self._memtable.route(pool)
-            results = list(
-                pool.map(lambda kv: self._files.flush_bucket(kv[0], memtable, kv[1]), buffers)
-            )
+        memtable, buffers = self._memtable.route()
+        results = parallel_map(lambda kv: self._files.flush_bucket(kv[0], memtable, kv[1]), buffers)
         # cleared only once every file is written: a failed flush can be retried
         self._memtable.clear()
         for (key, _), (meta, changelog) in zip(buffers, results, strict=True):

@@ -267,13 +267,14 @@ def test_lookups_in_cached_files_start_no_threads(
     t = _table(warehouse, "db.t")
     snaps = _upserts(t, rounds=3, seed=4)
     pools: list[int] = []
-    real = lookup.ThreadPoolExecutor
+    real = lookup.parallel_map
 
-    def counted(workers: int, **kw: Any) -> Any:
-        pools.append(workers)
-        return real(workers, **kw)
+    def counted(fn: Any, items: Any) -> Any:
+        todo = list(items)
+        pools.append(len(todo))
+        return real(fn, todo)
 
-    monkeypatch.setattr(lookup, "ThreadPoolExecutor", counted)
+    monkeypatch.setattr(lookup, "parallel_map", counted)
     keys = pa.table({"id": pa.array(list(range(0, 300, 7)), pa.int64())})
     want = _rows_in(t, keys, snaps[-1])
     assert sorted(_got(t, keys, snaps[-1])) == want  # every file written by this handle
