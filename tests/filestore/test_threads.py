@@ -4,9 +4,14 @@ a forked child's own."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 from filestore.threads import parallel_map
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _thread(_: object) -> tuple[int, str]:
@@ -58,3 +63,49 @@ def test_a_forked_child_starts_a_pool_of_its_own() -> None:
     os.close(write)
     _, status = os.waitpid(pid, 0)
     assert os.read(read, 1) == b"1" and status == 0
+
+
+_READER = """
+import os, sys
+import numpy as np, pyarrow as pa
+from filestore import Catalog
+wh, reads = sys.argv[1], int(sys.argv[2])
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+t = Catalog(wh).create_table(
+    "db.t", schema, primary_key=["id"], options={"bucket": "4", "auto-compaction": "false"}
+)
+rng = np.random.default_rng(1)
+for _ in range(3):  # overlapping runs: every read merges four buckets in the pool
+    ids = rng.permutation(60_000)[:40_000]
+    w = t.new_write("w")
+    w.write(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]}))
+    w.commit()
+
+def pressure() -> bool:
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            names.append(open(f"/proc/self/task/{tid}/comm").read())
+        except OSError:  # the thread ended
+            pass
+    return any(n.startswith("polars-ooc-deca") for n in names)
+
+for i in range(reads):
+    Catalog(wh).get_table("db.t").read()
+    if pressure():
+        print(f"polars' out-of-core pressure thread after {i + 1} reads")
+        sys.exit(1)
+"""
+
+
+def test_many_reads_leave_polars_memory_count_true(tmp_path: Path) -> None:
+    """Through real polars and files, in a process of its own (the budget is read when
+    polars loads): with a pool a read, polars' per-thread allocation counts stranded by
+    the ended threads made it believe a 128 MB budget spent within 29 reads and start its
+    out-of-core pressure thread; with the one pool, 300 reads do not."""
+    env = {**os.environ, "POLARS_OOC_MEMORY_BUDGET_MB": "128", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _READER, str(tmp_path / "wh"), "300"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
