@@ -46,7 +46,8 @@ def watermark(
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             return int(low), int(high)
         except KafkaException as exc:
-            stale = _stale_metadata(exc) or _lagging_broker(exc, consumer, topic, partition)
+            lagging = _lagging_broker(exc, consumer, topic, partition)  # asked the cluster
+            stale = lagging or _stale_metadata(exc)
             if not (stale or is_transient(exc)):
                 raise
             now = time.monotonic()
@@ -56,7 +57,8 @@ def watermark(
                 stale_since = now if stale_since is None else stale_since
                 if now - stale_since >= STALE_METADATA_S:
                     raise
-                _refresh_metadata(consumer, topic)
+                if not lagging:
+                    _refresh_metadata(consumer, topic)
             time.sleep(0.2)
 
 

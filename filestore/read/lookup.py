@@ -113,10 +113,11 @@ def _per_file(
     files: Sequence[DataFileMeta],
     one: Callable[[DataFileMeta], _T],
 ) -> list[_T]:
-    """``one`` of each file, in order: in threads (one per core) when some file must be
+    """``one`` of each file, in order: in the FileStore's threads when some file must be
     decoded from disk; in this thread when the file cache holds them all, where the
-    work is a search and a gather and starting threads cost more (a log-tier task's
-    lookup of a few keys: ~6 ms to start the pool, more on a busy core)."""
+    work is a search and a gather, less than handing it to other threads costs (a
+    log-tier task's lookup of a few keys; it started a pool of its own until 2cc389a,
+    ~6 ms, more on a busy core)."""
     cache = ctx.file_cache
     if len(files) <= 1 or all(
         cache.holds(ctx.data_path(partition, bucket, f.file_name)) for f in files
