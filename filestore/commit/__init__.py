@@ -6,5 +6,5 @@
   (`changelog-producer=auto`); `_rebase`: sequence numbers rebased so that commit order
   decides which write wins.
 
-Imports within filestore: errors, format, iceberg, read, state.
+Imports within filestore: errors, format, iceberg, read, state, threads.
 """

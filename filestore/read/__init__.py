@@ -5,5 +5,5 @@
 - `changes`: the rows that changed between two snapshots; `lookup`: the exact changes new
   rows make to a bucket (the lookup changelog producer).
 
-Imports within filestore: errors, format, state.
+Imports within filestore: errors, format, state, threads.
 """

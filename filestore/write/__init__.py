@@ -4,5 +4,5 @@
 - `_validate`, `_memtable`, `_file_writer`: checking rows, buffering them, writing files;
 - `_stall`: a bucket at `num-sorted-run.stop-trigger` runs compacted inline.
 
-Imports within filestore: commit, errors, format, maintenance, read, state.
+Imports within filestore: commit, errors, format, maintenance, read, state, threads.
 """
