@@ -19,14 +19,27 @@ Why one pool for the process, kept alive, rather than a pool per call:
 
 Work submitted from one of the pool's own threads runs in that thread: a task that
 waited on tasks queued behind it would wait for ever once every thread did.
+
+Polars' Parquet reads also take one of a thread per core's *decode slots*
+(``decode_slot``), whichever thread calls them. Polars reads a call's files in threads of
+its own (tokio's blocking pool, up to 512), about as many as the files up to 6 or 7, and
+keeps every thread it started alive as long as it is used again within 10 s: under steady
+reads the pool stays at the most calls ever made at once times their files. The soak's
+probe (a reader in several threads) reached 19 such threads in its first minutes and 21 at
+minute 46 (run 9), with no end in sight but polars' 512. With a slot a core, at most a
+core's number of calls decode at once, so the pool stops at about 7 threads a core; more
+calls at once would only have shared the same cores (polars decodes a call's files on all
+of them), and reading 64 files in 2 or 4 threads took as long with the pool capped at 2
+threads as at 512.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -35,6 +48,7 @@ _R = TypeVar("_R")
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
+_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
 def parallel_map(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
@@ -44,6 +58,13 @@ def parallel_map(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
     if len(todo) <= 1 or getattr(_local, "in_pool", False):
         return [fn(x) for x in todo]
     return list(_shared_pool().map(fn, todo))
+
+
+@contextmanager
+def decode_slot() -> Iterator[None]:
+    """Hold one of the process's decode slots (a core's) while polars reads files."""
+    with _slots:
+        yield
 
 
 def _shared_pool() -> ThreadPoolExecutor:
@@ -61,9 +82,11 @@ def _mark() -> None:
 
 
 def _forget_after_fork() -> None:
-    """A forked child has none of its parent's threads: it starts a pool of its own."""
-    global _pool, _lock
+    """A forked child has none of its parent's threads: it starts a pool of its own, and
+    its own slots (a slot held by a parent's thread would never be given back)."""
+    global _pool, _lock, _slots
     _pool, _lock = None, threading.Lock()
+    _slots = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

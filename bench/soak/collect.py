@@ -163,6 +163,9 @@ class Collector:
         for metric, family in WORKER_MEMORY.items():
             for table, value in by_table(metrics, family).items():
                 v[key("worker", _short(table), metric)] = value / MB
+        arrow = by_table(metrics, "dts_worker_arrow_allocated_bytes")
+        if arrow:  # the process's, not a table's: RSS above it is the allocators' own
+            v[key("worker", "process", "arrow_mb")] = sum(arrow.values()) / MB
 
     def _probe(self, lo: float, hi: float, v: dict[str, float | None]) -> None:
         """Freshness p99 of each table and the strong reads started in [lo, hi)."""

@@ -30,6 +30,7 @@ METRICS = {
     # files, bounded by lookup.cache-max-memory-size, and the rows since the last barrier
     "cache_mb": Metric("lookup cache MB", 16.0, 0.05),
     "memtable_mb": Metric("memtable MB", 16.0, 0.05),
+    "arrow_mb": Metric("Arrow allocated MB", 16.0, 0.05),
     "heap_live_mb": Metric("live heap MB", 16.0, 0.05),  # after a full collection (jvm.py)
     "cpu_cores": Metric("CPU cores", 0.05, 0.10),
     "cpu_s": Metric("CPU s (total)", judged=False),

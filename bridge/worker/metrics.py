@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -150,6 +151,15 @@ class WorkerMetrics:
             ("table", "job", "result"),
             registry=r,
         )
+        # what Arrow holds live, beside the process's RSS: RSS above it is the allocators'
+        # (Arrow's mimalloc, polars' jemalloc, glibc) free memory and everything else
+        self.arrow_allocated_bytes = Gauge(
+            "dts_worker_arrow_allocated_bytes",
+            "Bytes Arrow's default memory pool holds allocated in this process",
+            ("job",),
+            registry=r,
+        )
+        self.arrow_allocated_bytes.labels(self.job).set_function(pa.total_allocated_bytes)
         self.meta_pending_reports = Gauge(
             "dts_worker_meta_pending_reports",
             "Barrier reports waiting to be sent to the MetaService",

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from filestore.errors import DataFileUnreadable
 from filestore.format.row_kind import INSERT, UPDATE_AFTER, VALUE_KIND
+from filestore.threads import decode_slot
 
 
 def polars_exact(t: pa.DataType) -> bool:
@@ -45,10 +46,12 @@ def read_frame(paths: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
     """The files' ``columns``, concatenated in order, as one polars frame."""
     try:
         # glob and hive off: a data file's path is a path, and partition directories
-        # (k=v) must not become columns
-        return pl.read_parquet(
-            list(paths), columns=list(columns), glob=False, hive_partitioning=False
-        )
+        # (k=v) must not become columns; a slot a core bounds polars' threads
+        # (filestore.threads)
+        with decode_slot():
+            return pl.read_parquet(
+                list(paths), columns=list(columns), glob=False, hive_partitioning=False
+            )
     except pl.exceptions.PolarsError as exc:
         raise DataFileUnreadable(
             f"cannot read the data files {', '.join(paths)}: {exc}; a damaged data file "

@@ -261,7 +261,8 @@ def test_the_soak_broker_holds_its_whole_heap_from_the_start(tmp_path: Path) -> 
 
 def test_the_workers_memory_is_sampled_from_its_metrics_by_table(tmp_path: Path) -> None:
     """The worker's own gauges, served as its /metrics serves them, summed over buckets
-    and jobs; a worker that does not answer is a recorded error and no values."""
+    and jobs (and the process's Arrow memory); a worker that does not answer is a
+    recorded error and no values."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     from bridge.worker.metrics import WorkerMetrics
@@ -283,6 +284,8 @@ def test_the_workers_memory_is_sampled_from_its_metrics_by_table(tmp_path: Path)
         server.shutdown()
         thread.join(timeout=10)
     assert errors == []
+    arrow = values.pop("worker/process/arrow_mb")  # the process's, whatever it holds now
+    assert arrow is not None and arrow >= 0
     assert values == {"worker/orders/cache_mb": 30.0, "worker/orders/memtable_mb": 3.0}
     gone: dict[str, float | None] = {}
     collector._worker(f"http://127.0.0.1:{port}", gone, errors)
