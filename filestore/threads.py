@@ -22,15 +22,15 @@ waited on tasks queued behind it would wait for ever once every thread did.
 
 Polars' Parquet reads also take one of a thread per core's *decode slots*
 (``decode_slot``), whichever thread calls them. Polars reads a call's files in threads of
-its own (tokio's blocking pool, up to 512), about as many as the files up to 6 or 7, and
+its own (tokio's blocking pool, up to 512), about as many as the files up to 6-9, and
 keeps every thread it started alive as long as it is used again within 10 s: under steady
-reads the pool stays at the most calls ever made at once times their files. The soak's
-probe (a reader in several threads) reached 19 such threads in its first minutes and 21 at
-minute 46 (run 9), with no end in sight but polars' 512. With a slot a core, at most a
-core's number of calls decode at once, so the pool stops at about 7 threads a core; more
-calls at once would only have shared the same cores (polars decodes a call's files on all
-of them), and reading 64 files in 2 or 4 threads took as long with the pool capped at 2
-threads as at 512.
+reads the pool stays at the most calls ever made at once times their files. With a slot
+a core, at most a core's number of calls decode at once, so the pool stops at 7-10
+threads a core: sixteen threads reading sixteen files each kept 83 and 145 without the
+slots, 14 and 15 with them, on two cores (the soak's probe: 19-21 in run 9, 19-20 in run
+10). More calls at once would only have shared the same cores (polars decodes a call's
+files on all of them): reading 64 files in 2 or 4 threads took as long with the pool
+capped at 2 threads as at 512.
 """
 
 from __future__ import annotations

@@ -142,15 +142,17 @@ print(sum(
 
 def test_polars_reads_from_many_threads_keep_polars_threads_bounded(tmp_path: Path) -> None:
     """Sixteen threads reading sixteen files each at once, through real polars in a
-    process of its own: polars' I/O threads stay near 7 a core (the decode slots); called
-    without them, its blocking pool kept 83 and 145 threads on two cores."""
+    process of its own: polars' I/O threads stay near 7-10 a core (the decode slots);
+    called without them, its blocking pool kept 83 and 145 threads on two cores."""
     done = subprocess.run(
         [sys.executable, "-c", _CALLERS, str(tmp_path)],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout.split()[-1]) <= 10 * (os.cpu_count() or 1), done.stdout
+    # 14 and 15 on two cores, quiet; the soak's probe, reading more files a call, kept
+    # 19-20: the bound leaves polars' per-call count room and still fails the unbounded
+    assert int(done.stdout.split()[-1]) <= 16 * (os.cpu_count() or 1), done.stdout
 
 
 def test_a_read_waits_for_a_decode_slot(tmp_path: Path) -> None:
