@@ -25,10 +25,11 @@ Polars' Parquet reads also take one of a thread per core's *decode slots*
 its own (tokio's blocking pool, up to 512), about as many as the files up to 6-9, and
 keeps every thread it started alive as long as it is used again within 10 s: under steady
 reads the pool stays at the most calls ever made at once times their files. With a slot
-a core, at most a core's number of calls decode at once, so the pool stops at 7-10
-threads a core: sixteen threads reading sixteen files each kept 83 and 145 without the
-slots, 14 and 15 with them, on two cores (the soak's probe: 19-21 in run 9, 19-20 in run
-10). More calls at once would only have shared the same cores (polars decodes a call's
+a core, at most a core's number of calls decode at once, so the pool stays under about
+10 threads a core: sixteen threads reading sixteen files each kept 83 and 145 without the
+slots, 14 and 15 with them, on two cores. It is still a high-water mark under that bound
+(the soak's probe: 19 -> 21 in run 9 without the slots, 19 -> 20 and 19 -> 21 in runs 10
+and 11 with them). More calls at once would only have shared the same cores (polars decodes a call's
 files on all of them): reading 64 files in 2 or 4 threads took as long with the pool
 capped at 2 threads as at 512.
 """
