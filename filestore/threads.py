@@ -29,9 +29,9 @@ a core, at most a core's number of calls decode at once, so the pool stays under
 10 threads a core: sixteen threads reading sixteen files each kept 83 and 145 without the
 slots, 14 and 15 with them, on two cores. It is still a high-water mark under that bound
 (the soak's probe: 19 -> 21 in run 9 without the slots, 19 -> 20 and 19 -> 21 in runs 10
-and 11 with them). More calls at once would only have shared the same cores (polars decodes a call's
-files on all of them): reading 64 files in 2 or 4 threads took as long with the pool
-capped at 2 threads as at 512.
+and 11 with them). More calls at once would only have shared the same cores (polars
+decodes a call's files on all of them): reading 64 files in 2 or 4 threads took as long
+with the pool capped at 2 threads as at 512.
 """
 
 from __future__ import annotations
@@ -46,10 +46,13 @@ from typing import TypeVar
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
+#: the pool's threads and the decode slots: one a core
+_CORES = os.cpu_count() or 1
+
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
-_slots = threading.BoundedSemaphore(os.cpu_count() or 1)
+_slots = threading.BoundedSemaphore(_CORES)
 
 
 def parallel_map(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
@@ -72,9 +75,7 @@ def _shared_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(
-                os.cpu_count() or 1, thread_name_prefix="filestore", initializer=_mark
-            )
+            _pool = ThreadPoolExecutor(_CORES, thread_name_prefix="filestore", initializer=_mark)
         return _pool
 
 
@@ -87,7 +88,7 @@ def _forget_after_fork() -> None:
     its own slots (a slot held by a parent's thread would never be given back)."""
     global _pool, _lock, _slots
     _pool, _lock = None, threading.Lock()
-    _slots = threading.BoundedSemaphore(os.cpu_count() or 1)
+    _slots = threading.BoundedSemaphore(_CORES)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
