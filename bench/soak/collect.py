@@ -20,7 +20,7 @@ from bench.pipeline.report import freshness
 from bench.pipeline.side import SAMPLES
 from bench.soak.disk import DirUsage, dir_usage, dirs_usage, table_usage
 from bench.soak.jvm import live_heap_bytes
-from bench.soak.procs import tree_thread_names, tree_usage
+from bench.soak.procs import Usage, tree_usage
 from bench.soak.series import MB, key
 from bridge.demo.report import by_table, worker_metrics
 from bridge.exporter import Warehouse
@@ -99,10 +99,10 @@ class Collector:
         t = time.time()
         out = Sample(t, t - self.started, {})
         v = out.values
-        # the process trees walked once a sample, for the usage and the thread names
-        trees = process_trees(dict(self.roots))
-        cpu = self._processes(t, v, trees)
-        out.threads = tree_thread_names(trees)
+        # the process trees read once a sample: each count and its thread names together
+        procs = tree_usage(process_trees(dict(self.roots)))
+        cpu = self._processes(t, v, procs)
+        out.threads = {name: dict(sorted(u.thread_names.items())) for name, u in procs.items()}
         self._tables(v, out.errors)
         if self.worker_url is not None:
             self._worker(self.worker_url, v, out.errors)
@@ -117,9 +117,8 @@ class Collector:
         return out
 
     def _processes(
-        self, t: float, v: dict[str, float | None], trees: dict[str, list[int]]
+        self, t: float, v: dict[str, float | None], usage: dict[str, Usage]
     ) -> dict[str, float]:
-        usage = tree_usage(trees)
         for name, u in usage.items():
             v[key("process", name, "rss_mb")] = u.rss_bytes / MB
             v[key("process", name, "cpu_s")] = u.cpu_s

@@ -11,7 +11,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -24,21 +24,27 @@ _NUMBERS = re.compile(r"\d+")
 class Usage:
     rss_bytes: int
     cpu_s: float  # utime + stime
-    threads: int
     open_files: int
     processes: int = 1
+    # threads by name, from the same listing as their count: a JVM starts and ends threads
+    # all the time, and a count read a moment apart from the names does not add up
+    thread_names: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def threads(self) -> int:
+        return sum(self.thread_names.values())
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.rss_bytes + other.rss_bytes,
             self.cpu_s + other.cpu_s,
-            self.threads + other.threads,
             self.open_files + other.open_files,
             self.processes + other.processes,
+            self.thread_names + other.thread_names,
         )
 
 
-NONE = Usage(0, 0.0, 0, 0, 0)
+NONE = Usage(0, 0.0, 0, 0)
 
 
 def open_files(pid: int) -> int:
@@ -59,7 +65,9 @@ def read_usage(pid: int) -> Usage | None:
     # field N is fields[N - 3]
     fields = text[text.rindex(")") + 2 :].split()
     cpu = (int(fields[11]) + int(fields[12])) / _TICK
-    return Usage(int(fields[21]) * _PAGE, cpu, int(fields[17]), open_files(pid))
+    if not (names := thread_names(pid)):
+        return None  # it ended after its stat was read
+    return Usage(int(fields[21]) * _PAGE, cpu, open_files(pid), thread_names=names)
 
 
 def tree_usage(trees: Mapping[str, Iterable[int]]) -> dict[str, Usage]:
@@ -90,18 +98,6 @@ def thread_names(pid: int) -> Counter[str]:
         except OSError:  # the thread ended between the listing and the read
             continue
         out[_NUMBERS.sub("#", name)] += 1
-    return out
-
-
-def tree_thread_names(trees: Mapping[str, Iterable[int]]) -> dict[str, dict[str, int]]:
-    """Per name, the threads of the process and its descendants (``process_trees``'s pids)
-    by thread name."""
-    out = {}
-    for name, pids in trees.items():
-        total: Counter[str] = Counter()
-        for pid in pids:
-            total += thread_names(pid)
-        out[name] = dict(sorted(total.items()))
     return out
 
 

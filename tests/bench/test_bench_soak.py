@@ -24,7 +24,6 @@ from bench.soak.procs import (
     open_files,
     read_usage,
     thread_names,
-    tree_thread_names,
     tree_usage,
 )
 from bench.soak.series import MB, Metric, metric_of
@@ -166,7 +165,8 @@ def test_threads_are_counted_by_name_with_a_pools_numbers_folded() -> None:
     try:
         started.wait()
         during = thread_names(os.getpid())
-        assert tree_thread_names(process_trees({"me": os.getpid()}))["me"]["soak-pool-#"] == 3
+        tree = tree_usage(process_trees({"me": os.getpid()}))["me"]
+        assert tree.thread_names["soak-pool-#"] == 3 and tree.threads >= 4
     finally:
         done.set()
         for t in threads:
@@ -324,7 +324,6 @@ def test_a_soak_runs_at_tiny_scale_with_its_lifecycle(tmp_path: Path) -> None:
     last = result["samples"][-1]
     assert "tokio-rt-worker" in last["threads"]["probe"]  # polars' reader
     for proc, names in last["threads"].items():
-        count = last["values"][f"process/{proc}/threads"]
-        # read apart, a moment later: Spark's JVM (hundreds of threads) starts and ends a few
-        assert abs(sum(names.values()) - count) <= max(2, 0.02 * count), (proc, names, count)
+        # read together: Spark's JVM (hundreds of threads) starts and ends some all the time
+        assert sum(names.values()) == last["values"][f"process/{proc}/threads"], proc
     assert any(line.startswith("- threads by name") for line in result["summary"])
