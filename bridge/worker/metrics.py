@@ -152,14 +152,16 @@ class WorkerMetrics:
             registry=r,
         )
         # what Arrow holds live, beside the process's RSS: RSS above it is the allocators'
-        # (Arrow's mimalloc, polars' jemalloc, glibc) free memory and everything else
+        # (Arrow's pool, polars' jemalloc, glibc) free memory and everything else; the pool
+        # names which allocator (bridge.commands.heap.return_freed_arrow_memory)
         self.arrow_allocated_bytes = Gauge(
             "dts_worker_arrow_allocated_bytes",
             "Bytes Arrow's default memory pool holds allocated in this process",
-            ("job",),
+            ("job", "pool"),
             registry=r,
         )
-        self.arrow_allocated_bytes.labels(self.job).set_function(pa.total_allocated_bytes)
+        pool = pa.default_memory_pool().backend_name
+        self.arrow_allocated_bytes.labels(self.job, pool).set_function(pa.total_allocated_bytes)
         self.meta_pending_reports = Gauge(
             "dts_worker_meta_pending_reports",
             "Barrier reports waiting to be sent to the MetaService",

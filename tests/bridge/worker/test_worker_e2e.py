@@ -85,6 +85,9 @@ def test_every_barrier_equals_the_oracle(broker, warehouse: Path, tmp_path: Path
         assert 'dts_worker_barrier_last_committed_id{job="' in metrics
         assert "dts_worker_records_in_total" in metrics
         assert "dts_worker_commit_duration_seconds_bucket" in metrics
+        # Arrow's memory comes from the pool that gives freed pages back (bridge.commands.heap)
+        assert 'dts_worker_arrow_allocated_bytes{job="' in metrics
+        assert 'pool="jemalloc"}' in metrics
         # the commits' lookups read the files the worker wrote from its cache
         assert _metric(metrics, "dts_worker_lookup_cache_bytes", table.name) > 0
         assert _metric(metrics, "dts_worker_lookup_cache_reads_total", table.name, "hit") > 0

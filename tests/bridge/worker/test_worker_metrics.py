@@ -15,7 +15,8 @@ def _arrow_bytes(metrics: WorkerMetrics) -> float:
     for family in text_string_to_metric_families(page):
         if family.name == "dts_worker_arrow_allocated_bytes":
             (sample,) = family.samples
-            assert sample.labels == {"job": "job"}
+            pool = pa.default_memory_pool().backend_name
+            assert sample.labels == {"job": "job", "pool": pool}
             return sample.value
     raise AssertionError("dts_worker_arrow_allocated_bytes is not exposed")
 
