@@ -72,6 +72,7 @@ def test_a_forked_child_starts_a_pool_of_its_own() -> None:
 _READER = """
 import os, sys
 import numpy as np, pyarrow as pa
+from bench.soak.procs import thread_names
 from filestore import Catalog
 wh, reads = sys.argv[1], int(sys.argv[2])
 schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -86,13 +87,7 @@ for _ in range(3):  # overlapping runs: every read merges four buckets in the po
     w.commit()
 
 def pressure() -> bool:
-    names = []
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            names.append(open(f"/proc/self/task/{tid}/comm").read())
-        except OSError:  # the thread ended
-            pass
-    return any(n.startswith("polars-ooc-deca") for n in names)
+    return any(n.startswith("polars-ooc-deca") for n in thread_names(os.getpid()))
 
 for i in range(reads):
     Catalog(wh).get_table("db.t").read()
@@ -118,6 +113,7 @@ def test_many_reads_leave_polars_memory_count_true(tmp_path: Path) -> None:
 _CALLERS = """
 import os, sys, threading
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+from bench.soak.procs import thread_names
 from filestore.read._polars_parquet import read_frame
 files = []
 for i in range(16):
@@ -133,13 +129,8 @@ for c in callers:
     c.start()
 for c in callers:
     c.join()
-def name(tid: str) -> str:
-    try:
-        return open(f"/proc/self/task/{tid}/comm").read()
-    except OSError:  # the thread ended between the listing and the read
-        return ""
-
-print(sum(name(t).startswith("tokio") for t in os.listdir("/proc/self/task")))
+names = thread_names(os.getpid())
+print(sum(n for name, n in names.items() if name.startswith("tokio")))
 """
 
 
