@@ -217,7 +217,7 @@ def bench_raw_copy(bootstrap: str, topic: str, n: int, broker_pid: int | None) -
 def bench_cli(bootstrap: str, warehouse: str, topic: str, n: int) -> dict[str, float]:
     """`dts ingest` in a fresh process: start-up until it prints where it ingests."""
     table = make_table(warehouse)
-    cmd = [sys.executable, "-m", "bridge.cli", "ingest", "--from-topic", topic, "--table",
+    cmd = [sys.executable, "-m", "bridge", "ingest", "--from-topic", topic, "--table",
            table.name, "--warehouse", warehouse, "--bootstrap", bootstrap, "--idle-exit", "2",
            "--barrier-interval", "1"]  # fmt: skip
     started = time.monotonic()

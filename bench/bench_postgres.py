@@ -219,7 +219,7 @@ def run(rows: int, stream_s: float) -> dict[str, Any]:
             topic_prefix=prefix,
         )
         env = {**os.environ, "DTS_WAREHOUSE": str(warehouse), "DTS_BOOTSTRAP": broker.bootstrap}
-        dts = [sys.executable, "-m", "bridge.cli"]
+        dts = [sys.executable, "-m", "bridge"]
         probe = Probe(
             broker.bootstrap,
             f"{prefix}.public.items",

@@ -106,7 +106,7 @@ def start_worker(
 ) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     cmd = [
-        sys.executable, "-m", "bridge.cli", "worker", "--warehouse", warehouse, "--bootstrap", bootstrap,
+        sys.executable, "-m", "bridge", "worker", "--warehouse", warehouse, "--bootstrap", bootstrap,
         "--tables", table, "--group", group, "--web-port", str(port), "--session-timeout", "6",
     ]  # fmt: skip
     log = open(Path(log_dir) / f"worker-{port}.log", "wb")  # noqa: SIM115 - lives with the process

@@ -113,11 +113,3 @@ cli.add_command(meta.meta)
 cli.add_command(exporter.exporter)
 cli.add_command(demo.demo)
 _show_envvars(cli)
-
-
-def main() -> None:
-    cli()
-
-
-if __name__ == "__main__":
-    main()

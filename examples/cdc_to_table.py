@@ -33,7 +33,7 @@ def main() -> None:
     print(f"wrote barriers {first} and {last} to the log of {TABLE}")
 
     worker = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "worker", "--warehouse", WAREHOUSE,
+        [sys.executable, "-m", "bridge", "worker", "--warehouse", WAREHOUSE,
          "--bootstrap", BOOTSTRAP, "--tables", TABLE, "--web-port", "0",
          "--group", "examples-cdc"],
     )  # fmt: skip

@@ -75,7 +75,7 @@ def main() -> None:
     create_topic(BOOTSTRAP, txn_topic, 1, {})
     produce_source(topic, txn_topic)
 
-    ingest = [sys.executable, "-m", "bridge.cli", "ingest", "--from-topic", topic,
+    ingest = [sys.executable, "-m", "bridge", "ingest", "--from-topic", topic,
               "--table", TABLE, "--warehouse", WAREHOUSE, "--bootstrap", BOOTSTRAP,
               "--transaction-topic", txn_topic, "--barrier-interval", "0.05",
               "--idle-exit", "2"]  # fmt: skip
@@ -107,7 +107,7 @@ def main() -> None:
     assert removed == 16
 
     worker = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "worker", "--warehouse", WAREHOUSE,
+        [sys.executable, "-m", "bridge", "worker", "--warehouse", WAREHOUSE,
          "--bootstrap", BOOTSTRAP, "--tables", TABLE, "--web-port", "0",
          "--group", f"examples-debezium-{run}"],
     )  # fmt: skip

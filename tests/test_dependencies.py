@@ -35,7 +35,7 @@ ROLES = {
     "meta-client": Role(("meta-client",), ("bridge.meta.client",)),
     "cli": Role(
         ("cli",),
-        ("bridge.cli",),
+        ("bridge.__main__", "bridge.cli"),
         ("bridge.commands.broker", "bridge.commands.ingest", "bridge.commands.table"),
     ),
     "worker": Role(("worker",), ("bridge.cli", "bridge.worker.*"), ("bridge.commands.worker",)),

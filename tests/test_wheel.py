@@ -88,4 +88,4 @@ def test_the_wheel_carries_the_packages_the_command_and_nothing_else(wheel: Path
     }
     assert code == in_repo
     assert {f"{p}/py.typed" for p in PACKAGES} <= code  # typed for mypy users of the API
-    assert "dts = bridge.cli:main" in entry_points
+    assert "dts = bridge.__main__:main" in entry_points

@@ -129,6 +129,7 @@ def main() -> None:
             ("--barrier-interval", "1.0", "seconds per barrier of dts ingest"),
             ("--table-options", "{}", "JSON object of options every table also gets"),
             ("--meta-keep-barriers", "", "the MetaService's --keep-barriers [its default]"),
+            ("--driver-java-options", "", "Spark driver's JVM options besides its -Xmx"),
         ],
     )
     stop = stop_event()
@@ -175,6 +176,13 @@ def main() -> None:
                 "spark.sql.shuffle.partitions": "2",
                 "spark.sql.streaming.stopTimeout": "30s",
                 "spark.driver.memory": DRIVER_MEMORY,
+                # Spark's launcher puts these before spark.driver.extraJavaOptions
+                # (local_session's logging and Derby settings)
+                **(
+                    {"spark.driver.defaultJavaOptions": ns.driver_java_options}
+                    if ns.driver_java_options
+                    else {}
+                ),
             },
         )
         stack.callback(stop_spark, spark)

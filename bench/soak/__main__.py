@@ -160,7 +160,8 @@ def start_pipeline(
     extra = ["--customers-topic", customers_topic, "--customers", str(customers),
              "--tier", "file", "--barrier-interval", ns.barrier_interval,
              "--table-options", json.dumps(life.table_options()),
-             "--meta-keep-barriers", str(life.keep_barriers(float(ns.barrier_interval)))]  # fmt: skip
+             "--meta-keep-barriers", str(life.keep_barriers(float(ns.barrier_interval))),
+             f"--driver-java-options={life.spark_driver_jvm_options()}"]  # fmt: skip
     side = Side("dts", broker.bootstrap, topic, work / "dts", ns.trigger, extra)
     stack.callback(side.stop)
     log(f"starting the pipeline (log: {side.log_path})")
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         roots = {("side-python" if k == "driver" else k): v for k, v in side.pids.items()}
         last_rate: list[float | None] = [None]
         collector = Collector(places, {**roots, "broker": broker.pid or 0}, time.time(),
-                              lambda: last_rate[0], jvms={"broker": broker.pid or 0},
+                              lambda: last_rate[0],
+                              jvms={"broker": broker.pid or 0, "spark": roots["spark"]},
                               worker_url=side.urls.get("worker"))  # fmt: skip
         cleanup = OrphanCleanup(str(places.warehouse), (*TABLES, CUSTOMERS),
                                 life.orphan_every_s, life.orphan_older_than_ms)  # fmt: skip

@@ -16,20 +16,21 @@ its RSS stepped up once an hour-long run by 10-30 MB (soak runs 5-11), all of it
 mimalloc's reservation (57-74 MB resident before, 82-101 after). jemalloc, as Arrow
 builds it, returns freed pages after a second by a thread of its own.
 
-Choosing the pool from Python moves what pyarrow's calls allocate (arrays, reads,
-compute), not what Arrow's C++ takes from its own default: Parquet's writer does (8.5 MB
-of a 100k-row write stayed in mimalloc, measured). Soak run 12 with this choice: the
-worker's RSS grew 11.5 MB in the judged 40 minutes (runs 10 and 11: 20.6 and 26.1),
-mimalloc's part 26-33 MB, 47 from minute 55. Only ``ARROW_DEFAULT_MEMORY_POOL`` set
-before pyarrow loads moves the writer too.
+Arrow reads its choice of pool (``ARROW_DEFAULT_MEMORY_POOL``) once, when pyarrow loads;
+chosen later from Python (``pa.set_memory_pool``) it moves what pyarrow's calls allocate
+but not what Arrow's C++ takes from its own default: Parquet's writer does (soak run 12,
+chosen that way: the worker's RSS grew 11.5 MB in the judged 40 minutes against runs 10
+and 11's 20.6 and 26.1, but mimalloc still held 26-33 MB, 47 from minute 55; a 100k-row
+write left 8.5 MB in it). Chosen before pyarrow loads, nothing reaches mimalloc.
 """
 
 from __future__ import annotations
 
 import gc
-import os
+from collections.abc import MutableMapping
 
-import pyarrow as pa
+#: Arrow's choice of pool, read once when pyarrow loads
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 
 def freeze_start_up_objects() -> None:
@@ -38,13 +39,8 @@ def freeze_start_up_objects() -> None:
     gc.freeze()
 
 
-def return_freed_arrow_memory() -> None:
-    """Arrow allocates from jemalloc in this process, unless the user chose Arrow's pool
-    (``ARROW_DEFAULT_MEMORY_POOL``) or this pyarrow was built without it."""
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        return
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:
-        return
-    pa.set_memory_pool(pool)
+def return_freed_arrow_memory(environ: MutableMapping[str, str]) -> None:
+    """Arrow allocates from jemalloc in the processes started with ``environ``: this one
+    if pyarrow has not loaded yet (``bridge.__main__`` calls it first), and those it
+    starts. A pool the user named there stands."""
+    environ.setdefault(ARROW_POOL_ENV, "jemalloc")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from bridge.commands.heap import freeze_start_up_objects, return_freed_arrow_memory
+from bridge.commands.heap import freeze_start_up_objects
 from bridge.commands.signals import sigterm_interrupt
 from bridge.tables import log_spec_for
 from filestore import Catalog
@@ -178,8 +178,6 @@ def worker(
             require_acls(bootstrap, "dts worker", topics, (group, ("READ",)))
         except NotAuthorizedError as exc:
             raise click.ClickException(str(exc)) from exc
-    # before the app's first flush: a buffer is freed to the pool it came from
-    return_freed_arrow_memory()
     try:
         app = create_app(config)
     except NoTablesError as exc:

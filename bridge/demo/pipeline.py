@@ -85,7 +85,7 @@ def start_dts(name: str, args: list[str], log_dir: Path) -> ServiceProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bridge.cli", *args],
+            [sys.executable, "-m", "bridge", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -153,7 +153,7 @@ class WorkerMetrics:
         )
         # what Arrow holds live, beside the process's RSS: RSS above it is the allocators'
         # (Arrow's pool, polars' jemalloc, glibc) free memory and everything else; the pool
-        # names which allocator (bridge.commands.heap.return_freed_arrow_memory)
+        # names which allocator (chosen in bridge.__main__)
         self.arrow_allocated_bytes = Gauge(
             "dts_worker_arrow_allocated_bytes",
             "Bytes Arrow's default memory pool holds allocated in this process",

@@ -252,7 +252,7 @@ def _ingests(
     """The database's one ingest (``--topic-prefix``) and the two per-topic ones, each a
     ``dts ingest`` process, all running; yields the database's."""
     common = [
-        *(sys.executable, "-m", "bridge.cli", "ingest", "--barrier-interval", "0.2"),
+        *(sys.executable, "-m", "bridge", "ingest", "--barrier-interval", "0.2"),
         *("--warehouse", str(warehouse), "--bootstrap", bootstrap),
     ]
     mapping = ",".join(f"public.{t}={tables[t].name}" for t in ("accounts", "transfers"))

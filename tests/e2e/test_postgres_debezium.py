@@ -285,7 +285,7 @@ def test_dts_connect_postgres_runs_the_connector_and_stops_on_ctrl_c(
             [
                 sys.executable,
                 "-m",
-                "bridge.cli",
+                "bridge",
                 "connect",
                 "postgres",
                 "--dsn",
@@ -617,7 +617,7 @@ def test_columns_added_and_dropped_while_streaming_through_dts_ingest(
         log = open(tmp_path / "ingest.log", "wb")  # noqa: SIM115 (closed below)
         ingest = subprocess.Popen(
             [
-                *(sys.executable, "-m", "bridge.cli", "ingest", "--topic-prefix", prefix),
+                *(sys.executable, "-m", "bridge", "ingest", "--topic-prefix", prefix),
                 *("--tables", f"public.items={table.name}", "--evolve-schema"),
                 *("--warehouse", str(warehouse), "--bootstrap", broker.bootstrap),
                 *("--barrier-interval", "0.2"),

@@ -144,7 +144,7 @@ def test_no_password_or_token_is_shown(
     bad = client_properties(
         secured.client_settings, "worker", tmp_path, **{"sasl.password": wrong_password}
     )
-    worker_cmd = [sys.executable, "-m", "bridge.cli", "--kafka-config", str(bad), "worker"]
+    worker_cmd = [sys.executable, "-m", "bridge", "--kafka-config", str(bad), "worker"]
     worker_cmd += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap]
     worker_cmd += ["--tables", table.name, "--group", group, "--web-port", "0"]
     refused = subprocess.run(worker_cmd, capture_output=True, text=True, timeout=90, cwd=ROOT)

@@ -39,7 +39,7 @@ def test_dts_broker_starts_prints_bootstrap_and_stops_on_sigterm(tmp_path: Path)
         [
             sys.executable,
             "-m",
-            "bridge.cli",
+            "bridge",
             "broker",
             "--port",
             "0",
@@ -310,7 +310,7 @@ def test_dts_ingest_reads_precise_decimals_exactly_never_as_numbers(
 def _start_secure_broker(data: Path) -> tuple[subprocess.Popen[str], list[str]]:
     """`dts broker --secure --user app --data DATA` and its first four lines: bootstrap, CA,
     the admin's and app's client properties files."""
-    cmd = [sys.executable, "-m", "bridge.cli", "broker", "--port", "0", "--secure"]
+    cmd = [sys.executable, "-m", "bridge", "broker", "--port", "0", "--secure"]
     proc = subprocess.Popen(
         [*cmd, "--user", "app", "--data", str(data)],
         cwd=REPO,

@@ -73,7 +73,7 @@ def _run_to_stop(
     ``stopped`` shows."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bridge.cli", *args],
+            [sys.executable, "-m", "bridge", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
@@ -102,7 +102,7 @@ def test_worker_logs_plain_lines_at_the_environment_level_and_says_it_stopped(
     broker: EmbeddedBroker, warehouse: Path, tmp_path: Path, level: str
 ) -> None:
     create = subprocess.run(
-        [sys.executable, "-m", "bridge.cli", "table", "create", "shop.plainlog",
+        [sys.executable, "-m", "bridge", "table", "create", "shop.plainlog",
          "--schema", "id:int64 not null", "-k", "id", "--warehouse", str(warehouse)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -127,7 +127,7 @@ def test_worker_stopped_before_faust_starts_says_it_stopped(
     """SIGTERM within milliseconds of the addresses showing, before Faust has installed
     its signal handlers: the worker still stops cleanly with its stop line."""
     create = subprocess.run(
-        [sys.executable, "-m", "bridge.cli", "table", "create", "shop.earlystop",
+        [sys.executable, "-m", "bridge", "table", "create", "shop.earlystop",
          "--schema", "id:int64 not null", "-k", "id", "--warehouse", str(warehouse)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

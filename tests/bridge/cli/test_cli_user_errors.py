@@ -20,7 +20,7 @@ from bridge.cli import cli
 
 def dts(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bridge.cli", *args],
+        [sys.executable, "-m", "bridge", *args],
         capture_output=True,
         text=True,
         timeout=120,

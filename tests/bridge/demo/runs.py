@@ -38,7 +38,7 @@ def demo_env(tmp: Path, run_id: str) -> dict[str, str]:
 def start_demo(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
     with open(out, "wb") as f:
         return subprocess.Popen(
-            [sys.executable, "-m", "bridge.cli", "demo", *args],
+            [sys.executable, "-m", "bridge", "demo", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

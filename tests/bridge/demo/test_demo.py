@@ -127,7 +127,7 @@ def test_demo_clean_removes_only_what_the_demo_made(tmp_path: Path) -> None:
 
     def clean(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bridge.cli", "demo", "--clean", *args],
+            [sys.executable, "-m", "bridge", "demo", "--clean", *args],
             capture_output=True, text=True, timeout=60, env=env,
         )  # fmt: skip
 

@@ -19,7 +19,7 @@ from bridge.cli import cli
 def _popen_serve(warehouse: Path, *extra: str) -> subprocess.Popen[str]:
     """`dts meta serve` on a free port, its output (address line first) on a pipe."""
     return subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", "0",
+        [sys.executable, "-m", "bridge", "meta", "serve", "--port", "0",
          "--warehouse", str(warehouse), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

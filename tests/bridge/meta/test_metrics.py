@@ -160,7 +160,7 @@ def test_metrics_report_a_database_outage(warehouse: Path) -> None:
 def test_serve_prints_where_to_look(warehouse: Path) -> None:
     cmd = ["meta", "serve", "--port", "0", "--warehouse", str(warehouse)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", *cmd],
+        [sys.executable, "-m", "bridge", *cmd],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -46,7 +46,7 @@ def serve_tls(warehouse: Path, certs: Certs, token: str) -> Iterator[str]:
     """A TLS MetaService with ``token``; its https:// address, from its first line. On exit
     it is stopped (SIGINT, by its PID) and must have exited cleanly without showing the token."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", "0",
+        [sys.executable, "-m", "bridge", "meta", "serve", "--port", "0",
          "--warehouse", str(warehouse), "--tls-cert", str(certs.cert),
          "--tls-key", str(certs.key)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

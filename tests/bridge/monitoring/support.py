@@ -385,7 +385,7 @@ def start_meta(warehouse: Path) -> Iterator[str]:
     cmd = [
         sys.executable,
         "-m",
-        "bridge.cli",
+        "bridge",
         "meta",
         "serve",
         "--warehouse",

@@ -141,7 +141,7 @@ def test_dts_exporter_stops_on_ctrl_c_and_sigterm(tmp_path: Path, stop: signal.S
         [
             sys.executable,
             "-m",
-            "bridge.cli",
+            "bridge",
             "exporter",
             "--port",
             "0",

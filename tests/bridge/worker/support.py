@@ -256,7 +256,7 @@ def start_worker(
     cmd = [
         sys.executable,
         "-m",
-        "bridge.cli",
+        "bridge",
         "worker",
         "--warehouse",
         str(warehouse),
@@ -402,7 +402,7 @@ def start_meta(
     port = port or free_port()
     db = db or f"sqlite:///{tmp_path / f'meta-{uuid.uuid4().hex[:6]}.db'}"
     log_path = tmp_path / f"meta-{port}-{uuid.uuid4().hex[:4]}.log"
-    cmd = [sys.executable, "-m", "bridge.cli", "meta", "serve", "--port", str(port), "--db", db]
+    cmd = [sys.executable, "-m", "bridge", "meta", "serve", "--port", str(port), "--db", db]
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **(env or {})}

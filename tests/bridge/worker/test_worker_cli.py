@@ -33,7 +33,7 @@ def test_unknown_table_is_one_error_line_without_traceback(warehouse: Path) -> N
         [
             sys.executable,
             "-m",
-            "bridge.cli",
+            "bridge",
             "worker",
             "--warehouse",
             str(warehouse),

@@ -129,7 +129,7 @@ def _start_ingest(
     cluster: KafkaCluster, warehouse: Path, topic: str, table: str, logs: Path
 ) -> Any:
     out = open(logs / "ingest.log", "wb")  # noqa: SIM115 (closed with the process)
-    cmd = [sys.executable, "-m", "bridge.cli", "ingest", "--from-topic", topic, "--table", table]
+    cmd = [sys.executable, "-m", "bridge", "ingest", "--from-topic", topic, "--table", table]
     cmd += ["--warehouse", str(warehouse), "--bootstrap", cluster.bootstrap]
     cmd += ["--barrier-interval", "0.3", "--group", f"ingest-{uuid.uuid4().hex[:6]}"]
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -270,7 +270,7 @@ def test_leader_and_controller_killed_while_everything_runs(  # type: ignore[no-
 
 def test_dts_broker_nodes_3_prints_every_address_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "broker", "--nodes", "3", "--port", "0"],
+        [sys.executable, "-m", "bridge", "broker", "--nodes", "3", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,

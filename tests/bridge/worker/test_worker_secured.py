@@ -289,7 +289,7 @@ def test_a_worker_missing_an_acl_stops_at_start_naming_it(
         writer.close(final_barrier=False)
     group = f"g-{uuid.uuid4().hex[:8]}"
     config = client_properties(secured.client_settings, "worker", tmp_path)
-    cmd = [sys.executable, "-m", "bridge.cli", "--kafka-config", str(config), "worker"]
+    cmd = [sys.executable, "-m", "bridge", "--kafka-config", str(config), "worker"]
     cmd += ["--warehouse", str(warehouse), "--bootstrap", secured.bootstrap, "--group", group]
     cmd += ["--tables", table.name, "--web-port", "0"]
 

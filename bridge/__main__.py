@@ -1,0 +1,24 @@
+"""The ``dts`` process: ``python -m bridge ...`` and the ``dts`` script both start here.
+
+What Arrow reads only once, when pyarrow loads, is chosen here, before the command line
+(``bridge.cli``) imports it; then the command runs.
+
+Imports within bridge: bridge.cli, bridge.commands.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bridge.commands.heap import return_freed_arrow_memory
+
+
+def main() -> None:
+    return_freed_arrow_memory(os.environ)
+    from bridge.cli import cli  # pyarrow loads here, with the pool chosen
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()
