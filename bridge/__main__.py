@@ -3,14 +3,14 @@
 What Arrow reads only once, when pyarrow loads, is chosen here, before the command line
 (``bridge.cli``) imports it; then the command runs.
 
-Imports within bridge: bridge.cli, bridge.commands.
+Imports within bridge: bridge.arrow_pool, bridge.cli.
 """
 
 from __future__ import annotations
 
 import os
 
-from bridge.commands.heap import return_freed_arrow_memory
+from bridge.arrow_pool import return_freed_arrow_memory
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ spark.read.format("dts").option("warehouse", W).load("db.table")
 The exports are imported lazily: Spark's Python workers import this package before
 any of its modules, and a worker reading a scan needs neither CTAS nor registration.
 
-Imports within bridge: bridge.errors, bridge.lazy_exports, bridge.meta, bridge.tables.
+Imports within bridge: bridge.arrow_pool, bridge.errors, bridge.lazy_exports, bridge.meta, bridge.tables.
 """
 
 from __future__ import annotations

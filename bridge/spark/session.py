@@ -3,7 +3,7 @@
 Everything a local session needs to stay on this machine and out of the way:
 driver bound to 127.0.0.1, no web UI, two shuffle partitions, Derby, the SQL
 warehouse and Spark's scratch space under one work directory, Kafka credentials
-redacted (`REDACTION_CONF`), and `dts`
+redacted (`REDACTION_CONF`), Arrow's pool in the Python workers (`python_worker_conf`), and `dts`
 registered, and the dts extension loaded when `make spark-ext` built it (reads by
 name then use Spark's Parquet reader; see `extension.py`). Clusters build their own
 sessions, with `extension_conf()` among their confs, and call `register(spark)`.
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bridge.arrow_pool import python_worker_conf
 from bridge.spark.errors import ExtensionJarMissing, KafkaConnectorMissing
 from bridge.spark.native.extension import extension_conf
 from bridge.spark.registration import register
@@ -139,7 +140,7 @@ def local_session(
             builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in {**REDACTION_CONF, **(conf or {})}.items():
+    for key, value in {**REDACTION_CONF, **python_worker_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
