@@ -204,6 +204,17 @@ class _Manifests:
     written: list[str]
 
 
+@dataclass
+class _Attempt:
+    """One attempt's snapshot, before it is published, and what it was built from."""
+
+    snapshot: Snapshot
+    manifests: _Manifests
+    rebased: Rebased
+    entries: list[ManifestEntry]  # what it adds and removes
+    live: list[ManifestEntry] | None  # the files live at its parent, when it read them
+
+
 class SnapshotCommit:
     """Commits CommitMessages of one table as one commit user (manifests + snapshot only)."""
 
@@ -258,20 +269,20 @@ class SnapshotCommit:
             if producer.is_noop(messages, barrier, log_offsets):
                 return CommitOutcome(latest)
             schema = self.ctx.schema
-            snapshot, manifests, rebased, entries = self._build(
+            built = self._build(
                 producer, schema, latest, messages, identifier, barrier, log_offsets
             )
-            if self.snapshots.try_commit(snapshot):
+            if self.snapshots.try_commit(built.snapshot):
                 # the originals stay until the snapshot exists: a crash before it
                 # leaves the messages committable as they are
-                self._delete_data(rebased.replaced)
-                self.ctx.file_cache.discard(self._removed_paths(entries))
+                self._delete_data(built.rebased.replaced)
+                self._forget_dead_files(built)
                 if schema.core_options.iceberg_storage != "disabled":
                     sync_iceberg(self.ctx)  # never fails the commit: see filestore.iceberg
-                return CommitOutcome(snapshot, True, rebased.messages)
-            for name in manifests.written:  # lost the race: our manifests are garbage
+                return CommitOutcome(built.snapshot, True, built.rebased.messages)
+            for name in built.manifests.written:  # lost the race: our manifests are garbage
                 self.io.delete_file(self.ctx.paths.manifest(name))
-            self._delete_data(rebased.written)
+            self._delete_data(built.rebased.written)
             # racers that retry in lockstep keep colliding (an attempt takes several
             # round trips on an object store): wait a random, growing while
             time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.005 * 2**_attempt)))
@@ -287,15 +298,27 @@ class SnapshotCommit:
              for m in messages for f in (*m.new_files, *m.changelog_files)]
         )  # fmt: skip
 
-    def _removed_paths(self, entries: Sequence[ManifestEntry]) -> set[str]:
-        """The data files ``entries`` take out of the table (a file whose deletion vector
-        grew is deleted and added again: it stays)."""
-        kept = {(e.partition, e.bucket, e.file.file_name) for e in entries if e.kind == ADD}
-        return {
-            self.ctx.data_path(e.partition, e.bucket, e.file.file_name)
-            for e in entries
-            if e.kind == DELETE and (e.partition, e.bucket, e.file.file_name) not in kept
-        }
+    def _forget_dead_files(self, built: _Attempt) -> None:
+        """Take the files no longer live out of the handle's file cache: those this commit
+        removed and, when it read every live file, any other kept that is not live, which
+        another handle's commit removed (a compaction in another process; a stream's
+        commits run in more than one of Spark's Python workers, each missing the other's
+        compactions: soak runs 16-17, dead files filled each worker's budget). Files
+        written for a commit still to come stay (``FileCache.retain``)."""
+        live = {(e.partition, e.bucket, e.file.file_name) for e in built.live or []}
+        removed: set[tuple[Partition, int, str]] = set()
+        for e in built.entries:  # in order: a file whose deletion vector grew is deleted,
+            key = (e.partition, e.bucket, e.file.file_name)  # then added again: it stays
+            if e.kind == DELETE:
+                live.discard(key)
+                removed.add(key)
+            else:
+                live.add(key)
+                removed.discard(key)
+        cache = self.ctx.file_cache
+        cache.discard(self.ctx.data_path(*key) for key in removed)
+        if built.live is not None:
+            cache.retain({self.ctx.data_path(*key) for key in live})
 
     # -- building a snapshot --------------------------------------------
     def _delete_data(self, files: Sequence[tuple[BucketKey, str]]) -> None:
@@ -313,7 +336,7 @@ class SnapshotCommit:
         identifier: int,
         barrier: int | None,
         log_offsets: dict[int, int] | None,
-    ) -> tuple[Snapshot, _Manifests, Rebased, list[ManifestEntry]]:
+    ) -> _Attempt:
         lagging = bool(schema.primary_key) and needs_rebase(latest, messages)
         lookup = needs_lookup(self.ctx, producer.kind, messages)
         needs_live = producer.needs_live(messages) or lagging or lookup
@@ -352,7 +375,7 @@ class SnapshotCommit:
             producer.barrier(latest, barrier),
             log_offsets,
         )
-        return snapshot, manifests, rebased, entries
+        return _Attempt(snapshot, manifests, rebased, entries, live)
 
     def _check_barrier_order(self, latest: Snapshot | None, barrier: int | None) -> None:
         if barrier is None:

@@ -111,7 +111,7 @@ def write_bucket_file(
         size = out.tell()
     if prefix == "data" and schema.primary_key:
         # the commit's lookup reads it next (and later commits' lookups): as written
-        ctx.file_cache.put(path, data, opts.lookup_cache_max_memory)
+        ctx.file_cache.put(path, data, opts.lookup_cache_max_memory, written=True)
     stats, nulls = compute_value_stats(data, schema.column_names, footer)
     return DataFileMeta(
         file_name=name,

@@ -14,6 +14,7 @@ import pytest
 
 import filestore.state.bucket_file as bucket_file
 from filestore import Catalog, Table
+from filestore.commit.properties import CommitProperties
 from filestore.io.file_cache import FileCache
 from filestore.read.changes import _match_joined, _match_rows, diff_states
 
@@ -127,6 +128,57 @@ def test_files_a_commit_removes_leave_the_cache(warehouse: Path, options: dict[s
     assert not [p for p in before - after if t.file_cache.holds(p)]
     # nothing else: the compaction's own output, written through the handle
     assert all(t.file_cache.holds(p) for p in after) and len(t.file_cache) == len(after)
+
+
+@pytest.mark.parametrize("options", [{}, {"deletion-vectors.enabled": "true"}], ids=["mor", "dv"])
+def test_files_another_handle_removes_leave_the_cache(
+    warehouse: Path, options: dict[str, str]
+) -> None:
+    """Two handles with a cache each take turns committing and auto-compacting one table,
+    as a stream's commits run in more than one of Spark's Python workers: each handle's cache
+    keeps only live files, though half the compactions that removed its files were the
+    other's (before, each kept every file the other compacted away until its budget:
+    soak run 16's two sink workers grew ~2 MB a minute each)."""
+    _table(warehouse, "db.turns", **options, **{"auto-compaction": "true"})
+    caches = [FileCache(), FileCache()]
+    rnd = random.Random(5)
+    for turn in range(40):
+        t = Catalog(str(warehouse)).get_table("db.turns")
+        t.file_cache = caches[turn % 2]
+        w = t.new_write(f"w{turn % 2}")
+        w.write(_rows(rnd.sample(range(400), 60), f"t{turn}-"))
+        w.commit()
+        w.close()
+    live = _live_paths(t)
+    compacted = {s.id for s in t.snapshots() if s.commit_kind == "COMPACT"}
+    assert len(compacted) >= 4, "too few compactions to have removed files"
+    for cache in caches:
+        assert len(cache) > 0
+        assert not [p for p in cache._files if p not in live], "a dead file stayed cached"
+    assert caches[1].nbytes == sum(caches[1]._files[p].nbytes for p in caches[1]._files)
+
+
+def test_files_written_for_a_later_commit_stay_cached(warehouse: Path) -> None:
+    """A commit that keeps only the live files keeps those the handle wrote for a commit
+    still to come (the worker prepares a barrier's files while it commits the last):
+    they are not live yet, and not dead."""
+    t = _table(warehouse, "db.pending")
+    _upserts(t, rounds=3, seed=6)
+    later = t.new_write("later")
+    later.write(_rows(list(range(0, 300, 5)), "later"))
+    messages = later.prepare()
+    pending = {
+        t.data_path(m.partition, m.bucket, f.file_name) for m in messages for f in m.new_files
+    }
+    assert pending and all(t.file_cache.holds(p) for p in pending)
+    before = _live_paths(t)
+    t.compact(full=True)  # a commit that reads every live file, in between
+    assert [p for p in before - _live_paths(t) if t.file_cache.holds(p)] == []
+    assert all(t.file_cache.holds(p) for p in pending)
+    t.new_commit("later").commit(messages, CommitProperties(1))
+    later.close()
+    assert pending <= _live_paths(t)
+    assert all(t.file_cache.holds(p) for p in pending)
 
 
 def test_a_file_whose_vector_grows_stays_cached(warehouse: Path) -> None:
