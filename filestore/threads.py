@@ -21,24 +21,25 @@ Work submitted from one of the pool's own threads runs in that thread: a task th
 waited on tasks queued behind it would wait for ever once every thread did.
 
 Polars' Parquet reads also take one of a thread per core's *decode slots*
-(``decode_slot``), whichever thread calls them. Polars reads a call's files in threads of
-its own (tokio's blocking pool, up to 512), about as many as the files up to 6-9, and
+(``decode_slot``), whichever thread calls them, and polars' file I/O threads are bounded
+where polars reads the bound (``bound_polars_io_threads``). Polars reads a call's files in
+threads of its own (tokio's blocking pool), about as many as the files up to 6-12, and
 keeps every thread it started alive as long as it is used again within 10 s: under steady
-reads the pool stays at the most calls ever made at once times their files. With a slot
-a core, at most a core's number of calls decode at once, so the pool stays under about
-10 threads a core: sixteen threads reading sixteen files each kept 83 and 145 without the
-slots, 14 and 15 with them, on two cores. It is still a high-water mark under that bound
-(the soak's probe: 19 -> 21 in run 9 without the slots, 19 -> 20 and 19 -> 21 in runs 10
-and 11 with them). More calls at once would only have shared the same cores (polars
-decodes a call's files on all of them): reading 64 files in 2 or 4 threads took as long
-with the pool capped at 2 threads as at 512.
+reads the pool is the most file reads ever in flight at once, a high-water mark. The
+slots alone bounded it to about 10 threads a core (sixteen threads reading sixteen files
+each kept 83 and 145 without them, 14 and 15 with them) but it still stepped up for an
+hour: the soak's probe went 11 -> 26 in run 18 and failed its threads series. Those
+threads only open and read local files (decoding runs in polars' own pool), so two a
+decode slot are enough: eight threads reading 64 files each ten times took 0.60 s with
+the pool at 4 threads, 0.64 s at polars' default 512 (17 threads kept).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
@@ -48,6 +49,10 @@ _R = TypeVar("_R")
 
 #: the pool's threads and the decode slots: one a core
 _CORES = os.cpu_count() or 1
+#: polars' bound on its blocking (file I/O) threads, read once, when its runtime starts
+POLARS_IO_THREADS_ENV = "POLARS_MAX_BLOCKING_THREAD_COUNT"
+#: file I/O threads polars may keep for each decode slot
+IO_THREADS_PER_SLOT = 2
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -71,6 +76,21 @@ def decode_slot() -> Iterator[None]:
         yield
 
 
+def bound_polars_io_threads(environ: MutableMapping[str, str]) -> None:
+    """Bound polars' file I/O threads to two a decode slot in the processes that read with
+    ``environ`` (this one and those it starts), unless a bound is named there.
+
+    Polars reads the bound once, when its runtime starts at the first file read, so this
+    runs when this module loads: before any read of dts's. When the bound is reached,
+    polars warns once that it "may indicate a deadlock"; at dts's bound it means only
+    that every I/O thread is busy (a file read always ends), so that warning is not
+    shown; a bound of the user's own keeps it.
+    """
+    bound = str(IO_THREADS_PER_SLOT * _CORES)
+    environ.setdefault(POLARS_IO_THREADS_ENV, bound)
+    warnings.filterwarnings("ignore", message=rf"{POLARS_IO_THREADS_ENV} reached \({bound}\)")
+
+
 def _shared_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
@@ -92,3 +112,4 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+bound_polars_io_threads(os.environ)

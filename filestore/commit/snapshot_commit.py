@@ -305,20 +305,14 @@ class SnapshotCommit:
         commits run in more than one of Spark's Python workers, each missing the other's
         compactions: soak runs 16-17, dead files filled each worker's budget). Files
         written for a commit still to come stay (``FileCache.retain``)."""
-        live = {(e.partition, e.bucket, e.file.file_name) for e in built.live or []}
-        removed: set[tuple[Partition, int, str]] = set()
-        for e in built.entries:  # in order: a file whose deletion vector grew is deleted,
-            key = (e.partition, e.bucket, e.file.file_name)  # then added again: it stays
-            if e.kind == DELETE:
-                live.discard(key)
-                removed.add(key)
-            else:
-                live.add(key)
-                removed.discard(key)
+        # a file whose deletion vector grew is deleted, then added again: it stays
+        added = {e.identifier for e in merge_entries(built.entries)}
+        removed = {e.identifier for e in built.entries if e.kind == DELETE} - added
         cache = self.ctx.file_cache
         cache.discard(self.ctx.data_path(*key) for key in removed)
         if built.live is not None:
-            cache.retain({self.ctx.data_path(*key) for key in live})
+            live = merge_entries([*built.live, *built.entries])
+            cache.retain({self.ctx.data_path(*e.identifier) for e in live})
 
     # -- building a snapshot --------------------------------------------
     def _delete_data(self, files: Sequence[tuple[BucketKey, str]]) -> None:

@@ -55,6 +55,11 @@ class FileCache:
         with self._lock:
             return path in self._files
 
+    def paths(self) -> list[str]:
+        """The files kept, least recently used first."""
+        with self._lock:
+            return list(self._files)
+
     def put(self, path: str, table: pa.Table, budget: int, *, written: bool = False) -> None:
         """Keep ``table`` as the content of ``path``, dropping the least recently used
         files beyond ``budget`` bytes (a file larger than the budget is not kept).

@@ -154,8 +154,7 @@ def test_files_another_handle_removes_leave_the_cache(
     assert len(compacted) >= 4, "too few compactions to have removed files"
     for cache in caches:
         assert len(cache) > 0
-        assert not [p for p in cache._files if p not in live], "a dead file stayed cached"
-    assert caches[1].nbytes == sum(caches[1]._files[p].nbytes for p in caches[1]._files)
+        assert not [p for p in cache.paths() if p not in live], "a dead file stayed cached"
 
 
 def test_files_written_for_a_later_commit_stay_cached(warehouse: Path) -> None:
